@@ -1,0 +1,122 @@
+// Giving cached memory back to the device: garbage collection, the two
+// release steps of the OOM retry path, and empty_cache.
+#include <vector>
+
+#include "allocator/device_allocator.h"
+#include "allocator/errors.h"
+
+namespace cachealloc {
+
+// native: release_block. Returns one whole unsplit cached segment.
+void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) {
+  EngineEvent e{EngineEventKind::kSegmentFree};
+  e.pool = kind_of(*block->pool);
+  e.stream = block->stream;
+  e.address = block->address;
+  e.size = block->size;
+  e.oversize = oversize(block->size);
+  e.context = ctx ? &ctx : &block->context_when_segment_allocated;
+  emit(e);
+
+  backend_.release(device_, block->address, block->size);
+  reserved_bytes_ -= block->size;
+  block->pool->erase(block);
+  delete_block(block);
+}
+
+// native: garbage_collect_cached_blocks. Frees unsplit large cached blocks
+// older than the average age until reserved memory is back under
+// threshold * allowed, without synchronizing streams.
+void DeviceCachingAllocator::garbage_collect_cached_blocks(const ContextPtr& ctx) {
+  const auto threshold = static_cast<size_t>(
+      config_.garbage_collection_threshold *
+      static_cast<double>(limit_.allowed_bytes()));
+  if (reserved_bytes_ <= threshold) return;
+  const size_t target = reserved_bytes_ - threshold;
+  size_t reclaimed = 0;
+
+  size_t total_age = 0;
+  int freeable = 0;
+  for (const auto& entry : large_blocks_.index()) {
+    if (!entry.block->is_split()) {
+      total_age += static_cast<size_t>(large_blocks_.age_of(entry.block));
+      ++freeable;
+    }
+  }
+  if (freeable == 0) return;
+
+  bool freed_one = true;
+  while (reclaimed < target && freed_one && freeable > 0) {
+    const double age_threshold = static_cast<double>(total_age) / freeable;
+    freed_one = false;
+    // Releasing a whole segment changes no other block's age or split
+    // state, so collecting this pass's victims first and releasing them in
+    // index order is the same as native's release-while-iterating.
+    std::vector<Block*> victims;
+    for (const auto& entry : large_blocks_.index()) {
+      Block* block = entry.block;
+      if (!block->is_split() &&
+          static_cast<double>(large_blocks_.age_of(block)) >= age_threshold) {
+        victims.push_back(block);
+        freed_one = true;
+        reclaimed += block->size;
+        total_age -= static_cast<size_t>(large_blocks_.age_of(block));
+        --freeable;
+      }
+    }
+    for (Block* b : victims) release_block(b, ctx);
+  }
+}
+
+// native: release_available_cached_blocks. With max_split_size set, frees
+// the smallest oversize cached block that covers the request, or else the
+// largest oversize blocks on the stream until enough bytes were freed.
+bool DeviceCachingAllocator::release_available_cached_blocks(const Request& r,
+                                                             const ContextPtr& ctx) {
+  if (config_.max_split_size == AllocatorConfig::kUnlimitedSplit) return false;
+  BlockPool& pool = *r.pool;
+  const size_t key_size = std::max(r.size, config_.max_split_size);
+  auto it = pool.lower_bound(r.stream, key_size);
+  if (it == pool.end() || it->stream != r.stream) {
+    if (it == pool.begin()) return false;
+    size_t released = 0;
+    --it;  // the largest block ordered before the key: same stream or lower
+    std::vector<Block*> victims;
+    while (released < key_size && it->size >= config_.max_split_size &&
+           it->stream == r.stream) {
+      victims.push_back(it->block);
+      released += it->size;
+      if (it == pool.begin()) break;
+      --it;
+    }
+    // Native releases each victim while walking down; releasing afterwards
+    // in the same order emits the same events and leaves the same state.
+    for (Block* b : victims) release_block(b, ctx);
+    if (released < key_size) return false;
+  } else {
+    release_block(it->block, ctx);
+  }
+  return true;
+}
+
+// native: release_cached_blocks (default pools; no graph pools here).
+bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx) {
+  synchronize_and_free_events(ctx);
+  release_blocks(large_blocks_, ctx);
+  release_blocks(small_blocks_, ctx);
+  return true;
+}
+
+// native: release_blocks. Frees every unsplit cached segment of the pool.
+void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& ctx) {
+  std::vector<Block*> whole;
+  for (const auto& entry : pool.index())
+    if (!entry.block->is_split()) whole.push_back(entry.block);
+  for (Block* b : whole) release_block(b, ctx);
+}
+
+void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx) {
+  release_cached_blocks(ctx);
+}
+
+}  // namespace cachealloc

@@ -1,0 +1,106 @@
+#include "allocator/caching_allocator.h"
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "allocator/errors.h"
+
+namespace cachealloc {
+
+CachingAllocator::CachingAllocator(const AllocatorConfig& config,
+                                   const std::vector<DeviceBackend*>& backends)
+    : config_(config) {
+  for (size_t i = 0; i < backends.size(); ++i) {
+    auto d = std::make_unique<Device>();
+    d->engine = std::make_unique<DeviceCachingAllocator>(static_cast<int>(i),
+                                                         config_, *backends[i]);
+    devices_.push_back(std::move(d));
+  }
+}
+
+CachingAllocator::Device& CachingAllocator::at(int device) {
+  if (device < 0 || device >= device_count())
+    throw std::out_of_range("cachealloc: device " + std::to_string(device) +
+                            " out of range (" + std::to_string(device_count()) +
+                            " devices)");
+  return *devices_[static_cast<size_t>(device)];
+}
+
+static std::string hex(uintptr_t a) {
+  std::ostringstream s;
+  s << "0x" << std::hex << a;
+  return s.str();
+}
+
+template <typename Fn>
+void CachingAllocator::with_block(uintptr_t address, int hint, const char* what,
+                                  Fn&& fn) {
+  auto try_device = [&](Device& d) {
+    std::lock_guard<std::mutex> lock(d.mutex);
+    auto it = d.blocks.find(address);
+    if (it == d.blocks.end()) return false;
+    fn(d, it);
+    return true;
+  };
+  if (hint >= 0 && try_device(at(hint))) return;
+  for (int i = 0; i < device_count(); ++i)
+    if (i != hint && try_device(*devices_[static_cast<size_t>(i)])) return;
+  throw InvalidPointerError(std::string("cachealloc: ") + what + " of " +
+                            hex(address) +
+                            ", which this allocator did not allocate or has "
+                            "already freed");
+}
+
+uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
+                                     const ContextPtr& context) {
+  Device& d = at(device);
+  if (size == 0) return 0;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  Block* b = d.engine->malloc(size, stream, context);
+  d.blocks.emplace(b->address, b);
+  return b->address;
+}
+
+void CachingAllocator::deallocate(uintptr_t address, int device,
+                                  const ContextPtr& context) {
+  if (address == 0) return;
+  with_block(address, device, "free", [&](Device& d, auto it) {
+    Block* b = it->second;
+    d.blocks.erase(it);
+    d.engine->free(b, context);
+  });
+}
+
+void CachingAllocator::record_stream(uintptr_t address, StreamId stream) {
+  with_block(address, -1, "record_stream",
+             [&](Device& d, auto it) { d.engine->record_stream(it->second, stream); });
+}
+
+size_t CachingAllocator::block_size(uintptr_t address) {
+  size_t size = 0;
+  with_block(address, -1, "block_size", [&](Device&, auto it) { size = it->second->size; });
+  return size;
+}
+
+uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_bytes) {
+  uintptr_t base = 0;
+  with_block(address, -1, "base_allocation", [&](Device& d, auto it) {
+    base = d.engine->base_allocation(it->second, segment_bytes);
+  });
+  return base;
+}
+
+void CachingAllocator::empty_cache(int device, const ContextPtr& context) {
+  for (int i = 0; i < device_count(); ++i) {
+    if (device >= 0 && i != device) continue;
+    with_device(i, [&](DeviceCachingAllocator& e) { e.empty_cache(context); });
+  }
+  if (device >= device_count()) at(device);  // throws out_of_range
+}
+
+void CachingAllocator::set_memory_fraction(double fraction, int device) {
+  with_device(device, [&](DeviceCachingAllocator& e) { e.set_memory_fraction(fraction); });
+}
+
+}  // namespace cachealloc

@@ -1,0 +1,76 @@
+// The allocator a process uses: one DeviceCachingAllocator per device, a
+// pointer table per device, and a lock per device. Thread-safe.
+//
+// Costs: allocate/deallocate take the device's lock once and do O(log n)
+// work in the number of cached blocks, plus a hash lookup.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "allocator/config.h"
+#include "allocator/device_allocator.h"
+
+namespace cachealloc {
+
+class CachingAllocator {
+ public:
+  // One backend per device, indexed by device number; not owned, must
+  // outlive the allocator.
+  CachingAllocator(const AllocatorConfig& config,
+                   const std::vector<DeviceBackend*>& backends);
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  const AllocatorConfig& config() const { return config_; }
+
+  // Returns the address of at least `size` bytes on `device` usable on
+  // `stream`; 0 for size 0 (as PyTorch, no block is made). Throws
+  // OutOfMemoryError, SizeOverflowError, BackendError, or
+  // std::out_of_range for a bad device index.
+  uintptr_t allocate(size_t size, int device, StreamId stream,
+                     const ContextPtr& context = nullptr);
+  // Takes back an address from allocate(); 0 is ignored. `device` is where
+  // to look first (-1: search all). Throws InvalidPointerError for an
+  // address this allocator does not hold; nothing changes then.
+  void deallocate(uintptr_t address, int device = -1,
+                  const ContextPtr& context = nullptr);
+  // See DeviceCachingAllocator::record_stream. Throws InvalidPointerError.
+  void record_stream(uintptr_t address, StreamId stream);
+  // Bytes of the block behind an address; throws InvalidPointerError.
+  size_t block_size(uintptr_t address);
+  // Segment start and size for an address; throws InvalidPointerError.
+  uintptr_t base_allocation(uintptr_t address, size_t* segment_bytes);
+
+  // device -1: every device.
+  void empty_cache(int device = -1, const ContextPtr& context = nullptr);
+  void set_memory_fraction(double fraction, int device);
+
+  // Runs fn(DeviceCachingAllocator&) with the device's lock held: the way
+  // to read state (snapshots) or attach observers consistently.
+  template <typename Fn>
+  auto with_device(int device, Fn&& fn) {
+    Device& d = at(device);
+    std::lock_guard<std::mutex> lock(d.mutex);
+    return fn(*d.engine);
+  }
+
+ private:
+  struct Device {
+    std::mutex mutex;
+    std::unique_ptr<DeviceCachingAllocator> engine;
+    absl::flat_hash_map<uintptr_t, Block*> blocks;  // allocated, by address
+  };
+  Device& at(int device);
+  // Finds the device holding `address` and runs fn(device, block) locked.
+  template <typename Fn>
+  void with_block(uintptr_t address, int hint, const char* what, Fn&& fn);
+
+  const AllocatorConfig config_;
+  std::vector<std::unique_ptr<Device>> devices_;
+};
+
+}  // namespace cachealloc

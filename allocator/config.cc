@@ -1,0 +1,215 @@
+#include "allocator/config.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+#include "allocator/errors.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr size_t kMiB = 1048576;
+// Native refuses split/rounding limits below its 20 MiB large buffer.
+constexpr size_t kMinSplitMiB = 20;
+
+// Splits the text into words and the single-character tokens , : [ ]
+// (spaces dropped), the same lexing PyTorch applies.
+std::vector<std::string> lex(std::string_view text) {
+  std::vector<std::string> tokens;
+  std::string word;
+  for (char c : text) {
+    if (c == ',' || c == ':' || c == '[' || c == ']') {
+      if (!word.empty()) tokens.push_back(std::move(word)), word.clear();
+      tokens.emplace_back(1, c);
+    } else if (c != ' ') {
+      word.push_back(c);
+    }
+  }
+  if (!word.empty()) tokens.push_back(std::move(word));
+  return tokens;
+}
+
+class Parser {
+ public:
+  Parser(std::string_view text) : text_(text), tokens_(lex(text)) {}
+
+  AllocatorConfig run() {
+    AllocatorConfig c;
+    c.source = std::string(text_);
+    while (i_ < tokens_.size()) {
+      const std::string key = tokens_[i_++];
+      expect(":", key);
+      if (key == "max_split_size_mb") {
+        c.max_split_size = mib_at_least(key, kMinSplitMiB);
+      } else if (key == "max_non_split_rounding_mb") {
+        c.max_non_split_rounding_size = mib_at_least(key, kMinSplitMiB);
+      } else if (key == "garbage_collection_threshold") {
+        double v = number(key);
+        if (!(v > 0.0 && v < 1.0))
+          fail(key, "must be in (0.0, 1.0), got " + last_);
+        c.garbage_collection_threshold = v;
+      } else if (key == "roundup_power2_divisions") {
+        parse_divisions(c);
+      } else if (key == "backend") {
+        std::string v = word(key);
+        if (v == "native") c.backend = BackendKind::kNative;
+        else if (v == "cudaMallocAsync") c.backend = BackendKind::kCudaMallocAsync;
+        else fail(key, "unknown backend '" + v + "': options are native and cudaMallocAsync");
+      } else if (key == "expandable_segments") {
+        c.expandable_segments = boolean(key);
+        if (c.expandable_segments)
+          fail(key, "expandable_segments:True is not supported by cachealloc yet");
+      } else if (key == "release_lock_on_cudamalloc") {
+        c.release_lock_on_cudamalloc = boolean(key);
+      } else if (key == "pinned_use_cuda_host_register") {
+        c.pinned_use_cuda_host_register = boolean(key);
+      } else if (key == "pinned_num_register_threads") {
+        size_t v = unsigned_int(key);
+        if (!std::has_single_bit(v) || v > 128)
+          fail(key, "must be a power of two no larger than 128, got " + last_);
+        c.pinned_num_register_threads = v;
+      } else if (key == "pinned_use_background_threads") {
+        c.pinned_use_background_threads = boolean(key);
+      } else if (key == "graph_capture_record_stream_reuse") {
+        c.graph_capture_record_stream_reuse = boolean(key);
+      } else if (key == "per_process_memory_fraction") {
+        double v = number(key);
+        if (!(v >= 0.0 && v <= 1.0)) fail(key, "must be in [0.0, 1.0], got " + last_);
+        c.per_process_memory_fraction = v;
+      } else {
+        throw ConfigError("unrecognized allocator option '" + key + "' in '" +
+                          std::string(text_) + "'");
+      }
+      if (i_ < tokens_.size()) expect(",", key);
+    }
+    return c;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& key, const std::string& why) {
+    throw ConfigError("allocator option " + key + ": " + why + " (in '" +
+                      std::string(text_) + "')");
+  }
+  void expect(const char* token, const std::string& key) {
+    if (i_ >= tokens_.size() || tokens_[i_] != token)
+      fail(key, std::string("expected '") + token + "'" +
+                    (i_ < tokens_.size() ? " before '" + tokens_[i_] + "'" : " at the end"));
+    ++i_;
+  }
+  std::string word(const std::string& key) {
+    if (i_ >= tokens_.size()) fail(key, "missing value");
+    last_ = tokens_[i_++];
+    if (last_.size() == 1 && std::string_view(",:[]").find(last_[0]) != std::string_view::npos)
+      fail(key, "missing value before '" + last_ + "'");
+    return last_;
+  }
+  bool boolean(const std::string& key) {
+    std::string v = word(key);
+    if (v == "True") return true;
+    if (v == "False") return false;
+    fail(key, "expected True or False, got '" + v + "'");
+  }
+  size_t unsigned_int(const std::string& key) {
+    std::string v = word(key);
+    if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+      fail(key, "expected a non-negative integer, got '" + v + "'");
+    errno = 0;
+    unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+    if (errno == ERANGE) fail(key, "value '" + v + "' is too large");
+    return static_cast<size_t>(n);
+  }
+  double number(const std::string& key) {
+    std::string v = word(key);
+    char* end = nullptr;
+    errno = 0;
+    double d = std::strtod(v.c_str(), &end);
+    if (end != v.c_str() + v.size() || errno == ERANGE)
+      fail(key, "expected a number, got '" + v + "'");
+    return d;
+  }
+  size_t mib_at_least(const std::string& key, size_t min_mib) {
+    size_t mib = unsigned_int(key);
+    if (mib < min_mib)
+      fail(key, "too small, must be >= " + std::to_string(min_mib) + ", got " + last_);
+    // Native clamps to the largest representable byte count.
+    mib = std::min(mib, std::numeric_limits<size_t>::max() / kMiB);
+    return mib * kMiB;
+  }
+  size_t division_value(const std::string& key) {
+    size_t v = unsigned_int(key);
+    if (v != 0 && !std::has_single_bit(v))
+      fail(key, "divisions must be a power of two or 0, got " + last_);
+    return v;
+  }
+
+  // Either one number for every interval, or a list
+  // [MiB:divisions, ..., >:divisions] keyed by power-of-two interval starts.
+  void parse_divisions(AllocatorConfig& c) {
+    const std::string key = "roundup_power2_divisions";
+    auto& table = c.roundup_power2_divisions;
+    if (i_ < tokens_.size() && tokens_[i_] == "[") {
+      ++i_;
+      bool first = true;
+      size_t last_index = 0;
+      while (true) {
+        if (i_ >= tokens_.size()) fail(key, "missing ']'");
+        if (tokens_[i_] == "]") { ++i_; break; }
+        std::string interval = word(key);
+        expect(":", key);
+        size_t divisions = division_value(key);
+        if (interval == ">") {
+          // As native: fills from the last named interval (inclusive) to the
+          // end, so "[256:1,512:2,>:8]" leaves 8 at the 512 MiB interval.
+          std::fill(table.begin() + last_index, table.end(), divisions);
+        } else {
+          if (interval.find_first_not_of("0123456789") != std::string::npos)
+            fail(key, "interval '" + interval + "' is not a number of MiB");
+          size_t mib = std::strtoull(interval.c_str(), nullptr, 10);
+          if (!std::has_single_bit(mib))
+            fail(key, "interval " + interval + " must be a power of two (MiB)");
+          size_t index = std::min<size_t>(std::bit_width(mib) - 1, table.size() - 1);
+          if (first) {
+            std::fill(table.begin(), table.begin() + index, divisions);
+            first = false;
+          }
+          table[index] = divisions;
+          last_index = index;
+        }
+        if (i_ < tokens_.size() && tokens_[i_] == ",") ++i_;
+      }
+    } else {
+      size_t divisions = division_value(key);
+      if (divisions == 0)
+        fail(key, "divisions must be a power of two, got 0");
+      table.fill(divisions);
+    }
+  }
+
+  std::string_view text_;
+  std::vector<std::string> tokens_;
+  size_t i_ = 0;
+  std::string last_;
+};
+
+}  // namespace
+
+AllocatorConfig AllocatorConfig::parse(std::string_view text) {
+  return Parser(text).run();
+}
+
+AllocatorConfig AllocatorConfig::from_environment() {
+  const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  return parse(env ? env : "");
+}
+
+size_t AllocatorConfig::divisions_for(size_t bytes) const {
+  // Interval index = floor(log2(bytes)) - 20, clamped to the table.
+  int index = static_cast<int>(std::bit_width(bytes)) - 1 - 20;
+  index = std::clamp(index, 0, static_cast<int>(kRoundupIntervals) - 1);
+  return roundup_power2_divisions[static_cast<size_t>(index)];
+}
+
+}  // namespace cachealloc

@@ -1,0 +1,67 @@
+// Allocator configuration in PYTORCH_CUDA_ALLOC_CONF syntax.
+//
+//   "max_split_size_mb:128,roundup_power2_divisions:[256:1,512:2,>:8]"
+//
+// Keys and their meaning follow PyTorch 2.11 (c10 AllocatorConfig). Parsing is
+// strict: an unknown key, a malformed value or an out-of-range value throws
+// ConfigError naming the key and the value, and the result is never partially
+// applied (parse() returns a new config or throws).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace cachealloc {
+
+enum class BackendKind { kNative, kCudaMallocAsync };
+
+struct AllocatorConfig {
+  // Power-of-two intervals of request size for roundup_power2_divisions:
+  // index 0 covers sizes below 2 MiB, index i covers [2^(20+i), 2^(21+i)),
+  // index 15 covers 32 GiB and up.
+  static constexpr size_t kRoundupIntervals = 16;
+  static constexpr size_t kUnlimitedSplit = std::numeric_limits<size_t>::max();
+
+  // Blocks of at least this many bytes are "oversize": never split; a cached
+  // oversize block serves only requests within max_non_split_rounding_size
+  // of its size. kUnlimitedSplit disables the rule (native default).
+  size_t max_split_size = kUnlimitedSplit;
+  // Bytes by which an oversize cached block may exceed a large request.
+  size_t max_non_split_rounding_size = 20971520;  // 20 MiB
+  // Fraction of the allowed memory above which cached blocks are reclaimed
+  // (oldest first) before asking the device; 0 = off. Acts only while a
+  // memory limit is set, as in native.
+  double garbage_collection_threshold = 0.0;
+  // Divisions per power-of-two interval; 0 = plain 512-byte rounding.
+  std::array<size_t, kRoundupIntervals> roundup_power2_divisions{};
+  bool expandable_segments = false;
+  bool release_lock_on_cudamalloc = false;
+  bool pinned_use_cuda_host_register = false;
+  size_t pinned_num_register_threads = 1;
+  bool pinned_use_background_threads = false;
+  bool graph_capture_record_stream_reuse = false;
+  // Memory fraction applied at start-up; negative = none.
+  double per_process_memory_fraction = -1.0;
+  BackendKind backend = BackendKind::kNative;
+  // The text this config was parsed from ("" for defaults).
+  std::string source;
+
+  // Parses `text`. Throws ConfigError. Empty text gives the defaults.
+  static AllocatorConfig parse(std::string_view text);
+  // Parses $PYTORCH_CUDA_ALLOC_CONF (defaults when unset).
+  static AllocatorConfig from_environment();
+
+  // Divisions in force for a request of `bytes` (0 or 1 = no power-2 rounding).
+  size_t divisions_for(size_t bytes) const;
+  // max_split_size as PyTorch's memory_stats reports it: -1 when unlimited.
+  int64_t max_split_size_stat() const {
+    return max_split_size == kUnlimitedSplit ? -1
+                                             : static_cast<int64_t>(max_split_size);
+  }
+};
+
+}  // namespace cachealloc

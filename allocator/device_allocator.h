@@ -1,0 +1,174 @@
+// The caching allocator of one device: PyTorch's DeviceCachingAllocator
+// design, with its behaviour kept bit for bit.
+//
+//  - Requests are rounded (size_policy.h) and served from the small pool
+//    (<= 1 MiB, 2 MiB segments) or the large pool.
+//  - Best fit by (stream, size, address); a block larger than needed is
+//    split when the remainder is worth keeping; freed blocks merge with
+//    free neighbours.
+//  - Blocks >= max_split_size are never split, and serve only requests
+//    within max_non_split_rounding_size of their size.
+//  - When the cache has nothing that fits: garbage-collect (if a limit and a
+//    threshold are set), reserve a new segment; on failure free oversize
+//    cached blocks, retry; free every unsplit cached block, retry; then OOM.
+//  - Cross-stream use (record_stream) delays reuse until events complete.
+//
+// Not thread-safe: CachingAllocator (caching_allocator.h) serialises calls.
+// Costs: malloc/free are O(log n) in the number of cached blocks, plus one
+// device call when a segment is reserved or released.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "allocator/block.h"
+#include "allocator/block_pool.h"
+#include "allocator/config.h"
+#include "allocator/device_backend.h"
+#include "allocator/engine_observer.h"
+#include "allocator/memory_limit.h"
+
+namespace cachealloc {
+
+// A read-only view of one segment, for snapshots and checks.
+struct SegmentView {
+  int device = 0;
+  uintptr_t address = 0;
+  StreamId stream = 0;
+  bool is_small = false;
+  const ContextPtr* context = nullptr;  // where the segment was reserved
+  std::vector<const Block*> blocks;     // address order, tiling the segment
+};
+
+class DeviceCachingAllocator {
+ public:
+  // `backend` must outlive the allocator. `config` is copied.
+  DeviceCachingAllocator(int device, const AllocatorConfig& config,
+                         DeviceBackend& backend);
+  ~DeviceCachingAllocator();
+  DeviceCachingAllocator(const DeviceCachingAllocator&) = delete;
+  DeviceCachingAllocator& operator=(const DeviceCachingAllocator&) = delete;
+
+  // Observers are not owned and must outlive the allocator (or be removed).
+  void add_observer(EngineObserver* observer);
+  void remove_observer(EngineObserver* observer);
+
+  // Hands out a block of at least `size` bytes for use on `stream`.
+  // Throws SizeOverflowError (size > kMaxRequestSize), OutOfMemoryError
+  // (after the cache was emptied and the device still refused) or
+  // BackendError. On any throw the cache is still consistent; on OOM cached
+  // blocks may have been returned to the device, as native does.
+  Block* malloc(size_t size, StreamId stream, const ContextPtr& context = nullptr);
+  // Takes a block back. Precondition: `block` came from malloc() and was not
+  // freed since (CachingAllocator checks pointers before calling this).
+  void free(Block* block, const ContextPtr& context = nullptr);
+  // Marks `block` as used on `stream` too: its memory is not reused before
+  // the work queued on `stream` at free() time has finished.
+  void record_stream(Block* block, StreamId stream);
+
+  // Returns every unsplit cached segment to the device (after waiting for
+  // outstanding cross-stream events).
+  void empty_cache(const ContextPtr& context = nullptr);
+  // Limits reserved bytes to floor(fraction * device capacity).
+  void set_memory_fraction(double fraction);
+  // Limits reserved bytes to `bytes` directly.
+  void set_memory_limit(size_t bytes);
+  const MemoryLimit& memory_limit() const { return limit_; }
+
+  // Size of the largest cached free block (PyTorch's cacheInfo), bytes.
+  size_t largest_cached_block() const;
+  // Start address and total bytes of the segment that holds `block`.
+  uintptr_t base_allocation(const Block* block, size_t* segment_bytes) const;
+
+  // Bytes reserved from the device now.
+  size_t reserved_bytes() const { return reserved_bytes_; }
+  int device() const { return device_; }
+  const AllocatorConfig& config() const { return config_; }
+  // Whether malloc(size, stream) would be served from the cache right now,
+  // without touching the device. Pure: changes nothing.
+  bool would_hit_cache(size_t size, StreamId stream) const;
+  // Whether reserving a segment for malloc(size) would pass the memory limit.
+  bool would_exceed_limit(size_t size) const;
+  // Whether a miss for malloc(size) would garbage-collect first.
+  bool would_collect_garbage() const;
+
+  // Segments in address order.
+  std::vector<SegmentView> segments() const;
+  // Throws InvariantViolation describing the first broken rule (block.h).
+  void check_invariants() const;
+
+ private:
+  struct Request {
+    size_t size = 0;        // rounded bytes
+    size_t alloc_size = 0;  // segment bytes if a new segment is needed
+    StreamId stream = 0;
+    BlockPool* pool = nullptr;
+    Block* block = nullptr;  // result
+  };
+
+  // malloc path (device_allocator.cc)
+  bool get_free_block(Request& r);
+  bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
+  bool should_split(const Block* block, size_t size) const;
+  Block* alloc_found_block(Request& r, size_t orig_size, const ContextPtr& ctx);
+  [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
+  // free path
+  void free_block(Block* block, const ContextPtr& ctx);
+  size_t try_merge_blocks(Block* dst, Block* src, BlockPool& pool);
+
+  // giving memory back (cache_release.cc)
+  void garbage_collect_cached_blocks(const ContextPtr& ctx);
+  bool release_available_cached_blocks(const Request& r, const ContextPtr& ctx);
+  bool release_cached_blocks(const ContextPtr& ctx);
+  void release_blocks(BlockPool& pool, const ContextPtr& ctx);
+  void release_block(Block* block, const ContextPtr& ctx);
+
+  // cross-stream events (stream_events.cc)
+  void insert_events(Block* block);
+  void process_events(const ContextPtr& ctx);
+  void synchronize_and_free_events(const ContextPtr& ctx);
+
+  BlockPool& pool_for(size_t rounded) {
+    return rounded <= kSmallSizeForPool ? small_blocks_ : large_blocks_;
+  }
+  PoolKind kind_of(const BlockPool& pool) const {
+    return pool.is_small() ? PoolKind::kSmall : PoolKind::kLarge;
+  }
+  bool oversize(size_t bytes) const { return bytes >= config_.max_split_size; }
+  bool gc_active() const {
+    return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
+  }
+  Block* new_block();
+  void delete_block(Block* block);
+  void emit(EngineEvent& e) {
+    e.device = device_;
+    for (EngineObserver* o : observers_) o->on_event(e);
+  }
+
+  static constexpr size_t kSmallSizeForPool = 1048576;
+
+  const int device_;
+  const AllocatorConfig config_;
+  DeviceBackend& backend_;
+  std::vector<EngineObserver*> observers_;
+
+  BlockPool large_blocks_{false};  // free blocks of large segments
+  BlockPool small_blocks_{true};   // free blocks of small segments
+  // Blocks handed out or waiting on cross-stream events.
+  absl::flat_hash_set<Block*> active_blocks_;
+  // Outstanding cross-stream events, per stream, oldest first.
+  absl::flat_hash_map<StreamId, std::deque<std::pair<EventId, Block*>>> events_;
+
+  size_t reserved_bytes_ = 0;  // bytes held from the device
+  MemoryLimit limit_;
+  // Recycled Block objects (splits and merges allocate and drop them often).
+  std::vector<Block*> spare_blocks_;
+};
+
+}  // namespace cachealloc

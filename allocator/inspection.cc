@@ -1,0 +1,85 @@
+// Read-only views of the engine: segment listing and the invariant check
+// that tests (and debug builds of the bindings) run after operations.
+#include <algorithm>
+#include <string>
+
+#include "allocator/device_allocator.h"
+#include "allocator/errors.h"
+#include "allocator/size_policy.h"
+
+namespace cachealloc {
+
+std::vector<SegmentView> DeviceCachingAllocator::segments() const {
+  std::vector<const Block*> heads;
+  for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
+    for (const auto& e : pool->index())
+      if (!e.block->prev) heads.push_back(e.block);
+  for (const Block* b : active_blocks_)
+    if (!b->prev) heads.push_back(b);
+  std::sort(heads.begin(), heads.end(),
+            [](const Block* a, const Block* b) { return a->address < b->address; });
+  std::vector<SegmentView> out;
+  out.reserve(heads.size());
+  for (const Block* head : heads) {
+    SegmentView s;
+    s.device = device_;
+    s.address = head->address;
+    s.stream = head->stream;
+    s.is_small = head->pool->is_small();
+    s.context = &head->context_when_segment_allocated;
+    for (const Block* b = head; b; b = b->next) s.blocks.push_back(b);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+namespace {
+[[noreturn]] void violated(const std::string& what, const Block* b) {
+  throw InvariantViolation("invariant broken: " + what + " (block at " +
+                           std::to_string(b->address) + ", " +
+                           std::to_string(b->size) + " bytes)");
+}
+}  // namespace
+
+void DeviceCachingAllocator::check_invariants() const {
+  size_t reserved = 0, free_blocks = 0, busy_blocks = 0;
+  uintptr_t previous_end = 0;
+  for (const SegmentView& s : segments()) {
+    const Block* head = s.blocks.front();
+    if (s.address < previous_end) violated("segments overlap", head);
+    size_t segment_bytes = 0;
+    for (const Block* b : s.blocks) {
+      if (b->size == 0 || b->size % kMinBlockSize != 0)
+        violated("block size is not a positive multiple of 512", b);
+      if (b->stream != head->stream || b->pool != head->pool)
+        violated("blocks of one segment disagree on stream or pool", b);
+      if (b->next) {
+        if (b->next->prev != b) violated("next->prev does not point back", b);
+        if (b->next->address != b->address + b->size)
+          violated("blocks do not tile the segment (gap or overlap)", b);
+        if (b->is_free() && b->next->is_free())
+          violated("two free neighbours were not merged", b);
+      }
+      const bool indexed = b->pool->contains(b);
+      if (b->is_free() != indexed)
+        violated(b->is_free() ? "free block missing from its pool"
+                              : "busy block present in a pool", b);
+      if (!b->is_free() && !active_blocks_.contains(const_cast<Block*>(b)))
+        violated("busy block missing from the active set", b);
+      (b->is_free() ? free_blocks : busy_blocks) += 1;
+      segment_bytes += b->size;
+    }
+    reserved += segment_bytes;
+    previous_end = s.address + segment_bytes;
+  }
+  if (reserved != reserved_bytes_)
+    throw InvariantViolation("reserved bytes " + std::to_string(reserved_bytes_) +
+                             " differ from the segments' total " +
+                             std::to_string(reserved));
+  if (free_blocks != large_blocks_.size() + small_blocks_.size())
+    throw InvariantViolation("pool index holds blocks that are in no segment");
+  if (busy_blocks != active_blocks_.size())
+    throw InvariantViolation("active set holds blocks that are in no segment");
+}
+
+}  // namespace cachealloc

@@ -1,0 +1,43 @@
+// How request sizes become block and segment sizes. All sizes in bytes.
+//
+// These rules are PyTorch's (c10/cuda/CUDACachingAllocator.cpp, torch 2.11);
+// matching them exactly is what makes replay bit-exact.
+#pragma once
+
+#include <cstddef>
+
+#include "allocator/config.h"
+
+namespace cachealloc {
+
+inline constexpr size_t kMinBlockSize = 512;       // every block is a multiple
+inline constexpr size_t kSmallSize = 1048576;      // largest small-pool request
+inline constexpr size_t kSmallBuffer = 2097152;    // small-pool segment size
+inline constexpr size_t kLargeBuffer = 20971520;   // segment for 1-10 MiB requests
+inline constexpr size_t kMinLargeAlloc = 10485760; // from here segments fit the request
+inline constexpr size_t kRoundLarge = 2097152;     // large segment granularity
+// Requests above this are refused with SizeOverflowError before any rounding
+// (1 EiB: no device comes close, and rounding cannot overflow below it).
+inline constexpr size_t kMaxRequestSize = size_t{1} << 60;
+
+// The next of `divisions` equal steps between the powers of two around
+// `size`; powers of two are returned as they are.
+// Example: size 1200, divisions 4 -> steps 1024,1280,1536,1792 -> 1280.
+size_t roundup_power2_next_division(size_t size, size_t divisions);
+
+// Block size for a request: at least kMinBlockSize; power-of-two divisions
+// where the config asks for them, else a multiple of kMinBlockSize.
+// Precondition: size <= kMaxRequestSize.
+size_t round_request_size(size_t size, const AllocatorConfig& config);
+
+// Whether a rounded request is served from the small pool.
+inline bool is_small_request(size_t rounded) { return rounded <= kSmallSize; }
+
+// Bytes to ask the device for when no cached block fits a rounded request.
+inline size_t segment_size_for(size_t rounded) {
+  if (rounded <= kSmallSize) return kSmallBuffer;
+  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
+}
+
+}  // namespace cachealloc

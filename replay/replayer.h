@@ -1,0 +1,63 @@
+// Lockstep replay of a recorded trace through the engine.
+//
+// The recorded requests (alloc, free, the size of each OOM) are fed to a
+// fresh engine on a ReplayDevice; after each request the events the engine
+// emitted must equal the events recorded for it: the segment frees and
+// allocations it caused, then the alloc/oom/free entries, address for
+// address. A run of segment frees that no request explains is an
+// empty_cache() call and is replayed as one.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/config.h"
+#include "replay/trace.h"
+#include "stats/device_stats.h"
+#include "stats/py_value.h"
+
+namespace cachealloc {
+
+struct ReplayOptions {
+  std::optional<AllocatorConfig> config;  // default: the trace's settings
+  std::optional<size_t> memory_limit;     // allowed bytes per device
+  size_t device_memory = 85017493504;     // simulated capacity (H100 80GB)
+  bool build_snapshot = false;            // keep history, return a snapshot
+  bool check_invariants = false;          // after every request (slow)
+  bool check_final_segments = true;       // compare with the trace's segments
+  // Called now and then with (events done, events total).
+  std::function<void(size_t, size_t)> progress;
+};
+
+// An event as compared: what the trace says, or what the engine did.
+struct EventDescription {
+  std::string action;
+  size_t address = 0;  // device_free for oom (not compared)
+  size_t size = 0;
+  size_t stream = 0;
+  std::string note;    // for "got": an exception message or "nothing"
+};
+
+struct Divergence {
+  int device = 0;
+  size_t index = 0;  // index into the device's recorded trace
+  EventDescription expected;
+  EventDescription got;
+};
+
+struct ReplayResult {
+  size_t events = 0;                     // recorded entries replayed
+  std::optional<Divergence> divergence;  // first mismatch, if any
+  std::vector<DeviceStats> stats;        // per device, at the end
+  size_t empty_cache_calls = 0;          // inferred from the trace
+  double seconds = 0;                    // wall time of the replay loop
+  std::optional<PyValue> snapshot;       // when build_snapshot
+};
+
+// Throws ConfigError for a bad config; never throws for divergence.
+ReplayResult replay_trace(const RecordedTrace& trace, const ReplayOptions& options);
+
+}  // namespace cachealloc

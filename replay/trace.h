@@ -1,0 +1,73 @@
+// A recorded allocator trace, read from a snapshot pickle as
+// torch.cuda.memory._dump_snapshot writes it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "allocator/call_context.h"
+#include "allocator/config.h"
+#include "allocator/device_backend.h"
+#include "stats/py_value.h"
+
+namespace cachealloc {
+
+// The snapshot is readable pickle data but not a memory snapshot, or an
+// entry is malformed; the message names the entry index and the field.
+class TraceFormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class RecordedAction : uint8_t {
+  kSegmentAlloc,
+  kSegmentFree,
+  kAlloc,
+  kFreeRequested,
+  kFreeCompleted,
+  kOom,
+};
+const char* recorded_action_name(RecordedAction a);
+
+struct RecordedEvent {
+  RecordedAction action = RecordedAction::kAlloc;
+  uintptr_t address = 0;   // 0 for kOom
+  size_t size = 0;         // as the trace stores it (see TraceEntry)
+  StreamId stream = 0;
+  int64_t time_us = 0;
+  size_t device_free = 0;  // kOom only
+  size_t source_index = 0; // index in the device's recorded trace
+  ContextPtr context;      // recorded frames, when asked for and present
+};
+
+// The final state of one segment as the snapshot recorded it.
+struct RecordedSegment {
+  uintptr_t address = 0;
+  size_t total_size = 0;
+  bool is_small = false;
+  std::vector<std::pair<size_t, std::string>> blocks;  // (size, state)
+};
+
+struct RecordedTrace {
+  std::vector<std::vector<RecordedEvent>> devices;  // per device, in order
+  std::vector<RecordedSegment> final_segments;      // all devices
+  std::vector<int> final_segment_devices;           // device of each segment
+  AllocatorConfig config;      // from allocator_settings (defaults if absent)
+  bool has_settings = false;
+  size_t skipped_entries = 0;  // snapshot/user_defined entries (no effect)
+};
+
+// Reads the structure. keep_frames: attach recorded frames to events (for
+// writing a replayed snapshot); costs memory on big traces.
+// Throws TraceFormatError; expandable-segment traces (segment_map/unmap)
+// are refused as unsupported.
+RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
+
+// The allocator config a snapshot's "allocator_settings" dict describes.
+// Throws TraceFormatError or ConfigError.
+AllocatorConfig config_from_settings(const PyValue& settings);
+
+}  // namespace cachealloc

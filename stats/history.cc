@@ -1,0 +1,95 @@
+#include "stats/history.h"
+
+#include <chrono>
+
+namespace cachealloc {
+
+const char* action_name(TraceAction a) {
+  switch (a) {
+    case TraceAction::kSegmentAlloc: return "segment_alloc";
+    case TraceAction::kSegmentFree: return "segment_free";
+    case TraceAction::kAlloc: return "alloc";
+    case TraceAction::kFreeRequested: return "free_requested";
+    case TraceAction::kFreeCompleted: return "free_completed";
+    case TraceAction::kOom: return "oom";
+    case TraceAction::kSnapshot: return "snapshot";
+    case TraceAction::kUserDefined: return "user_defined";
+  }
+  return "unknown";
+}
+
+int64_t HistoryRecorder::system_clock_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
+  if (max_entries == 0) max_entries = 1;
+  // Shrinking keeps the newest entries.
+  if (max_entries < ring_.size()) {
+    std::vector<TraceEntry> kept = entries();
+    kept.erase(kept.begin(), kept.end() - static_cast<ptrdiff_t>(max_entries));
+    ring_ = std::move(kept);
+    next_ = 0;
+  } else if (next_ != 0) {
+    ring_ = entries();
+    next_ = 0;
+  }
+  max_entries_ = max_entries;
+  keep_context_ = keep_context;
+  enabled_ = true;
+}
+
+void HistoryRecorder::disable() {
+  enabled_ = false;
+  ring_.clear();
+  next_ = 0;
+}
+
+void HistoryRecorder::record(TraceEntry entry) {
+  if (!enabled_) return;
+  if (!keep_context_) entry.context.reset();
+  if (ring_.size() < max_entries_) {
+    ring_.push_back(std::move(entry));
+  } else {
+    ring_[next_] = std::move(entry);
+    next_ = (next_ + 1) % max_entries_;
+  }
+}
+
+void HistoryRecorder::on_event(const EngineEvent& e) {
+  if (!enabled_) return;
+  TraceEntry t;
+  switch (e.kind) {
+    case EngineEventKind::kSegmentAlloc: t.action = TraceAction::kSegmentAlloc; break;
+    case EngineEventKind::kSegmentFree: t.action = TraceAction::kSegmentFree; break;
+    case EngineEventKind::kAlloc: t.action = TraceAction::kAlloc; break;
+    case EngineEventKind::kFreeRequested: t.action = TraceAction::kFreeRequested; break;
+    case EngineEventKind::kFreeCompleted: t.action = TraceAction::kFreeCompleted; break;
+    case EngineEventKind::kOom: t.action = TraceAction::kOom; break;
+    case EngineEventKind::kAllocRetry:
+    case EngineEventKind::kSyncAllStreams:
+      return;  // counted in stats, not traced (as native)
+  }
+  const bool block_event = t.action == TraceAction::kAlloc ||
+                           t.action == TraceAction::kFreeRequested ||
+                           t.action == TraceAction::kFreeCompleted;
+  t.device = e.device;
+  t.address = e.address;
+  t.size = block_event ? e.requested : e.size;
+  t.stream = e.stream;
+  t.time_us = clock_();
+  if (e.context) t.context = *e.context;
+  record(std::move(t));
+}
+
+std::vector<TraceEntry> HistoryRecorder::entries() const {
+  std::vector<TraceEntry> out;
+  out.reserve(ring_.size());
+  out.insert(out.end(), ring_.begin() + static_cast<ptrdiff_t>(next_), ring_.end());
+  out.insert(out.end(), ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(next_));
+  return out;
+}
+
+}  // namespace cachealloc

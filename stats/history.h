@@ -1,0 +1,77 @@
+// The allocation history behind torch.cuda.memory._record_memory_history:
+// a bounded ring of trace entries with native's action names and fields.
+//
+// When full, the oldest entry is dropped for each new one. Disabling clears
+// the ring, as native does. Called under the engine's lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "allocator/call_context.h"
+#include "allocator/engine_observer.h"
+
+namespace cachealloc {
+
+enum class TraceAction : uint8_t {
+  kSegmentAlloc,
+  kSegmentFree,
+  kAlloc,
+  kFreeRequested,
+  kFreeCompleted,
+  kOom,
+  kSnapshot,
+  kUserDefined,
+};
+// Native's spelling: "segment_alloc", "alloc", "free_requested", ...
+const char* action_name(TraceAction a);
+
+struct TraceEntry {
+  TraceAction action = TraceAction::kAlloc;
+  int device = 0;
+  // Block or segment address; for kOom the device's free bytes.
+  uintptr_t address = 0;
+  // Requested bytes (alloc/free entries), segment bytes (segment entries),
+  // rounded request (kOom).
+  size_t size = 0;
+  StreamId stream = 0;
+  int64_t time_us = 0;  // microseconds since the Unix epoch
+  ContextPtr context;   // null unless contexts are recorded
+};
+
+class HistoryRecorder : public EngineObserver {
+ public:
+  // Microseconds since the Unix epoch; replaceable so replays can stamp
+  // entries with recorded times.
+  using Clock = std::function<int64_t()>;
+  static int64_t system_clock_us();
+
+  explicit HistoryRecorder(Clock clock = system_clock_us) : clock_(std::move(clock)) {}
+
+  // Starts (or keeps) recording with room for `max_entries` (>= 1); when
+  // `keep_context` is false entries carry no frames (native's "state" level).
+  void enable(size_t max_entries, bool keep_context);
+  // Stops recording and drops what was recorded.
+  void disable();
+  bool enabled() const { return enabled_; }
+  void set_clock(Clock clock) { clock_ = std::move(clock); }
+
+  void on_event(const EngineEvent& e) override;
+  // Adds an entry that did not come from the engine (snapshot, annotation).
+  void record(TraceEntry entry);
+  // Oldest first.
+  std::vector<TraceEntry> entries() const;
+  size_t size() const { return ring_.size(); }
+
+ private:
+  Clock clock_;
+  bool enabled_ = false;
+  bool keep_context_ = true;
+  size_t max_entries_ = 0;
+  std::vector<TraceEntry> ring_;
+  size_t next_ = 0;  // index of the oldest entry once the ring is full
+};
+
+}  // namespace cachealloc

@@ -1,0 +1,35 @@
+// Builds the dict torch.cuda.memory._snapshot() returns, with native's keys
+// and kinds, from the engine's segments and the history:
+//
+//   {"segments": [...], "device_traces": [[...], ...],
+//    "allocator_settings": {...}, "external_annotations": [...]}
+//
+// PyTorch's memory_viz viewer walks device_traces backwards from segments,
+// so both must describe the same moment: build under the engine's lock.
+#pragma once
+
+#include <vector>
+
+#include "allocator/config.h"
+#include "allocator/device_allocator.h"
+#include "stats/history.h"
+#include "stats/py_value.h"
+
+namespace cachealloc {
+
+// One segment dict ("device", "address", ..., "blocks").
+PyValue segment_to_py(const SegmentView& segment);
+// One trace entry dict ("action", "addr" or "device_free", "size", ...).
+PyValue trace_entry_to_py(const TraceEntry& entry);
+// A list of frame dicts {"name", "filename", "line"}; empty for null.
+PyValue frames_to_py(const ContextPtr& context);
+// The "allocator_settings" dict.
+PyValue allocator_settings_to_py(const AllocatorConfig& config);
+
+// The whole snapshot. `segments`: every device's segments, any order (they
+// are sorted by address as native does); `traces`: one list per device.
+PyValue make_snapshot(const std::vector<SegmentView>& segments,
+                      const std::vector<std::vector<TraceEntry>>& traces,
+                      const AllocatorConfig& config);
+
+}  // namespace cachealloc

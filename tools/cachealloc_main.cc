@@ -1,0 +1,173 @@
+// The `cachealloc` command-line tool.
+//
+//   cachealloc replay [--json] [--memory-limit BYTES] [--conf STR]
+//                     [--snapshot OUT] [--device-memory BYTES]
+//                     [--check-invariants] TRACE
+//
+// Exit status: 0 clean replay, 1 divergence, 2 bad input (usage, unreadable
+// or malformed trace, bad config).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "allocator/errors.h"
+#include "replay/replayer.h"
+#include "replay/trace.h"
+#include "stats/pickle_reader.h"
+#include "stats/pickle_writer.h"
+#include "tools/json_out.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr const char* kUsage =
+    "usage: cachealloc replay [--json] [--memory-limit BYTES] [--conf STR]\n"
+    "                         [--snapshot OUT] [--device-memory BYTES]\n"
+    "                         [--check-invariants] TRACE\n"
+    "\n"
+    "Replays the requests recorded in TRACE (a snapshot pickle, .pickle or\n"
+    ".pickle.gz, as torch.cuda.memory._dump_snapshot writes it) through the\n"
+    "cachealloc engine on a simulated device and checks, event by event, that\n"
+    "every allocation lands at the recorded address and every segment_alloc,\n"
+    "segment_free and oom happens where it was recorded.\n"
+    "\n"
+    "  --json              print one JSON object: events, divergence, memory_stats\n"
+    "  --memory-limit B    allowed bytes (as set_per_process_memory_fraction)\n"
+    "  --conf STR          PYTORCH_CUDA_ALLOC_CONF-style config (default: the\n"
+    "                      trace's allocator_settings)\n"
+    "  --snapshot OUT      write the replayed state and history as a pickle\n"
+    "  --device-memory B   simulated device capacity (default 85017493504)\n"
+    "  --check-invariants  check the engine's invariants after every request\n"
+    "\n"
+    "exit status: 0 clean replay, 1 divergence, 2 bad input\n";
+
+struct BadUsage : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+size_t parse_bytes(const std::string& flag, const std::string& v) {
+  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
+    throw BadUsage(flag + " expects a byte count, got '" + v + "'");
+  errno = 0;
+  unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
+  if (errno == ERANGE) throw BadUsage(flag + " value '" + v + "' is too large");
+  return static_cast<size_t>(n);
+}
+
+std::string describe_json(const EventDescription& e) {
+  std::string s = "{\"action\": " + json_string(e.action) +
+                  ", \"addr\": " + std::to_string(e.address) +
+                  ", \"size\": " + std::to_string(e.size) +
+                  ", \"stream\": " + std::to_string(e.stream);
+  if (!e.note.empty()) s += ", \"note\": " + json_string(e.note);
+  return s + "}";
+}
+
+std::string describe_text(const EventDescription& e) {
+  std::string s = e.action + " addr=" + std::to_string(e.address) +
+                  " size=" + std::to_string(e.size) + " stream=" + std::to_string(e.stream);
+  if (!e.note.empty()) s += " (" + e.note + ")";
+  return s;
+}
+
+int replay_main(const std::vector<std::string>& args) {
+  bool json = false;
+  ReplayOptions options;
+  std::optional<std::string> snapshot_path, trace_path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw BadUsage(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--json") json = true;
+    else if (a == "--memory-limit") options.memory_limit = parse_bytes(a, value());
+    else if (a == "--device-memory") options.device_memory = parse_bytes(a, value());
+    else if (a == "--conf") options.config = AllocatorConfig::parse(value());
+    else if (a == "--snapshot") snapshot_path = value();
+    else if (a == "--check-invariants") options.check_invariants = true;
+    else if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
+    else if (!a.empty() && a[0] == '-') throw BadUsage("unknown option " + a);
+    else if (trace_path) throw BadUsage("more than one TRACE given");
+    else trace_path = a;
+  }
+  if (!trace_path) throw BadUsage("no TRACE given");
+  options.build_snapshot = snapshot_path.has_value();
+
+  const RecordedTrace trace = parse_trace(read_pickle_file(*trace_path), options.build_snapshot);
+  const ReplayResult r = replay_trace(trace, options);
+
+  if (snapshot_path && r.snapshot) {
+    std::ofstream out(*snapshot_path, std::ios::binary);
+    const std::string bytes = write_pickle(*r.snapshot);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    if (!out) throw std::runtime_error("cannot write snapshot to " + *snapshot_path);
+  }
+
+  const DeviceStats stats = r.stats.empty() ? DeviceStats{} : r.stats.front();
+  if (json) {
+    std::string s = "{\"events\": " + std::to_string(r.events) + ", \"divergence\": ";
+    if (r.divergence) {
+      s += "{\"index\": " + std::to_string(r.divergence->index) +
+           ", \"device\": " + std::to_string(r.divergence->device) +
+           ", \"expected\": " + describe_json(r.divergence->expected) +
+           ", \"got\": " + describe_json(r.divergence->got) + "}";
+    } else {
+      s += "null";
+    }
+    s += ", \"empty_cache_calls\": " + std::to_string(r.empty_cache_calls);
+    s += ", \"seconds\": " + std::to_string(r.seconds);
+    s += ", \"memory_stats\": {";
+    bool first = true;
+    for (const auto& [k, v] : stats.key_values()) {
+      s += (first ? "" : ", ") + json_string(k) + ": " + std::to_string(v);
+      first = false;
+    }
+    s += "}}";
+    std::cout << s << "\n";
+  } else {
+    std::cout << "replayed " << r.events << " events in " << r.seconds << " s";
+    if (r.seconds > 0) std::cout << " (" << r.events / r.seconds / 1e6 << " M events/s)";
+    std::cout << "\n";
+    if (r.divergence) {
+      std::cout << "DIVERGENCE at device " << r.divergence->device << " event "
+                << r.divergence->index << "\n  expected: " << describe_text(r.divergence->expected)
+                << "\n  got:      " << describe_text(r.divergence->got) << "\n";
+    } else {
+      std::cout << "no divergence: every address, segment and OOM as recorded\n";
+    }
+    std::cout << "empty_cache() calls inferred: " << r.empty_cache_calls << "\n";
+    for (const char* key : {"allocated_bytes.all.peak", "reserved_bytes.all.peak",
+                            "allocated_bytes.all.current", "reserved_bytes.all.current",
+                            "num_device_alloc", "num_device_free", "num_alloc_retries",
+                            "num_ooms"})
+      for (const auto& [k, v] : stats.key_values())
+        if (k == key) std::cout << "  " << k << " = " << v << "\n";
+  }
+  return r.divergence ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace cachealloc
+
+int main(int argc, char** argv) {
+  using namespace cachealloc;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.empty() || args[0] == "-h" || args[0] == "--help") {
+      std::cout << kUsage;
+      return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "replay") return replay_main({args.begin() + 1, args.end()});
+    throw BadUsage("unknown command '" + args[0] + "'");
+  } catch (const BadUsage& e) {
+    std::cerr << "cachealloc: " << e.what() << "\n\n" << kUsage;
+  } catch (const std::exception& e) {
+    std::cerr << "cachealloc: " << e.what() << "\n";
+  }
+  return 2;
+}
