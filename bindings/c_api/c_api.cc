@@ -1,0 +1,204 @@
+// The C API over Runtime: argument checks, exception-to-status translation.
+#include "bindings/c_api/cachealloc.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "allocator/errors.h"
+#include "bindings/runtime/runtime.h"
+#include "stats/pickle_writer.h"
+
+using cachealloc::Runtime;
+
+namespace {
+
+thread_local std::string last_error;
+
+// Runs fn, turning exceptions into -1 + last_error.
+template <typename Fn>
+int guarded(Fn&& fn) {
+  try {
+    fn();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+  } catch (...) {
+    last_error = "unknown error";
+  }
+  return -1;
+}
+
+Runtime& initialized_runtime() {
+  Runtime& r = Runtime::instance();
+  r.ensure_initialized();
+  return r;
+}
+
+const std::vector<std::string>& stat_names() {
+  static const auto* names = [] {
+    auto* v = new std::vector<std::string>();
+    for (const auto& [k, value] : cachealloc::DeviceStats{}.key_values()) v->push_back(k);
+    return v;
+  }();
+  return *names;
+}
+
+}  // namespace
+
+extern "C" {
+
+void* cachealloc_malloc(ssize_t size, int device, void* stream) {
+  if (size < 0)
+    throw cachealloc::SizeOverflowError("cachealloc: negative allocation size " +
+                                        std::to_string(size));
+  Runtime& r = initialized_runtime();
+  try {
+    return reinterpret_cast<void*>(
+        r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
+  } catch (const cachealloc::OutOfMemoryError& e) {
+    if (auto handler = r.oom_handler()) handler(e.what());
+    throw;
+  }
+}
+
+int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
+  if (!out) {
+    last_error = "cachealloc_try_malloc: out is NULL";
+    return -1;
+  }
+  *out = nullptr;
+  try {
+    if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
+    *out = reinterpret_cast<void*>(initialized_runtime().allocate(
+        static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
+    return 0;
+  } catch (const cachealloc::OutOfMemoryError& e) {
+    last_error = e.what();
+    return 1;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return -1;
+  }
+}
+
+void cachealloc_free(void* ptr, ssize_t, int device, void*) {
+  try {
+    initialized_runtime().deallocate(reinterpret_cast<uintptr_t>(ptr), device);
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+}
+
+int cachealloc_init(const char* conf, const char* backend) {
+  return guarded([&] {
+    std::string c;
+    if (conf) c = conf;
+    else if (const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF")) c = env;
+    Runtime::instance().init(c, backend ? backend : "");
+  });
+}
+
+int cachealloc_is_initialized(void) { return Runtime::instance().initialized() ? 1 : 0; }
+
+const char* cachealloc_backend_name(void) { return Runtime::instance().backend_name().c_str(); }
+
+const char* cachealloc_last_error(void) { return last_error.c_str(); }
+
+int cachealloc_device_count(void) {
+  int n = -1;
+  guarded([&] { n = initialized_runtime().device_count(); });
+  return n;
+}
+
+int cachealloc_stat_count(void) { return static_cast<int>(stat_names().size()); }
+
+const char* cachealloc_stat_name(int index) {
+  if (index < 0 || index >= cachealloc_stat_count()) return nullptr;
+  return stat_names()[static_cast<size_t>(index)].c_str();
+}
+
+int cachealloc_memory_stats(int device, int64_t* out, int n) {
+  return guarded([&] {
+    if (!out || n < 0) throw std::invalid_argument("cachealloc_memory_stats: bad output buffer");
+    const auto kv = initialized_runtime().stats(device).key_values();
+    for (size_t i = 0; i < kv.size() && static_cast<int>(i) < n; ++i) out[i] = kv[i].second;
+  });
+}
+
+int cachealloc_reset_peak_stats(int device) {
+  return guarded([&] { initialized_runtime().reset_peak(device); });
+}
+
+int cachealloc_reset_accumulated_stats(int device) {
+  return guarded([&] { initialized_runtime().reset_accumulated(device); });
+}
+
+int cachealloc_empty_cache(int device) {
+  return guarded([&] { initialized_runtime().allocator().empty_cache(device); });
+}
+
+int cachealloc_set_memory_fraction(double fraction, int device) {
+  return guarded([&] { initialized_runtime().allocator().set_memory_fraction(fraction, device); });
+}
+
+int cachealloc_cache_info(int device, size_t* largest) {
+  return guarded([&] {
+    if (!largest) throw std::invalid_argument("cachealloc_cache_info: largest is NULL");
+    *largest = initialized_runtime().allocator().with_device(
+        device, [](cachealloc::DeviceCachingAllocator& e) { return e.largest_cached_block(); });
+  });
+}
+
+int cachealloc_record_stream(void* ptr, void* stream) {
+  return guarded([&] {
+    initialized_runtime().allocator().record_stream(reinterpret_cast<uintptr_t>(ptr),
+                                                    reinterpret_cast<uintptr_t>(stream));
+  });
+}
+
+void* cachealloc_base_allocation(void* ptr, size_t* size) {
+  void* base = nullptr;
+  guarded([&] {
+    base = reinterpret_cast<void*>(
+        initialized_runtime().allocator().base_allocation(reinterpret_cast<uintptr_t>(ptr), size));
+  });
+  return base;
+}
+
+int cachealloc_record_history(int enabled, int context, int python_stacks, size_t max_entries) {
+  return guarded([&] {
+    if (context < 0 || context > 3)
+      throw std::invalid_argument("cachealloc_record_history: context must be 0..3, got " +
+                                  std::to_string(context));
+    if (enabled && max_entries == 0)
+      throw std::invalid_argument("cachealloc_record_history: max_entries must be >= 1");
+    initialized_runtime().record_history(enabled != 0,
+                                         static_cast<cachealloc::ContextLevel>(context),
+                                         python_stacks != 0, max_entries);
+  });
+}
+
+int cachealloc_snapshot_pickle(char** out, size_t* length) {
+  return guarded([&] {
+    if (!out || !length) throw std::invalid_argument("cachealloc_snapshot_pickle: NULL output");
+    const std::string bytes = cachealloc::write_pickle(initialized_runtime().snapshot());
+    char* buf = static_cast<char*>(std::malloc(bytes.size() ? bytes.size() : 1));
+    if (!buf) throw std::bad_alloc();
+    std::memcpy(buf, bytes.data(), bytes.size());
+    *out = buf;
+    *length = bytes.size();
+  });
+}
+
+void cachealloc_release_buffer(char* buffer) { std::free(buffer); }
+
+void cachealloc_set_oom_handler(void (*handler)(const char* message)) {
+  Runtime::instance().set_oom_handler(handler);
+}
+
+}  // extern "C"

@@ -1,0 +1,95 @@
+/* cachealloc C API.
+ *
+ * The two functions PyTorch's CUDAPluggableAllocator calls, and a small API
+ * for the rest (stats, resets, empty_cache, limits, history, snapshots).
+ *
+ * Units: sizes in bytes. Devices are CUDA device indices. Streams are
+ * cudaStream_t values passed as void*. Thread-safety: every function may be
+ * called from any thread.
+ *
+ * Errors: functions returning int return 0 on success and -1 on failure;
+ * cachealloc_last_error() then gives the message (per thread, valid until
+ * the thread's next failing call). The two PyTorch entry points instead
+ * throw C++ exceptions (PyTorch turns them into Python exceptions).
+ */
+#ifndef CACHEALLOC_C_API_H_
+#define CACHEALLOC_C_API_H_
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#if defined(CACHEALLOC_BUILDING_LIBRARY)
+#define CACHEALLOC_API __attribute__((visibility("default")))
+#else
+#define CACHEALLOC_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* PyTorch entry point: at least `size` bytes on `device` for `stream`.
+ * size 0 returns NULL. Initializes from $PYTORCH_CUDA_ALLOC_CONF on first
+ * use if cachealloc_init() was not called. On OOM throws (torch shows
+ * torch.OutOfMemoryError when the PyTorch glue is loaded, RuntimeError
+ * otherwise); negative sizes throw a size error. */
+CACHEALLOC_API void* cachealloc_malloc(ssize_t size, int device, void* stream);
+/* PyTorch entry point: takes back a pointer from cachealloc_malloc. `size`
+ * and `stream` are ignored (the allocator knows them). An unknown pointer
+ * is reported on stderr and in cachealloc_last_error(), never thrown:
+ * PyTorch calls this from destructors. */
+CACHEALLOC_API void cachealloc_free(void* ptr, ssize_t size, int device, void* stream);
+
+/* Like cachealloc_malloc, but reports failure instead of throwing: returns
+ * 0 and stores the address in *out; returns 1 when out of
+ * memory and -1 for any other error, with cachealloc_last_error() set and
+ * *out = NULL. For callers that cannot catch C++ exceptions (ctypes). */
+CACHEALLOC_API int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out);
+
+/* (Re)initializes. conf: PYTORCH_CUDA_ALLOC_CONF syntax, NULL = the
+ * environment variable. backend: NULL/"" (CUDA, or cudaMallocAsync if conf
+ * says backend:cudaMallocAsync), "cuda", "async", "simulated[:BYTES[:N]]".
+ * Fails if blocks are allocated. */
+CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
+CACHEALLOC_API int cachealloc_is_initialized(void);
+/* The backend in use ("cuda", "async", "simulated:..."); "" before init. */
+CACHEALLOC_API const char* cachealloc_backend_name(void);
+CACHEALLOC_API const char* cachealloc_last_error(void);
+CACHEALLOC_API int cachealloc_device_count(void);
+
+/* memory_stats: 122 keys (torch 2.11 names, sorted). */
+CACHEALLOC_API int cachealloc_stat_count(void);
+CACHEALLOC_API const char* cachealloc_stat_name(int index);
+/* Writes min(n, count) values in name order into out. */
+CACHEALLOC_API int cachealloc_memory_stats(int device, int64_t* out, int n);
+CACHEALLOC_API int cachealloc_reset_peak_stats(int device);
+CACHEALLOC_API int cachealloc_reset_accumulated_stats(int device);
+
+/* device -1: all devices. */
+CACHEALLOC_API int cachealloc_empty_cache(int device);
+CACHEALLOC_API int cachealloc_set_memory_fraction(double fraction, int device);
+/* Largest cached free block on the device (PyTorch's cacheInfo), bytes. */
+CACHEALLOC_API int cachealloc_cache_info(int device, size_t* largest);
+CACHEALLOC_API int cachealloc_record_stream(void* ptr, void* stream);
+/* Start of the segment holding ptr, and its size in *size (may be NULL). */
+CACHEALLOC_API void* cachealloc_base_allocation(void* ptr, size_t* size);
+
+/* History. context: 0 never, 1 state, 2 alloc, 3 all (PyTorch's
+ * RecordContext). python_stacks: capture Python frames. max_entries >= 1. */
+CACHEALLOC_API int cachealloc_record_history(int enabled, int context, int python_stacks,
+                              size_t max_entries);
+/* Snapshot pickle (protocol 4) of every device; *out must be released with
+ * cachealloc_release_buffer. */
+CACHEALLOC_API int cachealloc_snapshot_pickle(char** out, size_t* length);
+CACHEALLOC_API void cachealloc_release_buffer(char* buffer);
+
+/* Installs a function that raises the framework's OOM exception; it must
+ * throw (used by the PyTorch glue to raise torch.OutOfMemoryError). */
+CACHEALLOC_API void cachealloc_set_oom_handler(void (*handler)(const char* message));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CACHEALLOC_C_API_H_ */

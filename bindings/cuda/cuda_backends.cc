@@ -1,0 +1,161 @@
+#include "bindings/cuda/cuda_backends.h"
+
+#include <cuda_runtime_api.h>
+
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "allocator/errors.h"
+
+namespace cachealloc {
+namespace {
+
+void check(cudaError_t err, const char* what) {
+  if (err != cudaSuccess)
+    throw BackendError(std::string("CUDA error in ") + what + ": " +
+                       cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
+}
+
+// Makes `device` current for the scope; restores the previous one.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+    switched_ = previous_ != device;
+  }
+  ~DeviceScope() {
+    if (switched_) cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = 0;
+  bool switched_ = false;
+};
+
+cudaStream_t as_stream(StreamId s) { return reinterpret_cast<cudaStream_t>(s); }
+
+// Event handling shared by both backends: events are created without
+// timing (cheapest), recorded on the using stream.
+class CudaEvents {
+ public:
+  EventId record(int device, StreamId stream) {
+    DeviceScope scope(device);
+    cudaEvent_t ev = nullptr;
+    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check(cudaEventRecord(ev, as_stream(stream)), "cudaEventRecord");
+    return reinterpret_cast<EventId>(ev);
+  }
+  bool completed(EventId id) {
+    cudaError_t err = cudaEventQuery(reinterpret_cast<cudaEvent_t>(id));
+    if (err == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    check(err, "cudaEventQuery");
+    return true;
+  }
+  void synchronize(EventId id) {
+    check(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(id)), "cudaEventSynchronize");
+  }
+  void destroy(EventId id) {
+    check(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(id)), "cudaEventDestroy");
+  }
+};
+
+DeviceMemoryInfo memory_info_of(int device) {
+  DeviceScope scope(device);
+  size_t free_bytes = 0, total_bytes = 0;
+  check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  return DeviceMemoryInfo{free_bytes, total_bytes};
+}
+
+class CudaRuntimeBackend final : public DeviceBackend {
+ public:
+  uintptr_t allocate(int device, size_t bytes, StreamId) override {
+    DeviceScope scope(device);
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // clear the sticky-free error state
+      return 0;
+    }
+    check(err, "cudaMalloc");
+    return reinterpret_cast<uintptr_t>(p);
+  }
+  void release(int device, uintptr_t address, size_t) override {
+    DeviceScope scope(device);
+    check(cudaFree(reinterpret_cast<void*>(address)), "cudaFree");
+  }
+  DeviceMemoryInfo memory_info(int device) override { return memory_info_of(device); }
+  EventId record_event(int device, StreamId s) override { return events_.record(device, s); }
+  bool event_completed(EventId e) override { return events_.completed(e); }
+  void synchronize_event(EventId e) override { events_.synchronize(e); }
+  void destroy_event(EventId e) override { events_.destroy(e); }
+
+ private:
+  CudaEvents events_;
+};
+
+class CudaAsyncBackend final : public DeviceBackend {
+ public:
+  uintptr_t allocate(int device, size_t bytes, StreamId stream) override {
+    DeviceScope scope(device);
+    void* p = nullptr;
+    cudaError_t err = cudaMallocAsync(&p, bytes, as_stream(stream));
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    check(err, "cudaMallocAsync");
+    std::lock_guard<std::mutex> lock(mutex_);
+    stream_of_[reinterpret_cast<uintptr_t>(p)] = stream;
+    return reinterpret_cast<uintptr_t>(p);
+  }
+  void release(int device, uintptr_t address, size_t) override {
+    DeviceScope scope(device);
+    StreamId stream = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = stream_of_.find(address);
+      if (it == stream_of_.end())
+        throw BackendError("cudaMallocAsync backend: release of unknown segment");
+      stream = it->second;
+      stream_of_.erase(it);
+    }
+    check(cudaFreeAsync(reinterpret_cast<void*>(address), as_stream(stream)), "cudaFreeAsync");
+  }
+  DeviceMemoryInfo memory_info(int device) override { return memory_info_of(device); }
+  EventId record_event(int device, StreamId s) override { return events_.record(device, s); }
+  bool event_completed(EventId e) override { return events_.completed(e); }
+  void synchronize_event(EventId e) override { events_.synchronize(e); }
+  void destroy_event(EventId e) override { events_.destroy(e); }
+
+ private:
+  CudaEvents events_;
+  std::mutex mutex_;
+  absl::flat_hash_map<uintptr_t, StreamId> stream_of_;  // segment -> stream
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<DeviceBackend> make_cuda_runtime_backend() {
+  return std::make_unique<CudaRuntimeBackend>();
+}
+
+std::unique_ptr<DeviceBackend> make_cuda_async_backend() {
+  return std::make_unique<CudaAsyncBackend>();
+}
+
+}  // namespace cachealloc

@@ -1,0 +1,241 @@
+"""cachealloc: a caching CUDA memory allocator for PyTorch, with PyTorch's
+native allocation behaviour and its memory API given back.
+
+    import cachealloc
+    cachealloc.install()            # before any CUDA memory is allocated
+    ...                             # your PyTorch code, unchanged
+    print(cachealloc.memory_summary())
+    cachealloc.dump_snapshot("snap.pickle")   # open in pytorch.org/memory_viz
+
+All sizes are in bytes. Devices may be given as None (current device), an
+int, "cuda:N" or a torch.device.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import io
+import pickle
+import sys
+from typing import Any, Optional
+
+from . import _native
+from ._native import CacheallocError, OutOfMemoryError, check, lib
+from .summary import format_summary
+
+__all__ = [
+    "CacheallocError", "OutOfMemoryError", "install", "init", "mode", "is_installed", "backend",
+    "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
+    "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+    "empty_cache", "set_per_process_memory_fraction", "memory_summary",
+    "record_memory_history", "snapshot", "dump_snapshot", "library_path",
+]
+
+library_path = _native.library_path
+_mode = "not installed"
+_pluggable = None  # keeps PyTorch's allocator object alive
+
+
+def init(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
+    """Initializes the native allocator without touching PyTorch.
+
+    conf: PYTORCH_CUDA_ALLOC_CONF syntax (None: the environment variable).
+    backend: None/"cuda" (cudaMalloc), "async" (cudaMallocAsync),
+    "simulated[:BYTES[:DEVICES]]" (no GPU; for tests and the replay lab).
+    Raises CacheallocError for a bad config or backend, or when blocks are
+    still allocated.
+    """
+    check(lib().cachealloc_init(conf.encode() if conf is not None else None,
+                                backend.encode() if backend else None))
+
+
+def install(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
+    """Makes cachealloc PyTorch's CUDA allocator (CUDAPluggableAllocator).
+
+    Must run before CUDA memory is allocated in this process. Raises
+    RuntimeError if PyTorch already initialized CUDA (its native allocator
+    then owns memory and cannot be swapped), CacheallocError for a bad
+    config.
+    """
+    global _mode, _pluggable
+    import torch
+
+    if _mode != "not installed":
+        return
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "cachealloc.install() must run before CUDA is initialized: PyTorch's native "
+            f"allocator already holds {torch.cuda.memory_reserved()} bytes in this process. "
+            "Call it at the top of your program, before creating CUDA tensors.")
+    init(conf, backend)
+    path = library_path()
+    _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
+    torch.cuda.memory.change_current_allocator(_pluggable)
+    _mode = "plain"
+
+
+def mode() -> str:
+    """"plain" (C entry points through CUDAPluggableAllocator), or
+    "not installed"."""
+    return _mode
+
+
+def is_installed() -> bool:
+    return _mode != "not installed"
+
+
+def backend() -> str:
+    """The device backend in use ("cuda", "async", "simulated:..."), "" before init."""
+    return lib().cachealloc_backend_name().decode()
+
+
+def _device_index(device: Any) -> int:
+    if device is None:
+        if "torch" in sys.modules and is_installed():
+            return sys.modules["torch"].cuda.current_device()
+        return 0
+    if isinstance(device, int):
+        index = device
+    elif isinstance(device, str):
+        if device == "cuda":
+            return _device_index(None)
+        if not device.startswith("cuda:") or not device[5:].isdigit():
+            raise ValueError(f"expected a CUDA device like 'cuda:0', got {device!r}")
+        index = int(device[5:])
+    elif hasattr(device, "type") and hasattr(device, "index"):  # torch.device
+        if device.type != "cuda":
+            raise ValueError(f"expected a CUDA device, got {device}")
+        return _device_index(None) if device.index is None else _device_index(device.index)
+    else:
+        raise TypeError(f"device must be None, int, str or torch.device, not {type(device).__name__}")
+    count = lib().cachealloc_device_count()
+    if index < 0 or index >= count:
+        raise ValueError(f"device {index} out of range ({count} devices)")
+    return index
+
+
+def memory_stats(device: Any = None) -> "collections.OrderedDict[str, int]":
+    """All 122 statistics of torch.cuda.memory_stats, same keys and meaning."""
+    l = lib()
+    n = l.cachealloc_stat_count()
+    values = (ctypes.c_int64 * n)()
+    check(l.cachealloc_memory_stats(_device_index(device), values, n))
+    return collections.OrderedDict(
+        (l.cachealloc_stat_name(i).decode(), values[i]) for i in range(n))
+
+
+def memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.current"]
+
+
+def max_memory_allocated(device: Any = None) -> int:
+    return memory_stats(device)["allocated_bytes.all.peak"]
+
+
+def memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.current"]
+
+
+def max_memory_reserved(device: Any = None) -> int:
+    return memory_stats(device)["reserved_bytes.all.peak"]
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    check(lib().cachealloc_reset_peak_stats(_device_index(device)))
+
+
+def reset_accumulated_memory_stats(device: Any = None) -> None:
+    check(lib().cachealloc_reset_accumulated_stats(_device_index(device)))
+
+
+def empty_cache() -> None:
+    """Returns every unsplit cached segment of every device to the driver."""
+    check(lib().cachealloc_empty_cache(-1))
+
+
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    """Caps the memory this process reserves on the device at
+    floor(fraction * capacity); beyond it requests raise OutOfMemoryError."""
+    if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
+    check(lib().cachealloc_set_memory_fraction(float(fraction), _device_index(device)))
+
+
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    """A readable table of the statistics, like torch.cuda.memory_summary."""
+    index = _device_index(device)
+    return format_summary(memory_stats(index), index, abbreviated)
+
+
+_CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
+
+
+def record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all",
+                          stacks: str = "all", max_entries: int = sys.maxsize) -> None:
+    """PyTorch's torch.cuda.memory._record_memory_history, same meaning.
+
+    enabled: None (off, clears history), "state" (frames on live blocks, no
+    history), "all" (history of every event, at most max_entries, oldest
+    dropped). context: None, "state", "alloc" or "all": where frames are
+    kept. stacks: "python" or "all" (both capture Python frames; C++ frames
+    are not captured by cachealloc).
+    """
+    if enabled not in (None, "state", "all"):
+        raise ValueError(f"enabled must be None, 'state' or 'all', got {enabled!r}")
+    if context not in _CONTEXT_LEVELS:
+        raise ValueError(f"context must be None, 'state', 'alloc' or 'all', got {context!r}")
+    if stacks not in ("python", "all"):
+        raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
+    if not isinstance(max_entries, int) or max_entries < 1:
+        raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
+    level = 0 if enabled is None else _CONTEXT_LEVELS[context]
+    check(lib().cachealloc_record_history(1 if enabled == "all" else 0, level, 1,
+                                          min(max_entries, 2**62)))
+
+
+class _PlainUnpickler(pickle.Unpickler):
+    """Loads plain data only: any reference to a class or function fails."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only plain data is allowed")
+
+
+def snapshot_bytes() -> bytes:
+    """The snapshot as a protocol-4 pickle (what dump_snapshot writes)."""
+    l = lib()
+    buf = ctypes.POINTER(ctypes.c_char)()
+    n = ctypes.c_size_t()
+    check(l.cachealloc_snapshot_pickle(ctypes.byref(buf), ctypes.byref(n)))
+    try:
+        return ctypes.string_at(buf, n.value)
+    finally:
+        l.cachealloc_release_buffer(buf)
+
+
+def snapshot() -> dict:
+    """The dict torch.cuda.memory._snapshot() returns: segments,
+    device_traces, allocator_settings, external_annotations."""
+    return _PlainUnpickler(io.BytesIO(snapshot_bytes())).load()
+
+
+def dump_snapshot(path: str) -> None:
+    """Writes snapshot() as a pickle PyTorch's memory_viz opens."""
+    data = snapshot_bytes()
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+# Low-level access for tests and tools that drive the allocator directly.
+def _malloc(size: int, device: int = 0, stream: int = 0) -> int:
+    """Allocates through the allocator PyTorch uses; returns the address.
+    Raises OutOfMemoryError or CacheallocError."""
+    out = ctypes.c_void_p()
+    status = lib().cachealloc_try_malloc(size, device, stream, ctypes.byref(out))
+    if status == 1:
+        raise OutOfMemoryError(lib().cachealloc_last_error().decode())
+    check(status)
+    return out.value or 0
+
+
+def _free(ptr: int, device: int = 0) -> None:
+    lib().cachealloc_free(ptr, 0, device, None)

@@ -1,0 +1,89 @@
+"""Loads libcachealloc.so with ctypes and declares the C API's signatures.
+
+The library is looked for, in order: $CACHEALLOC_LIBRARY, next to this
+package (pip installs it there), then the repository's build directories.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import pathlib
+
+_HERE = pathlib.Path(__file__).resolve().parent
+_REPO = _HERE.parents[2]
+
+
+def library_path() -> str:
+    """Path of the libcachealloc.so this package uses. Raises FileNotFoundError."""
+    env = os.environ.get("CACHEALLOC_LIBRARY")
+    if env:
+        if not os.path.isfile(env):
+            raise FileNotFoundError(f"CACHEALLOC_LIBRARY={env} does not exist")
+        return env
+    candidates = [_HERE / "libcachealloc.so"]
+    candidates += sorted(_REPO.glob("build*/bindings/libcachealloc.so"))
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    raise FileNotFoundError(
+        "libcachealloc.so not found: pip install the package, build the repository "
+        "(bash scripts/build.sh), or set CACHEALLOC_LIBRARY")
+
+
+_lib = None
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library (loaded once, with its C signatures declared)."""
+    global _lib
+    if _lib is None:
+        _lib = _declare(ctypes.CDLL(library_path(), mode=ctypes.RTLD_GLOBAL))
+    return _lib
+
+
+def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
+    c_int, c_size, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
+    sigs = {
+        "cachealloc_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
+        "cachealloc_try_malloc": (c_int, [ctypes.c_ssize_t, c_int, c_void_p, ctypes.POINTER(c_void_p)]),
+        "cachealloc_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
+        "cachealloc_init": (c_int, [c_char_p, c_char_p]),
+        "cachealloc_is_initialized": (c_int, []),
+        "cachealloc_backend_name": (c_char_p, []),
+        "cachealloc_last_error": (c_char_p, []),
+        "cachealloc_device_count": (c_int, []),
+        "cachealloc_stat_count": (c_int, []),
+        "cachealloc_stat_name": (c_char_p, [c_int]),
+        "cachealloc_memory_stats": (c_int, [c_int, ctypes.POINTER(ctypes.c_int64), c_int]),
+        "cachealloc_reset_peak_stats": (c_int, [c_int]),
+        "cachealloc_reset_accumulated_stats": (c_int, [c_int]),
+        "cachealloc_empty_cache": (c_int, [c_int]),
+        "cachealloc_set_memory_fraction": (c_int, [ctypes.c_double, c_int]),
+        "cachealloc_cache_info": (c_int, [c_int, ctypes.POINTER(c_size)]),
+        "cachealloc_record_stream": (c_int, [c_void_p, c_void_p]),
+        "cachealloc_base_allocation": (c_void_p, [c_void_p, ctypes.POINTER(c_size)]),
+        "cachealloc_record_history": (c_int, [c_int, c_int, c_int, c_size]),
+        "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
+                                               ctypes.POINTER(c_size)]),
+        "cachealloc_release_buffer": (None, [ctypes.POINTER(ctypes.c_char)]),
+    }
+    for name, (res, args) in sigs.items():
+        fn = getattr(l, name)
+        fn.restype, fn.argtypes = res, args
+    return l
+
+
+class CacheallocError(RuntimeError):
+    """An error reported by the native library; the message says what."""
+
+
+class OutOfMemoryError(CacheallocError, MemoryError):
+    """The device (or the memory limit) could not satisfy a request made
+    through cachealloc's own API. (Inside PyTorch, OOMs surface as
+    torch.OutOfMemoryError.)"""
+
+
+def check(status: int) -> None:
+    """Raises CacheallocError with the library's message if status != 0."""
+    if status != 0:
+        raise CacheallocError(lib().cachealloc_last_error().decode())

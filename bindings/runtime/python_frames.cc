@@ -1,0 +1,103 @@
+#include "bindings/runtime/python_frames.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace cachealloc {
+namespace {
+
+// The few CPython entry points we need, all in the stable ABI (3.10+).
+struct CPython {
+  using Obj = void*;
+  int (*gil_check)() = nullptr;                    // PyGILState_Check
+  Obj (*get_frame)() = nullptr;                    // PyEval_GetFrame (borrowed)
+  Obj (*frame_code)(Obj) = nullptr;                // PyFrame_GetCode (new ref)
+  Obj (*frame_back)(Obj) = nullptr;                // PyFrame_GetBack (new ref)
+  int (*frame_line)(Obj) = nullptr;                // PyFrame_GetLineNumber
+  Obj (*get_attr)(Obj, const char*) = nullptr;     // PyObject_GetAttrString
+  const char* (*as_utf8)(Obj) = nullptr;           // PyUnicode_AsUTF8
+  void (*decref)(Obj) = nullptr;                   // Py_DecRef
+  void (*err_clear)() = nullptr;                   // PyErr_Clear
+  bool ok = false;
+
+  CPython() {
+    auto sym = [](const char* name) { return dlsym(RTLD_DEFAULT, name); };
+    gil_check = reinterpret_cast<int (*)()>(sym("PyGILState_Check"));
+    get_frame = reinterpret_cast<Obj (*)()>(sym("PyEval_GetFrame"));
+    frame_code = reinterpret_cast<Obj (*)(Obj)>(sym("PyFrame_GetCode"));
+    frame_back = reinterpret_cast<Obj (*)(Obj)>(sym("PyFrame_GetBack"));
+    frame_line = reinterpret_cast<int (*)(Obj)>(sym("PyFrame_GetLineNumber"));
+    get_attr = reinterpret_cast<Obj (*)(Obj, const char*)>(sym("PyObject_GetAttrString"));
+    as_utf8 = reinterpret_cast<const char* (*)(Obj)>(sym("PyUnicode_AsUTF8"));
+    decref = reinterpret_cast<void (*)(Obj)>(sym("Py_DecRef"));
+    err_clear = reinterpret_cast<void (*)()>(sym("PyErr_Clear"));
+    ok = gil_check && get_frame && frame_code && frame_back && frame_line && get_attr &&
+         as_utf8 && decref && err_clear;
+  }
+};
+
+const CPython& cpython() {
+  static const CPython api;
+  return api;
+}
+
+struct CodeNames {
+  std::string filename;
+  std::string name;
+};
+
+// Code object -> names. Guarded by the GIL (capture only runs holding it);
+// the extra reference keeps each cached code object alive.
+absl::flat_hash_map<void*, CodeNames>& code_cache() {
+  static auto* cache = new absl::flat_hash_map<void*, CodeNames>();
+  return *cache;
+}
+
+std::string attr_string(const CPython& py, void* obj, const char* attr) {
+  void* v = py.get_attr(obj, attr);
+  if (!v) {
+    py.err_clear();
+    return "";
+  }
+  const char* s = py.as_utf8(v);
+  std::string out = s ? s : "";
+  if (!s) py.err_clear();
+  py.decref(v);
+  return out;
+}
+
+}  // namespace
+
+bool python_frames_available() { return cpython().ok; }
+
+ContextPtr capture_python_frames(int max_depth) {
+  const CPython& py = cpython();
+  if (!py.ok || !py.gil_check()) return nullptr;
+  void* frame = py.get_frame();
+  if (!frame) return nullptr;
+  auto ctx = std::make_shared<CallContext>();
+  void* owned = nullptr;  // frames from frame_back are new references
+  for (int depth = 0; frame && depth < max_depth; ++depth) {
+    void* code = py.frame_code(frame);
+    auto [it, inserted] = code_cache().try_emplace(code);
+    if (inserted) {
+      it->second.filename = attr_string(py, code, "co_filename");
+      it->second.name = attr_string(py, code, "co_name");
+    } else {
+      py.decref(code);  // the cache already holds one reference
+    }
+    ctx->frames.push_back(StackFrame{it->second.name, it->second.filename, py.frame_line(frame)});
+    void* back = py.frame_back(frame);
+    if (owned) py.decref(owned);
+    owned = back;
+    frame = back;
+  }
+  if (owned) py.decref(owned);
+  return ctx;
+}
+
+}  // namespace cachealloc

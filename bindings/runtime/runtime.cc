@@ -1,0 +1,188 @@
+#include "bindings/runtime/runtime.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "allocator/errors.h"
+#include "allocator/simulated_device.h"
+#include "bindings/runtime/python_frames.h"
+#include "stats/snapshot.h"
+#ifdef CACHEALLOC_WITH_CUDA
+#include "bindings/cuda/cuda_backends.h"
+#endif
+
+namespace cachealloc {
+
+Runtime& Runtime::instance() {
+  static Runtime* runtime = new Runtime();  // never destroyed (see header)
+  return *runtime;
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    size_t pos = s.find(sep, start);
+    parts.push_back(s.substr(start, pos - start));
+    if (pos == std::string::npos) return parts;
+    start = pos + 1;
+  }
+}
+
+size_t parse_count(const std::string& text, const std::string& what) {
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
+    throw ConfigError("backend: " + what + " must be a number, got '" + text + "'");
+  return std::strtoull(text.c_str(), nullptr, 10);
+}
+
+}  // namespace
+
+void Runtime::init(const std::string& conf, const std::string& backend) {
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  AllocatorConfig config = AllocatorConfig::parse(conf);
+  std::string kind = backend.empty()
+                         ? (config.backend == BackendKind::kCudaMallocAsync ? "async" : "cuda")
+                         : backend;
+  std::vector<std::unique_ptr<DeviceBackend>> backends;
+  if (kind.rfind("simulated", 0) == 0) {
+    auto parts = split(kind, ':');
+    if (parts[0] != "simulated" || parts.size() > 3)
+      throw ConfigError("backend '" + kind + "': expected simulated[:BYTES[:DEVICES]]");
+    size_t bytes = parts.size() > 1 ? parse_count(parts[1], "simulated bytes") : (size_t{80} << 30);
+    size_t devices = parts.size() > 2 ? parse_count(parts[2], "simulated devices") : 1;
+    if (devices == 0 || devices > 64) throw ConfigError("backend: 1 to 64 simulated devices");
+    for (size_t i = 0; i < devices; ++i)
+      backends.push_back(std::make_unique<SimulatedDevice>(
+          bytes, SimulatedDevice::kDefaultBase + i * (uintptr_t{1} << 40)));
+  } else if (kind == "cuda" || kind == "async") {
+#ifdef CACHEALLOC_WITH_CUDA
+    const int n = cuda_device_count();
+    if (n == 0) throw BackendError("backend '" + kind + "': no CUDA device is available");
+    // One backend object serves every device (calls carry the device).
+    std::unique_ptr<DeviceBackend> shared =
+        kind == "cuda" ? make_cuda_runtime_backend() : make_cuda_async_backend();
+    backends.push_back(std::move(shared));
+    for (int i = 1; i < n; ++i) backends.push_back(nullptr);  // served by the first
+#else
+    throw BackendError("backend '" + kind + "': this build of cachealloc has no CUDA support");
+#endif
+  } else {
+    throw ConfigError("unknown backend '" + kind + "': expected cuda, async or simulated[:BYTES[:DEVICES]]");
+  }
+
+  if (allocator_) {
+    for (int d = 0; d < allocator_->device_count(); ++d) {
+      const bool busy = allocator_->with_device(d, [](DeviceCachingAllocator& e) {
+        for (const SegmentView& s : e.segments())
+          for (const Block* b : s.blocks)
+            if (!b->is_free()) return true;
+        return false;
+      });
+      if (busy)
+        throw ConfigError("cachealloc is already in use (blocks are allocated); it cannot be re-initialized");
+    }
+  }
+
+  std::vector<DeviceBackend*> per_device;
+  for (auto& b : backends) per_device.push_back(b ? b.get() : per_device.front());
+  auto allocator = std::make_unique<CachingAllocator>(config, per_device);
+  std::vector<std::unique_ptr<StatsCollector>> stats;
+  std::vector<std::unique_ptr<HistoryRecorder>> history;
+  for (int d = 0; d < allocator->device_count(); ++d) {
+    stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
+    history.push_back(std::make_unique<HistoryRecorder>());
+    allocator->with_device(d, [&](DeviceCachingAllocator& e) {
+      e.add_observer(stats.back().get());
+      e.add_observer(history.back().get());
+    });
+  }
+  // The old allocator (if any) holds no blocks; its cached segments go back.
+  if (allocator_) allocator_->empty_cache();
+  allocator_ = std::move(allocator);
+  stats_ = std::move(stats);
+  history_ = std::move(history);
+  backends_ = std::move(backends);
+  config_ = std::move(config);
+  backend_name_ = kind;
+}
+
+void Runtime::ensure_initialized() {
+  if (allocator_) return;
+  const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
+  init(env ? env : "", "");
+}
+
+ContextPtr Runtime::capture(ContextLevel needed) const {
+  if (context_level_.load(std::memory_order_relaxed) < static_cast<int>(needed)) return nullptr;
+  if (!python_stacks_.load(std::memory_order_relaxed)) return nullptr;
+  return capture_python_frames();
+}
+
+uintptr_t Runtime::allocate(size_t size, int device, uintptr_t stream) {
+  return allocator_->allocate(size, device, stream, capture(ContextLevel::kState));
+}
+
+void Runtime::deallocate(uintptr_t address, int device) {
+  allocator_->deallocate(address, device, capture(ContextLevel::kAll));
+}
+
+DeviceStats Runtime::stats(int device) {
+  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    return stats_[static_cast<size_t>(device)]->stats();
+  });
+}
+
+void Runtime::reset_peak(int device) {
+  allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    stats_[static_cast<size_t>(device)]->stats().reset_peak();
+  });
+}
+
+void Runtime::reset_accumulated(int device) {
+  allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    stats_[static_cast<size_t>(device)]->stats().reset_accumulated();
+  });
+}
+
+void Runtime::record_history(bool enabled, ContextLevel level, bool python_stacks,
+                             size_t max_entries) {
+  // Context capture is independent of the trace ring: PyTorch's
+  // enabled="state" keeps frames on live blocks without recording history.
+  context_level_.store(static_cast<int>(level));
+  python_stacks_.store(python_stacks && level != ContextLevel::kNever);
+  for (int d = 0; d < device_count(); ++d) {
+    allocator_->with_device(d, [&](DeviceCachingAllocator&) {
+      auto& h = *history_[static_cast<size_t>(d)];
+      if (enabled) h.enable(max_entries, level >= ContextLevel::kAlloc);
+      else h.disable();
+    });
+  }
+}
+
+PyValue Runtime::snapshot() {
+  std::vector<std::pair<uintptr_t, PyValue>> segments;
+  PyValue traces = PyValue::list();
+  for (int d = 0; d < device_count(); ++d) {
+    allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
+      for (const SegmentView& s : e.segments()) segments.emplace_back(s.address, segment_to_py(s));
+      PyValue list = PyValue::list();
+      for (const TraceEntry& t : history_[static_cast<size_t>(d)]->entries())
+        list.append(trace_entry_to_py(t));
+      traces.append(std::move(list));
+    });
+  }
+  std::stable_sort(segments.begin(), segments.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  PyValue segs = PyValue::list();
+  for (auto& [addr, v] : segments) segs.append(std::move(v));
+  PyValue root = PyValue::dict();
+  root.set("segments", std::move(segs));
+  root.set("device_traces", std::move(traces));
+  root.set("allocator_settings", allocator_settings_to_py(config_));
+  root.set("external_annotations", PyValue::list());
+  return root;
+}
+
+}  // namespace cachealloc

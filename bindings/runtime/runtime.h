@@ -1,0 +1,89 @@
+// The process-wide allocator behind the C API: configuration, backends,
+// the thread-safe CachingAllocator, and per-device stats and history.
+//
+// One Runtime per process (instance()). It is created on first use and
+// never destroyed: PyTorch frees tensors during interpreter shutdown, after
+// static destructors would have run.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/config.h"
+#include "stats/device_stats.h"
+#include "stats/history.h"
+#include "stats/py_value.h"
+
+namespace cachealloc {
+
+// How much caller context to capture, as PyTorch's RecordContext.
+enum class ContextLevel : int {
+  kNever = 0,  // no context
+  kState = 1,  // context of live blocks only (snapshots)
+  kAlloc = 2,  // also on alloc history entries
+  kAll = 3,    // also on free history entries
+};
+
+class Runtime {
+ public:
+  static Runtime& instance();
+
+  // Sets up the allocator. backend: "cuda" (cudaMalloc, default), "async"
+  // (cudaMallocAsync; also chosen by conf "backend:cudaMallocAsync"), or
+  // "simulated[:BYTES[:DEVICES]]" (no GPU: address bookkeeping only, for
+  // tests and demos). Throws ConfigError (bad conf or backend) or
+  // BackendError (no CUDA device). Calling again is allowed only while no
+  // block is allocated; it replaces the allocator.
+  void init(const std::string& conf, const std::string& backend);
+  // init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA backend, once.
+  void ensure_initialized();
+  bool initialized() const { return allocator_ != nullptr; }
+  const std::string& backend_name() const { return backend_name_; }
+
+  CachingAllocator& allocator() { return *allocator_; }
+  int device_count() const { return allocator_ ? allocator_->device_count() : 0; }
+
+  // Hot path: context per the history settings, then allocate/free.
+  uintptr_t allocate(size_t size, int device, uintptr_t stream);
+  void deallocate(uintptr_t address, int device);
+
+  DeviceStats stats(int device);
+  void reset_peak(int device);
+  void reset_accumulated(int device);
+
+  // History: `enabled` turns the max_entries trace ring on or off (off
+  // clears it); `level` and `python_stacks` say what context is captured,
+  // also while the ring is off (PyTorch's enabled="state").
+  void record_history(bool enabled, ContextLevel level, bool python_stacks,
+                      size_t max_entries);
+  // Snapshot dict of every device (native schema).
+  PyValue snapshot();
+
+  // Called instead of rethrowing OutOfMemoryError when set (the PyTorch
+  // glue installs one that throws c10::OutOfMemoryError). Must throw.
+  using OomHandler = void (*)(const char* message);
+  void set_oom_handler(OomHandler h) { oom_handler_ = h; }
+  OomHandler oom_handler() const { return oom_handler_; }
+
+ private:
+  Runtime() = default;
+  ContextPtr capture(ContextLevel needed) const;
+
+  std::mutex init_mutex_;
+  AllocatorConfig config_;
+  std::string backend_name_;
+  std::vector<std::unique_ptr<DeviceBackend>> backends_;
+  std::unique_ptr<CachingAllocator> allocator_;
+  std::vector<std::unique_ptr<StatsCollector>> stats_;
+  std::vector<std::unique_ptr<HistoryRecorder>> history_;
+  std::atomic<int> context_level_{0};
+  std::atomic<bool> python_stacks_{false};
+  OomHandler oom_handler_ = nullptr;
+};
+
+}  // namespace cachealloc

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what building and testing cachealloc needs on a Debian machine:
+# a C++20 compiler, CMake, Ninja, Abseil, GoogleTest, Google Benchmark, zlib,
+# and pytest. Safe to run again: it skips what is already there.
+set -euo pipefail
+
+need_apt=()
+for pkg in g++ cmake ninja-build libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+# cmake/ninja from pip count too.
+command -v cmake >/dev/null && need_apt=("${need_apt[@]/cmake}")
+command -v ninja >/dev/null && need_apt=("${need_apt[@]/ninja-build}")
+filtered=()
+for p in "${need_apt[@]}"; do [ -n "$p" ] && filtered+=("$p"); done
+if [ ${#filtered[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "installing: ${filtered[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${filtered[@]}" >/dev/null
+fi
+
+python3 -c "import pytest" 2>/dev/null || python3 -m pip install -q pytest
