@@ -87,15 +87,24 @@ size_t invalid_utf8_at(std::string_view s) {
   return std::string_view::npos;
 }
 
-// What the reader tracks per container, keyed by the container's box address
-// (shared by every copy of the PyValue, as the memo hands out copies).
+// What the reader tracks per container. Every copy of a container's PyValue
+// (on the stack, in the memo) carries the index of the same Meta.
 struct Meta {
-  size_t height = 1;      // 1 + the deepest child's height; scalars are 0.
+  size_t height = 1;      // 1 + the deepest child's height (scalars count 0).
   bool hashable = false;  // Tuples of hashables only; lists/dicts never.
   bool frozen = false;    // Put inside another container: no more changes.
 };
 
+// A value on the stack or in the memo, with its container's Meta index.
+struct Slot {
+  static constexpr size_t kScalar = static_cast<size_t>(-1);
+  PyValue value;
+  size_t meta = kScalar;
+};
+
 class Reader {
+  using Kind = PyValue::Kind;
+
  public:
   explicit Reader(std::string_view in) : in_(in) {}
 
@@ -178,11 +187,13 @@ class Reader {
     return static_cast<int64_t>(v);
   }
 
+  void push(PyValue v) { stack_.push_back(Slot{std::move(v)}); }
+
   void push_str(std::string_view s) {
     if (size_t bad = invalid_utf8_at(s); bad != std::string_view::npos) {
       fail("invalid UTF-8 at byte " + std::to_string(bad) + " of the string");
     }
-    stack_.push_back(PyValue::str(std::string(s)));
+    push(PyValue::str(std::string(s)));
   }
 
   // Start of the values that the current opcode may pop: above the last MARK.
@@ -199,29 +210,16 @@ class Reader {
     return m;
   }
 
-  static const void* identity(const PyValue& v) {
-    return v.kind() == PyValue::Kind::kDict ? static_cast<const void*>(&v.as_dict())
-                                            : static_cast<const void*>(&v.items());
+  // Pushes a new empty container with a fresh Meta.
+  void push_container(PyValue v, bool hashable) {
+    stack_.push_back(Slot{std::move(v), metas_.size()});
+    metas_.push_back(Meta{1, hashable, false});
   }
 
-  static bool is_container(const PyValue& v) {
-    return v.kind() == PyValue::Kind::kList || v.kind() == PyValue::Kind::kTuple ||
-           v.kind() == PyValue::Kind::kDict;
-  }
-
-  Meta& meta_of(const PyValue& v) { return meta_.at(identity(v)); }
-
-  // Registers a new container (overwriting any stale entry left by a freed
-  // container at the same address) and returns its meta.
-  Meta& fresh(const PyValue& v, bool hashable) {
-    return meta_.insert_or_assign(identity(v), Meta{1, hashable, false}).first->second;
-  }
-
-  // `child` goes into `parent`: freeze it, grow the parent's height.
-  void adopt(Meta& parent, const PyValue& child) {
-    if (!is_container(child)) return;
-    Meta& c = meta_of(child);
-    if (child.kind() != PyValue::Kind::kTuple) c.frozen = true;
+  // `child` goes into the container of `parent`: grow the parent's height.
+  void adopt(Meta& parent, const Slot& child) {
+    if (child.meta == Slot::kScalar) return;
+    const Meta& c = metas_[child.meta];
     parent.height = std::max(parent.height, c.height + 1);
     parent.hashable = parent.hashable && c.hashable;
     if (parent.height > kMaxPickleNesting) {
@@ -229,76 +227,110 @@ class Reader {
     }
   }
 
-  void check_key(const PyValue& key) {
-    if (key.kind() == PyValue::Kind::kList || key.kind() == PyValue::Kind::kDict ||
-        (key.kind() == PyValue::Kind::kTuple && !meta_of(key).hashable)) {
-      fail(std::string("unhashable dict key of type ") + key.kind_name());
+  // Marks stack_[first..] as nested: lists and dicts among them are frozen.
+  void freeze_from(size_t first) {
+    for (size_t i = first; i < stack_.size(); ++i) {
+      if (stack_[i].meta != Slot::kScalar) metas_[stack_[i].meta].frozen = true;
     }
   }
 
-  // Moves stack_[first..] into the list or dict `target` and drops them.
-  // `target` is a copy sharing the box, so it outlives the stack resize.
-  void fill(PyValue target, size_t first) {
-    Meta& t = meta_of(target);
-    // Freeze first: a container appended to itself is then seen as frozen.
-    for (size_t i = first; i < stack_.size(); ++i) {
-      if (is_container(stack_[i]) && stack_[i].kind() != PyValue::Kind::kTuple) {
-        meta_of(stack_[i]).frozen = true;
-      }
+  void check_key(const Slot& key) {
+    const Kind k = key.value.kind();
+    if (k == Kind::kList || k == Kind::kDict ||
+        (k == Kind::kTuple && !metas_[key.meta].hashable)) {
+      fail(std::string("unhashable dict key of type ") + key.value.kind_name());
     }
+  }
+
+  // Moves stack_[first..] into the list or dict of stack_[target] and drops
+  // them. Requires target < first.
+  void fill(size_t target, size_t first) {
+    // Freeze first: a container added to itself is then seen as frozen.
+    freeze_from(first);
+    Meta& t = metas_[stack_[target].meta];
+    PyValue& into = stack_[target].value;
     if (t.frozen) {
-      fail(std::string("changes a ") + target.kind_name() +
+      fail(std::string("changes a ") + into.kind_name() +
            " already inside another container (recursive pickles are not supported)");
     }
     for (size_t i = first; i < stack_.size(); ++i) adopt(t, stack_[i]);
-    if (target.kind() == PyValue::Kind::kList) {
-      PyValue::List& items = target.items();
-      std::move(stack_.begin() + first, stack_.end(), std::back_inserter(items));
+    const size_t n = stack_.size() - first;
+    if (into.kind() == Kind::kList) {
+      PyValue::List& items = into.items();
+      items.reserve(items.size() + n);
+      for (size_t i = first; i < stack_.size(); ++i) items.push_back(std::move(stack_[i].value));
     } else {
-      if ((stack_.size() - first) % 2 != 0) fail("odd number of dict items (a key without value)");
-      PyValue::Dict& dict = target.as_dict();
+      if (n % 2 != 0) fail("odd number of dict items (a key without value)");
+      PyValue::Dict& dict = into.as_dict();
+      dict.reserve(dict.size() + n / 2);
       for (size_t i = first; i < stack_.size(); i += 2) {
         check_key(stack_[i]);
-        dict.emplace_back(std::move(stack_[i]), std::move(stack_[i + 1]));
+        dict.emplace_back(std::move(stack_[i].value), std::move(stack_[i + 1].value));
       }
     }
     stack_.resize(first);
   }
 
-  // The list/dict that a MARK-batched APPENDS/SETITEMS adds to.
-  const PyValue& batch_target(size_t mark, PyValue::Kind kind) {
-    if (mark <= fence()) fail("stack underflow (nothing below the MARK)");
-    const PyValue& t = stack_[mark - 1];
+  // Index of the list or dict that APPEND(S)/SETITEM(S) adds to.
+  size_t target_at(size_t index, Kind kind) {
+    if (index < fence() || index >= stack_.size()) fail("stack underflow");
+    const PyValue& t = stack_[index].value;
     if (t.kind() != kind) fail(std::string("target is a ") + t.kind_name());
-    return t;
+    return index;
   }
 
   // Builds a tuple, list or dict from stack_[first..] and pushes it.
-  void build(PyValue::Kind kind, size_t first) {
-    PyValue v = kind == PyValue::Kind::kTuple  ? PyValue::tuple()
-                : kind == PyValue::Kind::kList ? PyValue::list()
-                                               : PyValue::dict();
-    Meta& m = fresh(v, kind == PyValue::Kind::kTuple);
-    if (kind == PyValue::Kind::kTuple) {
+  void build(Kind kind, size_t first) {
+    if (kind == Kind::kTuple) {
+      Meta m{1, true, false};
       for (size_t i = first; i < stack_.size(); ++i) adopt(m, stack_[i]);
-      std::move(stack_.begin() + first, stack_.end(), std::back_inserter(v.items()));
+      freeze_from(first);
+      PyValue::List items;
+      items.reserve(stack_.size() - first);
+      for (size_t i = first; i < stack_.size(); ++i) items.push_back(std::move(stack_[i].value));
       stack_.resize(first);
-    } else {
-      fill(v, first);
+      stack_.push_back(Slot{PyValue::tuple(std::move(items)), metas_.size()});
+      metas_.push_back(m);
+      return;
     }
-    stack_.push_back(std::move(v));
+    // Push the empty container below its items, then fill it as APPENDS or
+    // SETITEMS would.
+    Slot items_end{};
+    stack_.push_back(std::move(items_end));
+    std::move_backward(stack_.begin() + first, stack_.end() - 1, stack_.end());
+    stack_[first] = Slot{kind == Kind::kList ? PyValue::list() : PyValue::dict(), metas_.size()};
+    metas_.push_back(Meta{1, false, false});
+    fill(first, first + 1);
   }
+
+  // The memo is dense in practice (MEMOIZE, and PUTs numbered 0, 1, 2, ...);
+  // an index past the dense part goes to `memo_sparse_`, so an untrusted
+  // index never sizes an allocation. Every index lives in exactly one of the
+  // two: below memo_.size() in memo_, at or above it in memo_sparse_.
+  size_t memo_count() const { return memo_.size() + memo_sparse_.size(); }
 
   void memo_put(uint64_t index) {
     need(1);
-    memo_.insert_or_assign(index, stack_.back());
+    const Slot& top = stack_.back();
+    if (index < memo_.size()) {
+      memo_[index] = top;
+    } else if (index == memo_.size()) {
+      memo_sparse_.erase(index);
+      memo_.push_back(top);
+    } else {
+      memo_sparse_.insert_or_assign(index, top);
+    }
   }
 
   void memo_get(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) {
+    if (index < memo_.size()) {
+      stack_.push_back(memo_[index]);
+      return;
+    }
+    auto it = memo_sparse_.find(index);
+    if (it == memo_sparse_.end()) {
       fail("memo index " + std::to_string(index) + " out of range (memo holds " +
-           std::to_string(memo_.size()) + " values)");
+           std::to_string(memo_count()) + " values)");
     }
     stack_.push_back(it->second);
   }
@@ -311,7 +343,7 @@ class Reader {
     if (pos_ != in_.size()) {
       fail(std::to_string(in_.size() - pos_) + " trailing bytes after STOP");
     }
-    return std::move(stack_.back());
+    return std::move(stack_.back().value);
   }
 
   void dispatch();
@@ -321,14 +353,14 @@ class Reader {
   size_t op_offset_ = 0;  // Offset of the opcode being run, for messages.
   uint8_t op_ = 0;
   size_t frame_end_ = 0;  // Offset one past the last FRAME's bytes.
-  std::vector<PyValue> stack_;
+  std::vector<Slot> stack_;
   std::vector<size_t> marks_;  // Stack sizes at each open MARK.
-  std::unordered_map<uint64_t, PyValue> memo_;
-  std::unordered_map<const void*, Meta> meta_;
+  std::vector<Slot> memo_;
+  std::unordered_map<uint64_t, Slot> memo_sparse_;
+  std::vector<Meta> metas_;  // One per container built; never shrinks.
 };
 
 void Reader::dispatch() {
-  using Kind = PyValue::Kind;
   switch (op_) {
     case 0x80: fail("PROTO is only allowed at offset 0");
     case 0x95: {  // FRAME: 8-byte length of the bytes that follow.
@@ -349,38 +381,36 @@ void Reader::dispatch() {
       return;
     case '1': stack_.resize(pop_mark()); return;
     case '2': need(1); stack_.push_back(stack_.back()); return;
-    case 'N': stack_.push_back(PyValue::none()); return;
-    case 0x88: stack_.push_back(PyValue::boolean(true)); return;
-    case 0x89: stack_.push_back(PyValue::boolean(false)); return;
-    case 'K': stack_.push_back(PyValue::integer(static_cast<int64_t>(read_le(1)))); return;
-    case 'M': stack_.push_back(PyValue::integer(static_cast<int64_t>(read_le(2)))); return;
-    case 'J':
-      stack_.push_back(PyValue::integer(static_cast<int32_t>(static_cast<uint32_t>(read_le(4)))));
-      return;
+    case 'N': push(PyValue::none()); return;
+    case 0x88: push(PyValue::boolean(true)); return;
+    case 0x89: push(PyValue::boolean(false)); return;
+    case 'K': push(PyValue::integer(static_cast<int64_t>(read_le(1)))); return;
+    case 'M': push(PyValue::integer(static_cast<int64_t>(read_le(2)))); return;
+    case 'J': push(PyValue::integer(static_cast<int32_t>(static_cast<uint32_t>(read_le(4))))); return;
     case 0x8a: {
       const uint64_t n = read_le(1);
-      stack_.push_back(PyValue::integer(decode_long(take(n))));
+      push(PyValue::integer(decode_long(take(n))));
       return;
     }
     case 0x8b: {
       const auto n = static_cast<int32_t>(static_cast<uint32_t>(read_le(4)));
       if (n < 0) fail("negative byte count " + std::to_string(n));
-      stack_.push_back(PyValue::integer(decode_long(take(static_cast<uint64_t>(n)))));
+      push(PyValue::integer(decode_long(take(static_cast<uint64_t>(n)))));
       return;
     }
     case 'G': {
       const std::string_view b = take(8);
       uint64_t bits = 0;
       for (char c : b) bits = (bits << 8) | static_cast<uint8_t>(c);  // Big-endian.
-      stack_.push_back(PyValue::floating(std::bit_cast<double>(bits)));
+      push(PyValue::floating(std::bit_cast<double>(bits)));
       return;
     }
     case 0x8c: push_str(take(read_le(1))); return;
     case 'X': push_str(take(read_le(4))); return;
     case 0x8d: push_str(take(read_le(8))); return;
-    case ']': stack_.push_back(PyValue::list()); fresh(stack_.back(), false); return;
-    case '}': stack_.push_back(PyValue::dict()); fresh(stack_.back(), false); return;
-    case ')': stack_.push_back(PyValue::tuple()); fresh(stack_.back(), true); return;
+    case ']': push_container(PyValue::list(), false); return;
+    case '}': push_container(PyValue::dict(), false); return;
+    case ')': push_container(PyValue::tuple(), true); return;
     case 'l': build(Kind::kList, pop_mark()); return;
     case 'd': build(Kind::kDict, pop_mark()); return;
     case 't': build(Kind::kTuple, pop_mark()); return;
@@ -390,26 +420,15 @@ void Reader::dispatch() {
       build(Kind::kTuple, stack_.size() - n);
       return;
     }
-    case 'a': {
-      need(2);
-      const PyValue& t = stack_[stack_.size() - 2];
-      if (t.kind() != Kind::kList) fail(std::string("target is a ") + t.kind_name());
-      fill(t, stack_.size() - 1);
-      return;
-    }
-    case 's': {
-      need(3);
-      const PyValue& t = stack_[stack_.size() - 3];
-      if (t.kind() != Kind::kDict) fail(std::string("target is a ") + t.kind_name());
-      fill(t, stack_.size() - 2);
-      return;
-    }
+    case 'a': need(2); fill(target_at(stack_.size() - 2, Kind::kList), stack_.size() - 1); return;
+    case 's': need(3); fill(target_at(stack_.size() - 3, Kind::kDict), stack_.size() - 2); return;
     case 'e': case 'u': {
       const size_t m = pop_mark();
-      fill(batch_target(m, op_ == 'e' ? Kind::kList : Kind::kDict), m);
+      if (m == 0) fail("stack underflow (nothing below the MARK)");
+      fill(target_at(m - 1, op_ == 'e' ? Kind::kList : Kind::kDict), m);
       return;
     }
-    case 0x94: memo_put(memo_.size()); return;
+    case 0x94: memo_put(memo_count()); return;
     case 'q': memo_put(read_le(1)); return;
     case 'r': memo_put(read_le(4)); return;
     case 'h': memo_get(read_le(1)); return;

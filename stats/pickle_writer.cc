@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -70,7 +71,9 @@ class Writer {
   };
 
   void put_le(uint64_t v, int n_bytes) {
-    for (int i = 0; i < n_bytes; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
+    char buf[8];
+    for (int i = 0; i < n_bytes; ++i) buf[i] = static_cast<char>(v >> (8 * i));
+    out_.append(buf, static_cast<size_t>(n_bytes));
   }
 
   void write_int(int64_t v) {
@@ -248,7 +251,8 @@ class Writer {
   std::string out_;
   std::vector<Frame> frames_;
   uint32_t memo_count_ = 0;
-  std::unordered_map<std::string, uint32_t> str_memo_;
+  // Keys view strings inside the tree being written, which outlives Writer.
+  std::unordered_map<std::string_view, uint32_t> str_memo_;
   std::unordered_map<const void*, uint32_t> container_memo_;
   std::unordered_set<const void*> open_;  // Containers with frames_ entries.
 };

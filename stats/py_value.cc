@@ -42,7 +42,7 @@ double PyValue::as_float() const {
 }
 
 const std::string& PyValue::as_str() const {
-  if (const std::string* s = std::get_if<std::string>(&data_)) return *s;
+  if (const StrBox* s = std::get_if<StrBox>(&data_)) return *s->p;
   wrong_kind("str");
 }
 

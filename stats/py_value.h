@@ -10,7 +10,8 @@
 //   - Ints are signed 64-bit. Pickled ints outside that range are rejected by
 //     the reader rather than truncated.
 //   - Copies share containers (shared_ptr boxes), like Python references:
-//     appending through one copy is seen by every other copy.
+//     appending through one copy is seen by every other copy. Strings are
+//     shared the same way but never change.
 //   - Dicts keep insertion order (as Python's do) and may hold any hashable
 //     kind as key; lookups by string key are linear, which is fine for the
 //     small dicts of a snapshot (at most a dozen keys).
@@ -52,7 +53,9 @@ class PyValue {
   static PyValue boolean(bool b) { return PyValue(Data(b)); }
   static PyValue integer(int64_t i) { return PyValue(Data(i)); }
   static PyValue floating(double d) { return PyValue(Data(d)); }
-  static PyValue str(std::string s) { return PyValue(Data(std::move(s))); }
+  static PyValue str(std::string s) {
+    return PyValue(Data(StrBox{std::make_shared<const std::string>(std::move(s))}));
+  }
   static PyValue list(List items = {}) {
     return PyValue(Data(ListBox{std::make_shared<List>(std::move(items))}));
   }
@@ -95,10 +98,13 @@ class PyValue {
   bool operator==(const PyValue& other) const;
 
  private:
+  // Strings are immutable and shared too: copying a str (as the pickle memo
+  // does for every repeated key) costs a reference count, not the bytes.
+  struct StrBox { std::shared_ptr<const std::string> p; };
   struct ListBox { std::shared_ptr<List> p; };
   struct TupleBox { std::shared_ptr<List> p; };
   struct DictBox { std::shared_ptr<Dict> p; };
-  using Data = std::variant<std::monostate, bool, int64_t, double, std::string,
+  using Data = std::variant<std::monostate, bool, int64_t, double, StrBox,
                             ListBox, TupleBox, DictBox>;
   explicit PyValue(Data d) : data_(std::move(d)) {}
   [[noreturn]] void wrong_kind(const char* wanted) const;
