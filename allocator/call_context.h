@@ -17,6 +17,10 @@ struct StackFrame {
 
 struct CallContext {
   std::vector<StackFrame> frames;  // innermost first, as PyTorch lists them
+  // A context object of the embedding framework, kept alive with this one
+  // and handed back untouched (PyTorch's GatheredContext, so snapshots built
+  // by PyTorch symbolize frames exactly as it does for its own allocator).
+  std::shared_ptr<void> opaque;
 };
 
 // Shared and immutable: one captured stack may be referenced by the block,

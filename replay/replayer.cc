@@ -9,6 +9,7 @@
 #include "allocator/errors.h"
 #include "allocator/size_policy.h"
 #include "replay/replay_device.h"
+#include "replay/trace_runs.h"
 #include "stats/history.h"
 #include "stats/snapshot.h"
 
@@ -69,7 +70,13 @@ class DeviceReplay {
         backend_(options.device_memory),
         engine_(device, config, backend_),
         stats_(config.max_split_size_stat()),
-        history_([this] { return now_us_; }) {
+        // In lockstep the k-th entry the engine emits for a request is the
+        // k-th recorded event from the request's first one: give each entry
+        // its recorded time.
+        history_([this] {
+          const size_t k = std::min(clock_cursor_++, events_.size() - 1);
+          return events_.empty() ? int64_t{0} : events_[k].time_us;
+        }) {
     engine_.add_observer(&stats_);
     engine_.add_observer(&log_);
     if (options.build_snapshot) {
@@ -86,15 +93,6 @@ class DeviceReplay {
   std::vector<TraceEntry> history() const { return history_.entries(); }
 
  private:
-  // free_completed not right after its free_requested: a delayed free.
-  bool is_side_effect(size_t k) const {
-    const RecordedEvent& e = events_[k];
-    if (e.action == RecordedAction::kSegmentAlloc || e.action == RecordedAction::kSegmentFree)
-      return true;
-    return e.action == RecordedAction::kFreeCompleted &&
-           !(k > 0 && events_[k - 1].action == RecordedAction::kFreeRequested &&
-             events_[k - 1].address == e.address);
-  }
   // Compares what the engine emitted with events_[first, last).
   std::optional<Divergence> compare(size_t first, size_t last, const std::string& note);
   bool request_would_release(const RecordedEvent& request) const;
@@ -110,7 +108,7 @@ class DeviceReplay {
   StatsCollector stats_;
   HistoryRecorder history_;
   EmitLog log_;
-  int64_t now_us_ = 0;
+  size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event
 };
@@ -150,8 +148,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
   const size_t n = events_.size();
   size_t i = 0;
   while (i < n) {
-    size_t j = i;
-    while (j < n && is_side_effect(j)) ++j;
+    const size_t j = side_effects_end(events_, i);
 
     // Delayed frees that the trace completes before this request.
     for (size_t k = i; k < j; ++k)
@@ -160,15 +157,10 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
           backend_.complete_event(it->second);
 
     // A leading run of frees that the request cannot explain: empty_cache().
-    size_t lead = i;
     bool lead_has_segment_free = false;
-    while (lead < j && (events_[lead].action == RecordedAction::kSegmentFree ||
-                        events_[lead].action == RecordedAction::kFreeCompleted)) {
-      lead_has_segment_free |= events_[lead].action == RecordedAction::kSegmentFree;
-      ++lead;
-    }
+    const size_t lead = leading_release_run(events_, i, j, &lead_has_segment_free);
     if (lead_has_segment_free && (j == n || !request_would_release(events_[j]))) {
-      if (j < n) now_us_ = events_[j].time_us;
+      clock_cursor_ = i;
       log_.events.clear();
       engine_.empty_cache();
       ++empty_cache_calls;
@@ -187,7 +179,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     }
 
     const RecordedEvent& r = events_[j];
-    now_us_ = r.time_us;
+    clock_cursor_ = i;
     for (size_t k = i; k < j; ++k)
       if (events_[k].action == RecordedAction::kSegmentAlloc) {
         backend_.prime(events_[k].address, events_[k].size);

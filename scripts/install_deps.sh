@@ -22,3 +22,8 @@ if [ ${#filtered[@]} -gt 0 ]; then
 fi
 
 python3 -c "import pytest" 2>/dev/null || python3 -m pip install -q pytest
+# PyTorch (CPU wheel) to build the PyTorch glue against and to test snapshot
+# compatibility with torch.cuda._memory_viz. Skipped with CACHEALLOC_NO_TORCH=1.
+if [ -z "${CACHEALLOC_NO_TORCH:-}" ] && ! python3 -c "import torch" 2>/dev/null; then
+  python3 -m pip install -q torch==2.13.0 || echo "warning: PyTorch not installed; the PyTorch glue will not be built"
+fi

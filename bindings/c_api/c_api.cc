@@ -32,6 +32,14 @@ int guarded(Fn&& fn) {
   return -1;
 }
 
+// Takes ownership of a framework context object (see cachealloc.h).
+cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
+  if (!context) return nullptr;
+  auto ctx = std::make_shared<cachealloc::CallContext>();
+  ctx->opaque = std::shared_ptr<void>(context, release ? release : [](void*) {});
+  return ctx;
+}
+
 Runtime& initialized_runtime() {
   Runtime& r = Runtime::instance();
   r.ensure_initialized();
@@ -66,6 +74,12 @@ void* cachealloc_malloc(ssize_t size, int device, void* stream) {
 }
 
 int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
+  return cachealloc_try_malloc_ctx(size, device, stream, nullptr, nullptr, out);
+}
+
+int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* context,
+                              void (*release)(void*), void** out) {
+  cachealloc::ContextPtr ctx = wrap_context(context, release);
   if (!out) {
     last_error = "cachealloc_try_malloc: out is NULL";
     return -1;
@@ -73,8 +87,11 @@ int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
   *out = nullptr;
   try {
     if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
-    *out = reinterpret_cast<void*>(initialized_runtime().allocate(
-        static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
+    Runtime& r = initialized_runtime();
+    *out = reinterpret_cast<void*>(
+        context ? r.allocate_with(static_cast<size_t>(size), device,
+                                  reinterpret_cast<uintptr_t>(stream), ctx)
+                : r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
     return 0;
   } catch (const cachealloc::OutOfMemoryError& e) {
     last_error = e.what();
@@ -86,12 +103,61 @@ int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
 }
 
 void cachealloc_free(void* ptr, ssize_t, int device, void*) {
+  cachealloc_free_ctx(ptr, device, nullptr, nullptr);
+}
+
+void cachealloc_free_ctx(void* ptr, int device, void* context, void (*release)(void*)) {
+  cachealloc::ContextPtr ctx = wrap_context(context, release);
   try {
-    initialized_runtime().deallocate(reinterpret_cast<uintptr_t>(ptr), device);
+    Runtime& r = initialized_runtime();
+    if (context) r.deallocate_with(reinterpret_cast<uintptr_t>(ptr), device, ctx);
+    else r.deallocate(reinterpret_cast<uintptr_t>(ptr), device);
   } catch (const std::exception& e) {
     last_error = e.what();
     std::fprintf(stderr, "%s\n", e.what());
   }
+}
+
+int cachealloc_block_size(void* ptr, size_t* size) {
+  return guarded([&] {
+    if (!size) throw std::invalid_argument("cachealloc_block_size: NULL output");
+    *size = initialized_runtime().allocator().block_size(reinterpret_cast<uintptr_t>(ptr));
+  });
+}
+
+int cachealloc_usage(int device, int64_t* allocated, int64_t* reserved) {
+  return guarded([&] {
+    if (!allocated || !reserved) throw std::invalid_argument("cachealloc_usage: NULL output");
+    initialized_runtime().usage(device, allocated, reserved);
+  });
+}
+
+int cachealloc_memory_fraction(int device, double* fraction) {
+  return guarded([&] {
+    if (!fraction) throw std::invalid_argument("cachealloc_memory_fraction: NULL output");
+    *fraction = initialized_runtime().memory_fraction(device);
+  });
+}
+
+int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* v, void* user) {
+  return guarded([&] {
+    if (!v || !v->segment || !v->block || !v->trace)
+      throw std::invalid_argument("cachealloc_visit_snapshot: incomplete visitor");
+    initialized_runtime().visit_snapshot(*v, user);
+  });
+}
+
+int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
+                           uint64_t* roundup_divisions16, const char** conf_text) {
+  return guarded([&] {
+    const cachealloc::AllocatorConfig& c = initialized_runtime().config();
+    if (max_split_size) *max_split_size = c.max_split_size;
+    if (gc_threshold) *gc_threshold = c.garbage_collection_threshold;
+    if (roundup_divisions16)
+      for (size_t i = 0; i < c.roundup_power2_divisions.size(); ++i)
+        roundup_divisions16[i] = c.roundup_power2_divisions[i];
+    if (conf_text) *conf_text = c.source.c_str();
+  });
 }
 
 int cachealloc_init(const char* conf, const char* backend) {

@@ -84,6 +84,48 @@ CACHEALLOC_API int cachealloc_record_history(int enabled, int context, int pytho
 CACHEALLOC_API int cachealloc_snapshot_pickle(char** out, size_t* length);
 CACHEALLOC_API void cachealloc_release_buffer(char* buffer);
 
+/* --- For framework glue (the PyTorch extension) --- */
+
+/* try_malloc / free carrying a framework context object: `context` is
+ * owned by cachealloc from here on and released with release(context) when
+ * no block, segment or history entry refers to it any more. NULL context
+ * is allowed (release is then ignored). */
+CACHEALLOC_API int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream,
+                                             void* context, void (*release)(void*),
+                                             void** out);
+CACHEALLOC_API void cachealloc_free_ctx(void* ptr, int device, void* context,
+                                        void (*release)(void*));
+/* Size in bytes of the block behind ptr (rounded, as statistics count it). */
+CACHEALLOC_API int cachealloc_block_size(void* ptr, size_t* size);
+/* Bytes allocated (handed out) and reserved on the device, cheaply. */
+CACHEALLOC_API int cachealloc_usage(int device, int64_t* allocated, int64_t* reserved);
+/* The memory limit as a fraction of capacity (1.0 when none is set). */
+CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
+
+/* Visits the state a snapshot shows, every device, under each device's lock
+ * (callbacks must not call back into cachealloc). Segments come in address
+ * order per device, each followed by its blocks; then the device's history.
+ * `context` arguments are the objects given to the *_ctx calls, or NULL.
+ * action: 0 segment_alloc, 1 segment_free, 2 alloc, 3 free_requested,
+ * 4 free_completed, 5 oom (addr = device free bytes). */
+typedef struct cachealloc_snapshot_visitor {
+  void (*segment)(void* user, int device, uint64_t address, uint64_t total_size,
+                  void* stream, int is_small, void* context);
+  void (*block)(void* user, uint64_t size, uint64_t requested_size, int allocated,
+                int active, void* context);
+  void (*trace)(void* user, int device, int action, uint64_t addr, uint64_t size,
+                void* stream, int64_t time_us, void* context);
+} cachealloc_snapshot_visitor;
+CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
+                                             void* user);
+
+/* The configuration in force: max_split_size in bytes (SIZE_MAX when
+ * unlimited), GC threshold, the 16 roundup divisions, and the config text
+ * (valid until the next cachealloc_init). */
+CACHEALLOC_API int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
+                                          uint64_t* roundup_divisions16,
+                                          const char** conf_text);
+
 /* Installs a function that raises the framework's OOM exception; it must
  * throw (used by the PyTorch glue to raise torch.OutOfMemoryError). */
 CACHEALLOC_API void cachealloc_set_oom_handler(void (*handler)(const char* message));

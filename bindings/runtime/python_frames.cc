@@ -13,7 +13,10 @@ namespace {
 // The few CPython entry points we need, all in the stable ABI (3.10+).
 struct CPython {
   using Obj = void*;
-  int (*gil_check)() = nullptr;                    // PyGILState_Check
+  int (*is_initialized)() = nullptr;               // Py_IsInitialized
+  int (*is_finalizing)() = nullptr;                // Py_IsFinalizing / _Py_IsFinalizing
+  int (*gil_ensure)() = nullptr;                   // PyGILState_Ensure
+  void (*gil_release)(int) = nullptr;              // PyGILState_Release
   Obj (*get_frame)() = nullptr;                    // PyEval_GetFrame (borrowed)
   Obj (*frame_code)(Obj) = nullptr;                // PyFrame_GetCode (new ref)
   Obj (*frame_back)(Obj) = nullptr;                // PyFrame_GetBack (new ref)
@@ -26,7 +29,11 @@ struct CPython {
 
   CPython() {
     auto sym = [](const char* name) { return dlsym(RTLD_DEFAULT, name); };
-    gil_check = reinterpret_cast<int (*)()>(sym("PyGILState_Check"));
+    is_initialized = reinterpret_cast<int (*)()>(sym("Py_IsInitialized"));
+    is_finalizing = reinterpret_cast<int (*)()>(sym("Py_IsFinalizing"));
+    if (!is_finalizing) is_finalizing = reinterpret_cast<int (*)()>(sym("_Py_IsFinalizing"));
+    gil_ensure = reinterpret_cast<int (*)()>(sym("PyGILState_Ensure"));
+    gil_release = reinterpret_cast<void (*)(int)>(sym("PyGILState_Release"));
     get_frame = reinterpret_cast<Obj (*)()>(sym("PyEval_GetFrame"));
     frame_code = reinterpret_cast<Obj (*)(Obj)>(sym("PyFrame_GetCode"));
     frame_back = reinterpret_cast<Obj (*)(Obj)>(sym("PyFrame_GetBack"));
@@ -35,7 +42,7 @@ struct CPython {
     as_utf8 = reinterpret_cast<const char* (*)(Obj)>(sym("PyUnicode_AsUTF8"));
     decref = reinterpret_cast<void (*)(Obj)>(sym("Py_DecRef"));
     err_clear = reinterpret_cast<void (*)()>(sym("PyErr_Clear"));
-    ok = gil_check && get_frame && frame_code && frame_back && frame_line && get_attr &&
+    ok = is_initialized && is_finalizing && gil_ensure && gil_release && get_frame && frame_code && frame_back && frame_line && get_attr &&
          as_utf8 && decref && err_clear;
   }
 };
@@ -50,7 +57,7 @@ struct CodeNames {
   std::string name;
 };
 
-// Code object -> names. Guarded by the GIL (capture only runs holding it);
+// Code object -> names. Guarded by the GIL (capture runs holding it);
 // the extra reference keeps each cached code object alive.
 absl::flat_hash_map<void*, CodeNames>& code_cache() {
   static auto* cache = new absl::flat_hash_map<void*, CodeNames>();
@@ -72,11 +79,23 @@ std::string attr_string(const CPython& py, void* obj, const char* attr) {
 
 }  // namespace
 
+ContextPtr walk_frames(const CPython& py, int max_depth);
+
 bool python_frames_available() { return cpython().ok; }
 
 ContextPtr capture_python_frames(int max_depth) {
   const CPython& py = cpython();
-  if (!py.ok || !py.gil_check()) return nullptr;
+  if (!py.ok || !py.is_initialized() || py.is_finalizing()) return nullptr;
+  // PyTorch releases the GIL around its operators, so allocations arrive
+  // without it: take it (this thread's own thread state is reused, so its
+  // frames are visible). Callers must not hold the allocator's lock here.
+  const int gil = py.gil_ensure();
+  ContextPtr ctx = walk_frames(py, max_depth);
+  py.gil_release(gil);
+  return ctx;
+}
+
+ContextPtr walk_frames(const CPython& py, int max_depth) {
   void* frame = py.get_frame();
   if (!frame) return nullptr;
   auto ctx = std::make_shared<CallContext>();

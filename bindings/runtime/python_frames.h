@@ -12,7 +12,9 @@
 namespace cachealloc {
 
 // The current thread's Python frames, innermost first, at most max_depth;
-// null if there is no interpreter, no GIL held, or no frame.
+// null if there is no interpreter (or it is shutting down) or no frame.
+// Takes the GIL for the walk: never call it holding a lock that a thread
+// holding the GIL may wait for.
 // Cost: a few hundred ns plus ~50 ns per frame once the cache is warm.
 ContextPtr capture_python_frames(int max_depth = 64);
 

@@ -5,6 +5,7 @@
 
 #include "allocator/errors.h"
 #include "allocator/simulated_device.h"
+#include "bindings/c_api/cachealloc.h"
 #include "bindings/runtime/python_frames.h"
 #include "stats/snapshot.h"
 #ifdef CACHEALLOC_WITH_CUDA
@@ -132,6 +133,61 @@ DeviceStats Runtime::stats(int device) {
   return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
     return stats_[static_cast<size_t>(device)]->stats();
   });
+}
+
+void Runtime::usage(int device, int64_t* allocated, int64_t* reserved) {
+  allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    const DeviceStats& s = stats_[static_cast<size_t>(device)]->stats();
+    *allocated = s.allocated_bytes[kAllPools].current;
+    *reserved = s.reserved_bytes[kAllPools].current;
+  });
+}
+
+double Runtime::memory_fraction(int device) {
+  return allocator_->with_device(device, [&](DeviceCachingAllocator& e) {
+    if (!e.memory_limit().is_set()) return 1.0;
+    const size_t total = backends_.front()->memory_info(device).total_bytes;
+    return total ? static_cast<double>(e.memory_limit().allowed_bytes()) / total : 1.0;
+  });
+}
+
+namespace {
+void* opaque_of(const ContextPtr* ctx) {
+  return ctx && *ctx ? (*ctx)->opaque.get() : nullptr;
+}
+int action_code(TraceAction a) {
+  switch (a) {
+    case TraceAction::kSegmentAlloc: return 0;
+    case TraceAction::kSegmentFree: return 1;
+    case TraceAction::kAlloc: return 2;
+    case TraceAction::kFreeRequested: return 3;
+    case TraceAction::kFreeCompleted: return 4;
+    case TraceAction::kOom: return 5;
+    default: return -1;
+  }
+}
+}  // namespace
+
+void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
+  for (int d = 0; d < device_count(); ++d) {
+    allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
+      for (const SegmentView& s : e.segments()) {
+        size_t total = 0;
+        for (const Block* b : s.blocks) total += b->size;
+        v.segment(user, d, s.address, total, reinterpret_cast<void*>(s.stream), s.is_small,
+                  opaque_of(s.context));
+        for (const Block* b : s.blocks)
+          v.block(user, b->size, b->requested_size, b->allocated, !b->is_free(),
+                  opaque_of(&b->context_when_allocated));
+      }
+      for (const TraceEntry& t : history_[static_cast<size_t>(d)]->entries()) {
+        const int code = action_code(t.action);
+        if (code < 0) continue;
+        v.trace(user, d, code, t.address, t.size, reinterpret_cast<void*>(t.stream), t.time_us,
+                opaque_of(&t.context));
+      }
+    });
+  }
 }
 
 void Runtime::reset_peak(int device) {

@@ -19,6 +19,8 @@
 #include "stats/history.h"
 #include "stats/py_value.h"
 
+struct cachealloc_snapshot_visitor;
+
 namespace cachealloc {
 
 // How much caller context to capture, as PyTorch's RecordContext.
@@ -51,6 +53,20 @@ class Runtime {
   // Hot path: context per the history settings, then allocate/free.
   uintptr_t allocate(size_t size, int device, uintptr_t stream);
   void deallocate(uintptr_t address, int device);
+  // The same with a context the caller captured (framework glue).
+  uintptr_t allocate_with(size_t size, int device, uintptr_t stream, const ContextPtr& ctx) {
+    return allocator_->allocate(size, device, stream, ctx);
+  }
+  void deallocate_with(uintptr_t address, int device, const ContextPtr& ctx) {
+    allocator_->deallocate(address, device, ctx);
+  }
+  // Allocated and reserved bytes of a device (current values).
+  void usage(int device, int64_t* allocated, int64_t* reserved);
+  // Memory limit / capacity, 1.0 without a limit.
+  double memory_fraction(int device);
+  const AllocatorConfig& config() const { return config_; }
+  // Walks segments, blocks and history for a framework's own snapshot.
+  void visit_snapshot(const cachealloc_snapshot_visitor& v, void* user);
 
   DeviceStats stats(int device);
   void reset_peak(int device);

@@ -49,8 +49,17 @@ def init(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
                                 backend.encode() if backend else None))
 
 
-def install(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
-    """Makes cachealloc PyTorch's CUDA allocator (CUDAPluggableAllocator).
+def install(conf: Optional[str] = None, backend: Optional[str] = None,
+            torch_glue: bool = True) -> None:
+    """Makes cachealloc PyTorch's CUDA allocator.
+
+    With the PyTorch glue (libcachealloc_torch.so, built when PyTorch was
+    found) PyTorch's own memory API keeps working: torch.cuda.memory_stats,
+    memory_summary, _record_memory_history, _snapshot, cudnn.benchmark...
+    ("torch-extension" mode). Without it, or with torch_glue=False, the two
+    C entry points are registered through torch.cuda.memory's
+    CUDAPluggableAllocator ("plain" mode): use cachealloc's functions for
+    stats and snapshots then.
 
     Must run before CUDA memory is allocated in this process. Raises
     RuntimeError if PyTorch already initialized CUDA (its native allocator
@@ -68,6 +77,17 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
             f"allocator already holds {torch.cuda.memory_reserved()} bytes in this process. "
             "Call it at the top of your program, before creating CUDA tensors.")
     init(conf, backend)
+    glue = _native.torch_glue_path() if torch_glue else None
+    if glue:
+        g = ctypes.CDLL(glue, mode=ctypes.RTLD_GLOBAL)
+        g.cachealloc_torch_install.restype = ctypes.c_int
+        g.cachealloc_torch_last_error.restype = ctypes.c_char_p
+        if g.cachealloc_torch_install() != 0:
+            raise RuntimeError("cachealloc: installing the PyTorch glue failed: " +
+                               g.cachealloc_torch_last_error().decode())
+        _pluggable = g
+        _mode = "torch-extension"
+        return
     path = library_path()
     _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
     torch.cuda.memory.change_current_allocator(_pluggable)
@@ -75,8 +95,9 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
 
 
 def mode() -> str:
-    """"plain" (C entry points through CUDAPluggableAllocator), or
-    "not installed"."""
+    """"torch-extension" (PyTorch's memory API works unchanged), "plain"
+    (C entry points through CUDAPluggableAllocator: PyTorch's memory API
+    raises, cachealloc's functions work), or "not installed"."""
     return _mode
 
 
@@ -188,6 +209,13 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
     if not isinstance(max_entries, int) or max_entries < 1:
         raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
+    if _mode == "torch-extension":
+        # PyTorch's recorder gathers the frames (Python and, with
+        # stacks="all", C++), exactly as for its native allocator.
+        import torch
+
+        torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries)
+        return
     level = 0 if enabled is None else _CONTEXT_LEVELS[context]
     check(lib().cachealloc_record_history(1 if enabled == "all" else 0, level, 1,
                                           min(max_entries, 2**62)))
@@ -215,11 +243,20 @@ def snapshot_bytes() -> bytes:
 def snapshot() -> dict:
     """The dict torch.cuda.memory._snapshot() returns: segments,
     device_traces, allocator_settings, external_annotations."""
+    if _mode == "torch-extension":
+        import torch
+
+        return torch.cuda.memory._snapshot()
     return _PlainUnpickler(io.BytesIO(snapshot_bytes())).load()
 
 
 def dump_snapshot(path: str) -> None:
     """Writes snapshot() as a pickle PyTorch's memory_viz opens."""
+    if _mode == "torch-extension":
+        import torch
+
+        torch.cuda.memory._dump_snapshot(path)
+        return
     data = snapshot_bytes()
     with open(path, "wb") as f:
         f.write(data)

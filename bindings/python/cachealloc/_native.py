@@ -30,6 +30,24 @@ def library_path() -> str:
         "(bash scripts/build.sh), or set CACHEALLOC_LIBRARY")
 
 
+def torch_glue_path():
+    """Path of libcachealloc_torch.so (the PyTorch glue), or None if absent:
+    $CACHEALLOC_TORCH_LIBRARY, beside libcachealloc.so, or a build directory."""
+    env = os.environ.get("CACHEALLOC_TORCH_LIBRARY")
+    if env:
+        return env if os.path.isfile(env) else None
+    try:
+        beside = pathlib.Path(library_path()).parent / "libcachealloc_torch.so"
+    except FileNotFoundError:
+        return None
+    candidates = [beside, _HERE / "libcachealloc_torch.so"]
+    candidates += sorted(_REPO.glob("build*/bindings/torch/libcachealloc_torch.so"))
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    return None
+
+
 _lib = None
 
 

@@ -1,0 +1,83 @@
+// Cache-hit allocate+free pair on the GPU host: PyTorch's native
+// CUDACachingAllocator (raw_alloc/raw_delete) against cachealloc's C entry
+// points on the real CUDA backend, in one process, one thread.
+//
+//   pair_bench [iterations]
+//
+// Prints ns per pair for each size and the ratio cachealloc/native
+// (target <= 0.2).
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "bindings/c_api/cachealloc.h"
+
+namespace {
+
+template <typename Alloc, typename Free>
+double ns_per_pair(size_t size, int iterations, Alloc alloc, Free free_fn) {
+  for (int i = 0; i < 1000; ++i) free_fn(alloc(size));  // warm the cache
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) free_fn(alloc(size));
+  auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / iterations;
+}
+
+// 64 live blocks, random sizes from a fixed list, random replacement.
+template <typename Alloc, typename Free>
+double ns_mixed(int iterations, Alloc alloc, Free free_fn) {
+  const size_t sizes[] = {512, 4096, 65536, 1 << 20, 3 << 20, 8 << 20, 32 << 20};
+  std::mt19937 rng(42);
+  std::vector<void*> live(64);
+  for (auto& p : live) p = alloc(sizes[rng() % 7]);
+  for (int i = 0; i < 20000; ++i) {  // warm-up
+    auto& p = live[rng() % 64];
+    free_fn(p);
+    p = alloc(sizes[rng() % 7]);
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) {
+    auto& p = live[rng() % 64];
+    free_fn(p);
+    p = alloc(sizes[rng() % 7]);
+  }
+  auto t1 = std::chrono::steady_clock::now();
+  for (auto p : live) free_fn(p);
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / iterations;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int iterations = argc > 1 ? std::atoi(argv[1]) : 1000000;
+  c10::cuda::CUDACachingAllocator::init(1);
+  if (cachealloc_init("", "cuda") != 0) {
+    std::fprintf(stderr, "cachealloc_init: %s\n", cachealloc_last_error());
+    return 1;
+  }
+  void* stream = c10::cuda::getCurrentCUDAStream(0).stream();
+  auto native_alloc = [](size_t n) { return c10::cuda::CUDACachingAllocator::raw_alloc(n); };
+  auto native_free = [](void* p) { c10::cuda::CUDACachingAllocator::raw_delete(p); };
+  auto ours_alloc = [stream](size_t n) { return cachealloc_malloc(static_cast<ssize_t>(n), 0, stream); };
+  auto ours_free = [stream](void* p) { cachealloc_free(p, 0, 0, stream); };
+
+  std::printf("%-22s %12s %12s %8s\n", "case", "native ns", "cachealloc", "ratio");
+  for (size_t size : {size_t{512}, size_t{65536}, size_t{4} << 20, size_t{64} << 20}) {
+    // Interleave the two to spread any drift over both.
+    double n1 = ns_per_pair(size, iterations, native_alloc, native_free);
+    double c1 = ns_per_pair(size, iterations, ours_alloc, ours_free);
+    double n2 = ns_per_pair(size, iterations, native_alloc, native_free);
+    double c2 = ns_per_pair(size, iterations, ours_alloc, ours_free);
+    double n = std::min(n1, n2), c = std::min(c1, c2);
+    std::printf("pair %-17zu %12.1f %12.1f %8.3f\n", size, n, c, c / n);
+  }
+  double n = ns_mixed(iterations, native_alloc, native_free);
+  double c = ns_mixed(iterations, ours_alloc, ours_free);
+  std::printf("%-22s %12.1f %12.1f %8.3f\n", "mixed, 64 live", n, c, c / n);
+  return 0;
+}

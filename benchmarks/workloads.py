@@ -1,0 +1,105 @@
+"""Deterministic GPU workloads shared by the trace recorder, the A/B
+benchmark and the GPU tests. Each takes a device and a step count and
+returns the list of losses (floats), so two runs can be compared exactly.
+
+torchvision is optional: resnet18 needs it (the GPU hosts have it)."""
+from __future__ import annotations
+
+import random
+from typing import Callable, Dict, List
+
+
+def _seed(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    torch.manual_seed(seed)
+    torch.cuda.manual_seed_all(seed)
+
+
+def mlp(device: str = "cuda", steps: int = 5, batch: int = 256) -> List[float]:
+    import torch
+
+    _seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Linear(1024, 4096), torch.nn.ReLU(),
+        torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
+        torch.nn.Linear(4096, 10)).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 1024, device=device)
+    y = torch.randint(0, 10, (batch,), device=device)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def resnet18(device: str = "cuda", steps: int = 5, batch: int = 32) -> List[float]:
+    import torch
+    import torchvision
+
+    _seed(0)
+    model = torchvision.models.resnet18(num_classes=100).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(batch, 3, 224, 224, device=device)
+    y = torch.randint(0, 100, (batch,), device=device)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def transformer(device: str = "cuda", steps: int = 5, batch: int = 32, seq: int = 256) -> List[float]:
+    import torch
+
+    _seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048,
+                                             dropout=0.0, batch_first=True)
+    model = torch.nn.TransformerEncoder(layer, num_layers=6).to(device)
+    head = torch.nn.Linear(512, 1000).to(device)
+    opt = torch.optim.AdamW(list(model.parameters()) + list(head.parameters()), lr=1e-4)
+    x = torch.randn(batch, seq, 512, device=device)
+    y = torch.randint(0, 1000, (batch, seq), device=device)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        out = head(model(x))
+        loss = torch.nn.functional.cross_entropy(out.reshape(-1, 1000), y.reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def random_tensors(device: str = "cuda", steps: int = 2000, seed: int = 0) -> List[float]:
+    """Random sizes (512 B .. 256 MiB), random frees: stresses split/merge."""
+    import torch
+
+    _seed(seed)
+    rng = random.Random(seed)
+    live = []
+    for _ in range(steps):
+        if live and rng.random() < 0.45:
+            live.pop(rng.randrange(len(live)))
+        else:
+            n = int(2 ** rng.uniform(9, 28)) // 4
+            live.append(torch.empty(n, dtype=torch.float32, device=device))
+        if len(live) > 60:
+            live.pop(rng.randrange(len(live)))
+    return [float(len(live))]
+
+
+WORKLOADS: Dict[str, Callable[..., List[float]]] = {
+    "mlp": mlp,
+    "resnet18": resnet18,
+    "transformer": transformer,
+    "random": random_tensors,
+}

@@ -1,0 +1,361 @@
+// libcachealloc_torch.so: cachealloc installed as PyTorch's CUDA allocator
+// through PyTorch's C++ CUDAPluggableAllocator class, overriding what the
+// plain C entry points leave unimplemented, so torch.cuda.memory_stats,
+// memory_summary, reset_peak_memory_stats, _record_memory_history,
+// _snapshot/_dump_snapshot, cudnn.benchmark (cacheInfo), empty_cache,
+// set_per_process_memory_fraction, record_stream, base allocations and OOM
+// observers work unchanged. Built against the installed PyTorch (2.11+).
+//
+// Python loads it with ctypes after importing torch and calls
+// cachealloc_torch_install(); it talks to libcachealloc.so through the C API
+// only (bindings/c_api/cachealloc.h).
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "bindings/c_api/cachealloc.h"
+
+namespace {
+
+namespace CCA = c10::cuda::CUDACachingAllocator;
+using torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
+using SnapshotInfo = CCA::SnapshotInfo;
+using SegmentInfo = decltype(SnapshotInfo::segments)::value_type;
+using TraceEntry = decltype(SnapshotInfo::device_traces)::value_type::value_type;
+using DeviceStats = decltype(std::declval<CCA::CUDAAllocator&>().getDeviceStats(0));
+using ContextPtr = std::shared_ptr<c10::GatheredContext>;
+
+void release_context(void* p) { delete static_cast<ContextPtr*>(p); }
+ContextPtr context_of(void* p) { return p ? *static_cast<ContextPtr*>(p) : nullptr; }
+
+class CacheallocTorchAllocator;
+CacheallocTorchAllocator* g_allocator = nullptr;  // the installed instance
+void delete_fn(void* ptr);
+
+class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
+ public:
+  CacheallocTorchAllocator()
+      : CUDAPluggableAllocator(
+            [](size_t n, int d, cudaStream_t s) { return g_allocator->alloc(n, d, s); },
+            [](void* p, size_t, int d, cudaStream_t) { g_allocator->release(p, d); }) {}
+
+  // Hands out memory; throws c10::OutOfMemoryError (torch.OutOfMemoryError).
+  void* alloc(size_t size, int device, cudaStream_t stream) {
+    if (size == 0) return nullptr;
+    void* out = nullptr;
+    const auto when = when_.load(std::memory_order_relaxed);
+    auto recorder = recorder_.load(std::memory_order_relaxed);
+    int status;
+    if (when >= CCA::RecordContext::STATE && recorder) {
+      status = cachealloc_try_malloc_ctx(static_cast<ssize_t>(size), device, stream,
+                                         new ContextPtr(recorder()), release_context, &out);
+    } else {
+      status = cachealloc_try_malloc(static_cast<ssize_t>(size), device, stream, &out);
+    }
+    if (status == 1) raise_oom(size, device);
+    TORCH_CHECK(status == 0, cachealloc_last_error());
+    if (c10::memoryProfilingEnabled()) report(out, static_cast<int64_t>(size), device);
+    return out;
+  }
+
+  void release(void* ptr, int device) {
+    if (!ptr) return;
+    if (c10::memoryProfilingEnabled()) {
+      // Report before the block goes back (native reports the freed size).
+      report(ptr, -static_cast<int64_t>(block_size(ptr)), device);
+    }
+    auto recorder = recorder_.load(std::memory_order_relaxed);
+    if (when_.load(std::memory_order_relaxed) >= CCA::RecordContext::ALL && recorder) {
+      cachealloc_free_ctx(ptr, device, new ContextPtr(recorder()), release_context);
+    } else {
+      cachealloc_free(ptr, 0, device, nullptr);
+    }
+  }
+
+  // Bypasses the base class's pointer map: cachealloc already keeps one.
+  c10::DataPtr allocate(size_t size) override {
+    c10::DeviceIndex device = -1;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device);
+    void* p = alloc(size, device, stream);
+    return {p, p, &delete_fn, c10::Device(c10::DeviceType::CUDA, device)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &delete_fn; }
+  void* raw_alloc(size_t nbytes) override {
+    c10::DeviceIndex device = -1;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    return alloc(nbytes, device, c10::cuda::getCurrentCUDAStream(device));
+  }
+  void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
+    c10::DeviceIndex device = -1;
+    C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    return alloc(nbytes, device, stream);
+  }
+  void raw_delete(void* ptr) override { release(ptr, -1); }
+
+  void init(int device_count) override {
+    if (!cachealloc_is_initialized()) check(cachealloc_init(nullptr, nullptr));
+    CUDAPluggableAllocator::init(device_count);
+  }
+
+  double getMemoryFraction(c10::DeviceIndex device) override {
+    double f = 1.0;
+    check(cachealloc_memory_fraction(device, &f));
+    return f;
+  }
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    check(cachealloc_set_memory_fraction(fraction, device));
+  }
+  void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
+    TORCH_CHECK(mempool_id.first == 0 && mempool_id.second == 0,
+                "cachealloc: memory pools (MemPool) are not supported yet");
+    check(cachealloc_empty_cache(-1));
+  }
+  void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
+    size_t cached = 0;
+    check(cachealloc_cache_info(device, &cached));
+    if (*largest == 0) {  // as native: start from free device memory
+      size_t free_bytes = 0, total = 0;
+      C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total));
+      *largest = free_bytes;
+    }
+    *largest = std::max(*largest, cached);
+  }
+  void* getBaseAllocation(void* ptr, size_t* size) override {
+    void* base = cachealloc_base_allocation(ptr, size);
+    TORCH_CHECK(base, cachealloc_last_error());
+    return base;
+  }
+  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    if (!ptr.get() || ptr.get_deleter() != &delete_fn) return;  // not ours
+    check(cachealloc_record_stream(ptr.get(), stream.stream()));
+  }
+
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    check(cachealloc_reset_accumulated_stats(device));
+  }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    check(cachealloc_reset_peak_stats(device));
+  }
+  SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool, bool include_traces) override;
+  void recordHistory(bool enabled, CCA::CreateContextFn context_recorder,
+                     size_t max_entries, CCA::RecordContext when, bool clear_history,
+                     const std::vector<std::string>& skip_actions) override;
+  void attachOutOfMemoryObserver(CCA::OutOfMemoryObserver observer) override {
+    std::lock_guard<std::mutex> lock(observers_mutex_);
+    oom_observers_.push_back(std::move(observer));
+  }
+  std::string name() override { return "pluggable"; }
+
+ private:
+  static void check(int status) { TORCH_CHECK(status == 0, cachealloc_last_error()); }
+  static size_t block_size(void* ptr);
+  static void report(void* ptr, int64_t delta, int device) {
+    int64_t allocated = 0, reserved = 0;
+    if (cachealloc_usage(device < 0 ? 0 : device, &allocated, &reserved) != 0) return;
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(allocated),
+                                     static_cast<size_t>(reserved),
+                                     c10::Device(c10::DeviceType::CUDA,
+                                                 static_cast<c10::DeviceIndex>(device < 0 ? 0 : device)));
+  }
+  [[noreturn]] void raise_oom(size_t size, int device);
+
+  std::atomic<CCA::RecordContext> when_{CCA::RecordContext::NEVER};
+  std::atomic<CCA::CreateContextFn> recorder_{nullptr};
+  std::mutex observers_mutex_;
+  std::vector<CCA::OutOfMemoryObserver> oom_observers_;
+};
+
+void delete_fn(void* ptr) { g_allocator->release(ptr, -1); }
+
+size_t CacheallocTorchAllocator::block_size(void* ptr) {
+  size_t size = 0;
+  return cachealloc_block_size(ptr, &size) == 0 ? size : 0;
+}
+
+void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
+  const std::string message = cachealloc_last_error();
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) (void)cudaGetLastError();
+  int64_t allocated = 0, reserved = 0;
+  cachealloc_usage(device, &allocated, &reserved);
+  c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), static_cast<size_t>(allocated),
+                                   static_cast<size_t>(reserved),
+                                   c10::Device(c10::DeviceType::CUDA,
+                                               static_cast<c10::DeviceIndex>(device)));
+  std::vector<CCA::OutOfMemoryObserver> observers;
+  {
+    std::lock_guard<std::mutex> lock(observers_mutex_);
+    observers = oom_observers_;
+  }
+  double fraction = 1.0;
+  cachealloc_memory_fraction(device, &fraction);
+  for (const auto& obs : observers)
+    obs(device, size, static_cast<size_t>(fraction * static_cast<double>(total)), free_bytes);
+  TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+}
+
+DeviceStats CacheallocTorchAllocator::getDeviceStats(c10::DeviceIndex device) {
+  const int n = cachealloc_stat_count();
+  std::vector<int64_t> values(static_cast<size_t>(n));
+  check(cachealloc_memory_stats(device, values.data(), n));
+  std::unordered_map<std::string, int64_t> by_name;
+  for (int i = 0; i < n; ++i) by_name[cachealloc_stat_name(i)] = values[static_cast<size_t>(i)];
+  auto stat = [&](c10::CachingAllocator::Stat& s, const std::string& prefix) {
+    s.current = by_name.at(prefix + ".current");
+    s.peak = by_name.at(prefix + ".peak");
+    s.allocated = by_name.at(prefix + ".allocated");
+    s.freed = by_name.at(prefix + ".freed");
+  };
+  auto family = [&](c10::CachingAllocator::StatArray& a, const std::string& name) {
+    // c10's StatType order: AGGREGATE, SMALL_POOL, LARGE_POOL.
+    stat(a[0], name + ".all");
+    stat(a[1], name + ".small_pool");
+    stat(a[2], name + ".large_pool");
+  };
+  DeviceStats s;
+  family(s.allocation, "allocation");
+  family(s.segment, "segment");
+  family(s.active, "active");
+  family(s.inactive_split, "inactive_split");
+  family(s.allocated_bytes, "allocated_bytes");
+  family(s.reserved_bytes, "reserved_bytes");
+  family(s.active_bytes, "active_bytes");
+  family(s.inactive_split_bytes, "inactive_split_bytes");
+  family(s.requested_bytes, "requested_bytes");
+  stat(s.oversize_allocations, "oversize_allocations");
+  stat(s.oversize_segments, "oversize_segments");
+  s.num_alloc_retries = by_name.at("num_alloc_retries");
+  s.num_ooms = by_name.at("num_ooms");
+  s.num_sync_all_streams = by_name.at("num_sync_all_streams");
+  s.num_device_alloc = by_name.at("num_device_alloc");
+  s.num_device_free = by_name.at("num_device_free");
+  s.max_split_size = by_name.at("max_split_size");
+  return s;
+}
+
+SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t, bool include_traces) {
+  struct Collector {
+    SnapshotInfo info;
+    bool traces = true;
+  } c;
+  c.traces = include_traces;
+  c.info.device_traces.resize(static_cast<size_t>(std::max(cachealloc_device_count(), 1)));
+  cachealloc_snapshot_visitor v{};
+  v.segment = [](void* u, int device, uint64_t address, uint64_t, void* stream, int is_small,
+                 void* ctx) {
+    auto& info = static_cast<Collector*>(u)->info;
+    SegmentInfo s;
+    s.device = static_cast<c10::DeviceIndex>(device);
+    s.address = address;
+    s.stream = static_cast<decltype(s.stream)>(stream);
+    s.is_large = !is_small;
+    s.is_expandable = false;
+    s.context_when_allocated = context_of(ctx);
+    info.segments.push_back(std::move(s));
+  };
+  v.block = [](void* u, uint64_t size, uint64_t requested, int allocated, int active, void* ctx) {
+    SegmentInfo& s = static_cast<Collector*>(u)->info.segments.back();
+    decltype(s.blocks)::value_type b;
+    b.size = size;
+    b.requested_size = requested;
+    b.allocated = allocated != 0;
+    b.active = active != 0;
+    b.context_when_allocated = context_of(ctx);
+    s.total_size += size;
+    if (b.allocated) s.allocated_size += size;
+    if (b.active) {
+      s.active_size += size;
+      s.requested_size += requested;
+    }
+    s.blocks.push_back(std::move(b));
+  };
+  v.trace = [](void* u, int device, int action, uint64_t addr, uint64_t size, void* stream,
+               int64_t time_us, void* ctx) {
+    auto* c = static_cast<Collector*>(u);
+    if (!c->traces) return;
+    static constexpr TraceEntry::Action kActions[] = {
+        TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
+        TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM};
+    TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
+                  static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
+                  context_of(ctx));
+    te.time_.t_ = time_us;  // snapshots carry microseconds since the epoch
+    c->info.device_traces.at(static_cast<size_t>(device)).push_back(std::move(te));
+  };
+  check(cachealloc_visit_snapshot(&v, &c));
+
+  uint64_t max_split = 0, divisions[16] = {};
+  double gc = 0;
+  const char* conf = "";
+  check(cachealloc_config_info(&max_split, &gc, divisions, &conf));
+  auto& m = c.info.config_metadata;
+  m.garbage_collection_threshold = gc;
+  m.max_split_size = max_split;
+  m.pinned_num_register_threads = 1;
+  m.expandable_segments = false;
+  m.release_lock_on_malloc = false;
+  m.pinned_use_host_register = false;
+  m.last_allocator_settings = conf;
+  m.roundup_power2_divisions.assign(divisions, divisions + 16);
+  return std::move(c.info);
+}
+
+void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn recorder,
+                                             size_t max_entries, CCA::RecordContext when,
+                                             bool clear_history,
+                                             const std::vector<std::string>& /*skip_actions*/) {
+  // Contexts come from PyTorch's own recorder (stored per block and entry),
+  // so PyTorch symbolizes our snapshots' frames exactly as its own.
+  recorder_.store(enabled ? recorder : nullptr);
+  when_.store(enabled ? when : CCA::RecordContext::NEVER);
+  if (clear_history) check(cachealloc_record_history(0, 0, 0, 1));
+  check(cachealloc_record_history(enabled ? 1 : 0, static_cast<int>(when), 0,
+                                  max_entries ? max_entries : 1));
+}
+
+thread_local std::string install_error;
+
+}  // namespace
+
+extern "C" {
+
+// Makes cachealloc PyTorch's CUDA allocator. Returns 0, or -1 with
+// cachealloc_torch_last_error() set (e.g. CUDA memory already allocated).
+__attribute__((visibility("default"))) int cachealloc_torch_install() {
+  try {
+    if (g_allocator) return 0;
+    auto allocator = std::make_shared<CacheallocTorchAllocator>();
+    g_allocator = allocator.get();
+    try {
+      allocator->init(c10::cuda::device_count());
+      torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
+    } catch (...) {
+      g_allocator = nullptr;
+      throw;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    install_error = e.what();
+    return -1;
+  }
+}
+
+__attribute__((visibility("default"))) const char* cachealloc_torch_last_error() {
+  return install_error.c_str();
+}
+
+}  // extern "C"

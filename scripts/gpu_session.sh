@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# What we run on the GPU machine (device tool), in stages; logs go to $OUT.
+#   bash scripts/gpu_session.sh tests|bench
+# Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+stage=${1:-tests}
+# The PyTorch glue must be built against the torch installed there.
+if [ ! -f .carry/lib/libcachealloc_torch.so ]; then
+  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" >/tmp/glue.log 2>&1 \
+    && cmake --build /tmp/glue -j16 >>/tmp/glue.log 2>&1 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/ \
+    || { echo "glue build failed"; tail -40 /tmp/glue.log; }
+fi
+ls .carry/lib
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0))'
+case "$stage" in
+  tests)
+    TI=$(python3 -c 'import torch,os; print(os.path.join(os.path.dirname(torch.__file__),"include"))')
+    tar czf "$OUT/headers.tgz" -C "$TI" c10/cuda/CUDACachingAllocator.h c10/core/CachingDeviceAllocator.h \
+      torch/csrc/cuda/CUDAPluggableAllocator.h c10/core/AllocatorConfig.h c10/cuda/CUDAAllocatorConfig.h \
+      torch/csrc/cuda/memory_snapshot.h c10/core/Allocator.h 2>&1 | tail -2
+    python3 -m pytest -v -s -rs tests/gpu ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "PASS|FAIL|SKIP|Error|assert|losses|differ|KIND|MSG|FRAMES|passed|failed" | head -80
+    ;;
+  bench)
+    python3 benchmarks/history_cost.py --n 100000 2>&1 | tee "$OUT/history_cost.log"
+    for w in smallops transformer resnet18; do
+      python3 benchmarks/ab_train.py --workload $w --rounds ${AB_ROUNDS:-3} --steps 30 2>&1 | tee -a "$OUT/ab_train.log"
+    done
+    TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+    (cmake -S benchmarks/gpu -B /tmp/gpu-bench -DCMAKE_PREFIX_PATH="$TP" -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" >/tmp/gpu-bench.cfg 2>&1 \
+      && cmake --build /tmp/gpu-bench -j16 2>&1 | tail -3 && /tmp/gpu-bench/pair_bench 1000000) 2>&1 | tee "$OUT/pair_bench.log" || tail -30 /tmp/gpu-bench.cfg
+    ;;
+  record)
+    for w in transformer mlp; do
+      for a in native cachealloc; do
+        python3 examples/record_trace.py --workload $w --allocator $a --out "$OUT/${w}_$a" 2>&1 | tail -1
+      done
+    done
+    ;;
+esac

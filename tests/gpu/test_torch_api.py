@@ -1,0 +1,75 @@
+"""Issue 4: PyTorch's own memory API, unchanged, with cachealloc installed
+through the PyTorch glue, compared with the native allocator."""
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run_script(mode, tmp):
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
+    proc = subprocess.run([sys.executable, str(HERE / "torch_api_script.py"), mode, str(tmp)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    import cachealloc._native as n
+
+    if n.torch_glue_path() is None:
+        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
+    tmp = tmp_path_factory.mktemp("api")
+    return run_script("native", tmp), run_script("cachealloc", tmp), tmp
+
+
+def test_unmodified_api_prints_the_same_stats(both):
+    native, ours, _ = both
+    print(json.dumps({k: v for k, v in ours.items() if k != "memory_stats"}, indent=1))
+    diff = {k: (ours["memory_stats"][k], v) for k, v in native["memory_stats"].items()
+            if ours["memory_stats"][k] != v}
+    print("memory_stats keys differing:", diff)
+    for key in ("after_training", "peak_after_reset", "num_alloc_after_reset",
+                "reserved_after_empty_cache", "segments", "summary_lines"):
+        assert ours[key] == native[key], key
+    assert not diff
+
+
+def test_record_stream_protects_blocks_used_on_another_stream(both):
+    native, ours, _ = both
+    assert ours["record_stream_reused_while_busy"] is False
+    assert ours["record_stream_reused_after_sync"] == native["record_stream_reused_after_sync"]
+
+
+def test_history_frames_come_from_pytorchs_recorder(both):
+    native, ours, _ = both
+    assert ours["alloc_entries_with_frames"] > 0
+    assert "torch_api_script.py" in ours["frame_files"]
+    assert ours["trace_entries"] == native["trace_entries"]
+
+
+def test_profiler_sees_cachealloc_allocations(both):
+    native, ours, _ = both
+    print("profiler ops with device memory: native", native["profiler_ops_with_device_memory"],
+          "cachealloc", ours["profiler_ops_with_device_memory"])
+    assert ours["profiler_ops_with_device_memory"] > 0
+
+
+def test_dumped_snapshot_opens_in_memory_viz(both):
+    from torch.cuda import _memory_viz
+
+    _, _, tmp = both
+    with open(tmp / "cachealloc_snapshot.pickle", "rb") as f:
+        snap = pickle.load(f)
+    folded = lambda text: text
+    assert _memory_viz.segments(snap, format_flamegraph=folded)
+    assert _memory_viz.memory(snap, format_flamegraph=folded)
+    assert len(_memory_viz.trace_plot(snap)) > 1000
+    assert len(_memory_viz.segment_plot(snap)) > 1000

@@ -1,0 +1,96 @@
+"""A script of unmodified PyTorch memory-API calls. Run as
+    python torch_api_script.py native|cachealloc OUT_DIR
+the only difference being `cachealloc.install()` at the top for the second.
+Prints one JSON object with what it observed."""
+import json
+import os
+import pathlib
+import sys
+
+mode = sys.argv[1]
+out_dir = pathlib.Path(sys.argv[2])
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+import torch
+
+if mode == "cachealloc":
+    import cachealloc
+
+    cachealloc.install()
+    assert cachealloc.mode() == "torch-extension", cachealloc.mode()
+
+result = {}
+torch.manual_seed(0)
+torch.cuda.memory._record_memory_history(max_entries=100000)
+
+# 1. cudnn.benchmark training (asks the allocator for cacheInfo).
+torch.backends.cudnn.benchmark = True
+model = torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.AdaptiveAvgPool2d(1),
+                            torch.nn.Flatten(), torch.nn.Linear(64, 10)).cuda()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+x = torch.randn(64, 3, 64, 64, device="cuda")
+y = torch.randint(0, 10, (64,), device="cuda")
+for _ in range(3):
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+torch.cuda.synchronize()
+result["after_training"] = {
+    "memory_allocated": torch.cuda.memory_allocated(),
+    "max_memory_allocated": torch.cuda.max_memory_allocated(),
+    "memory_reserved": torch.cuda.memory_reserved(),
+    "max_memory_reserved": torch.cuda.max_memory_reserved(),
+}
+
+# 2. Peaks: reset, then a known temporary.
+torch.cuda.reset_peak_memory_stats()
+t = torch.empty(64 << 20, dtype=torch.uint8, device="cuda")
+del t
+result["peak_after_reset"] = torch.cuda.max_memory_allocated()
+torch.cuda.reset_accumulated_memory_stats()
+result["num_alloc_after_reset"] = torch.cuda.memory_stats()["allocation.all.allocated"]
+
+# 3. record_stream on a side stream: the block must not be reused while the
+#    side stream still works on it.
+side = torch.cuda.Stream()
+a = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+a_ptr = a.data_ptr()
+with torch.cuda.stream(side):
+    torch.cuda._sleep(200_000_000)  # keep the side stream busy (~0.1 s)
+    a.add_(1)
+a.record_stream(side)
+del a
+b = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+result["record_stream_reused_while_busy"] = b.data_ptr() == a_ptr
+side.synchronize()
+del b
+c = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
+result["record_stream_reused_after_sync"] = c.data_ptr() == a_ptr
+del c
+
+# 4. Summary, stats, snapshot.
+result["summary_lines"] = len(torch.cuda.memory_summary().splitlines())
+stats = torch.cuda.memory_stats()
+result["memory_stats"] = dict(stats)
+torch.cuda.empty_cache()
+result["reserved_after_empty_cache"] = torch.cuda.memory_reserved()
+snap_path = out_dir / f"{mode}_snapshot.pickle"
+torch.cuda.memory._dump_snapshot(str(snap_path))
+snap = torch.cuda.memory._snapshot()
+result["segments"] = len(snap["segments"])
+result["trace_entries"] = len(snap["device_traces"][0])
+alloc_frames = [e.get("frames", []) for e in snap["device_traces"][0] if e["action"] == "alloc"]
+result["alloc_entries_with_frames"] = sum(1 for f in alloc_frames if f)
+result["frame_files"] = sorted({f["filename"].split("/")[-1] for fs in alloc_frames for f in fs})
+
+# 5. The profiler sees allocations.
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                        torch.profiler.ProfilerActivity.CUDA],
+                            profile_memory=True) as prof:
+    z = torch.randn(1 << 20, device="cuda")
+    z = z * 2
+    del z
+events = [e for e in prof.key_averages() if getattr(e, "device_memory_usage", 0)]
+result["profiler_ops_with_device_memory"] = len(events)
+result["allocator_backend"] = torch.cuda.get_allocator_backend()
+print(json.dumps(result))
