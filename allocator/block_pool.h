@@ -8,10 +8,17 @@
 // Invariant: every Block in the index is free, and its key fields (stream,
 // size, address) are not changed while it is indexed; callers erase first,
 // then edit, then insert.
+//
+// The index always holds one sentinel entry ordered after every real one
+// (stream UINTPTR_MAX, block nullptr), and end() points at it. It keeps the
+// B-tree's root node alive when the last free block is taken, so a cache
+// hit pair (take the only free block, give it back) costs no heap traffic.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+
+#include <iterator>
 
 #include "absl/container/btree_set.h"
 #include "allocator/block.h"
@@ -36,7 +43,7 @@ class BlockPool {
   using Index = absl::btree_set<Entry, EntryLess>;
   using iterator = Index::iterator;
 
-  explicit BlockPool(bool is_small) : is_small_(is_small) {}
+  explicit BlockPool(bool is_small) : is_small_(is_small) { index_.insert(kSentinel); }
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
@@ -52,14 +59,23 @@ class BlockPool {
   bool erase(Block* b) { return index_.erase(entry_of(b)) == 1; }
   iterator erase(iterator it) { return index_.erase(it); }
 
-  // First block not ordered before (stream, size, address 0).
+  // First block not ordered before (stream, size, address 0); end() if none.
   iterator lower_bound(StreamId stream, size_t size) {
     return index_.lower_bound(Entry{stream, size, 0, nullptr});
   }
   iterator begin() { return index_.begin(); }
-  iterator end() { return index_.end(); }
-  const Index& index() const { return index_; }
-  size_t size() const { return index_.size(); }
+  // The sentinel: one past the last real entry.
+  iterator end() { return std::prev(index_.end()); }
+  static bool is_end(iterator it) { return it->block == nullptr; }
+
+  // The real entries, in order (for range-for).
+  struct Entries {
+    Index::const_iterator first, last;
+    Index::const_iterator begin() const { return first; }
+    Index::const_iterator end() const { return last; }
+  };
+  Entries entries() const { return {index_.begin(), std::prev(index_.end())}; }
+  size_t size() const { return index_.size() - 1; }
   bool contains(const Block* b) const {
     return index_.contains(entry_of(b));
   }
@@ -73,6 +89,7 @@ class BlockPool {
   }
 
  private:
+  static constexpr Entry kSentinel{~StreamId{0}, ~size_t{0}, ~uintptr_t{0}, nullptr};
   static Entry entry_of(const Block* b) {
     return Entry{b->stream, b->size, b->address, const_cast<Block*>(b)};
   }

@@ -21,6 +21,7 @@ void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) 
   backend_.release(device_, block->address, block->size);
   reserved_bytes_ -= block->size;
   block->pool->erase(block);
+  segment_heads_.erase(block);
   delete_block(block);
 }
 
@@ -37,7 +38,7 @@ void DeviceCachingAllocator::garbage_collect_cached_blocks(const ContextPtr& ctx
 
   size_t total_age = 0;
   int freeable = 0;
-  for (const auto& entry : large_blocks_.index()) {
+  for (const auto& entry : large_blocks_.entries()) {
     if (!entry.block->is_split()) {
       total_age += static_cast<size_t>(large_blocks_.age_of(entry.block));
       ++freeable;
@@ -53,7 +54,7 @@ void DeviceCachingAllocator::garbage_collect_cached_blocks(const ContextPtr& ctx
     // state, so collecting this pass's victims first and releasing them in
     // index order is the same as native's release-while-iterating.
     std::vector<Block*> victims;
-    for (const auto& entry : large_blocks_.index()) {
+    for (const auto& entry : large_blocks_.entries()) {
       Block* block = entry.block;
       if (!block->is_split() &&
           static_cast<double>(large_blocks_.age_of(block)) >= age_threshold) {
@@ -77,7 +78,7 @@ bool DeviceCachingAllocator::release_available_cached_blocks(const Request& r,
   BlockPool& pool = *r.pool;
   const size_t key_size = std::max(r.size, config_.max_split_size);
   auto it = pool.lower_bound(r.stream, key_size);
-  if (it == pool.end() || it->stream != r.stream) {
+  if (BlockPool::is_end(it) || it->stream != r.stream) {
     if (it == pool.begin()) return false;
     size_t released = 0;
     --it;  // the largest block ordered before the key: same stream or lower
@@ -110,7 +111,7 @@ bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx) {
 // native: release_blocks. Frees every unsplit cached segment of the pool.
 void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& ctx) {
   std::vector<Block*> whole;
-  for (const auto& entry : pool.index())
+  for (const auto& entry : pool.entries())
     if (!entry.block->is_split()) whole.push_back(entry.block);
   for (Block* b : whole) release_block(b, ctx);
 }

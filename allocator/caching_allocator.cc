@@ -92,11 +92,11 @@ uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_b
 }
 
 void CachingAllocator::empty_cache(int device, const ContextPtr& context) {
+  if (device != -1) at(device);  // a bad index throws before anything changes
   for (int i = 0; i < device_count(); ++i) {
     if (device >= 0 && i != device) continue;
     with_device(i, [&](DeviceCachingAllocator& e) { e.empty_cache(context); });
   }
-  if (device >= device_count()) at(device);  // throws out_of_range
 }
 
 void CachingAllocator::set_memory_fraction(double fraction, int device) {

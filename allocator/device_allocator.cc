@@ -22,11 +22,13 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
 DeviceCachingAllocator::~DeviceCachingAllocator() {
   // Segments still reserved are returned by the backend's owner (the process
   // is ending or the simulated device is dropped); free the bookkeeping only.
-  std::vector<Block*> all;
-  for (auto* pool : {&large_blocks_, &small_blocks_})
-    for (const auto& e : pool->index()) all.push_back(e.block);
-  all.insert(all.end(), active_blocks_.begin(), active_blocks_.end());
-  for (Block* b : all) delete b;
+  for (Block* head : segment_heads_) {
+    for (Block* b = head; b;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+  }
   for (Block* b : spare_blocks_) delete b;
 }
 
@@ -81,7 +83,7 @@ bool DeviceCachingAllocator::get_free_block(Request& r) {
   BlockPool& pool = *r.pool;
   if (gc_active()) pool.count_search();
   auto it = pool.lower_bound(r.stream, r.size);
-  if (it == pool.end() || it->stream != r.stream) return false;
+  if (BlockPool::is_end(it) || it->stream != r.stream) return false;
   const size_t found = it->size;
   // An oversize block is not cut down for a small request...
   if (r.size < config_.max_split_size && found >= config_.max_split_size)
@@ -102,7 +104,7 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
   auto& self = const_cast<DeviceCachingAllocator&>(*this);
   BlockPool& pool = self.pool_for(size);
   auto it = pool.lower_bound(stream, size);
-  if (it == pool.end() || it->stream != stream) return false;
+  if (BlockPool::is_end(it) || it->stream != stream) return false;
   if (size < config_.max_split_size && it->size >= config_.max_split_size) return false;
   if (size >= config_.max_split_size &&
       it->size >= size + config_.max_non_split_rounding_size)
@@ -143,6 +145,7 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   b->pool = r.pool;
   b->context_when_segment_allocated = ctx;
   r.block = b;
+  segment_heads_.insert(b);
 
   EngineEvent e{EngineEventKind::kSegmentAlloc};
   e.pool = kind_of(*r.pool);
@@ -162,7 +165,10 @@ bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const
   return size < config_.max_split_size && remaining > kSmallSize;
 }
 
-// native: alloc_found_block
+// native: alloc_found_block. Native moves the remainder into the old Block
+// object and makes a new one for the front; here the front keeps the object
+// (so segment heads are stable) and the remainder is new. Addresses, sizes,
+// requested sizes and statistics come out the same.
 Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
                                                  const ContextPtr& ctx) {
   Block* block = r.block;
@@ -170,21 +176,17 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
   InactiveSplitChange split;
   if (should_split(block, r.size)) {
     // [block | remaining]: the front goes to the caller, the rest is cached.
-    Block* remaining = block;
-    block = new_block();
-    block->address = remaining->address;
-    block->size = r.size;
-    block->stream = r.stream;
-    block->pool = r.pool;
-    block->prev = remaining->prev;
-    if (block->prev) block->prev->next = block;
-    block->next = remaining;
-    // The segment's context travels with its first block.
-    block->context_when_segment_allocated =
-        std::move(remaining->context_when_segment_allocated);
+    Block* remaining = new_block();
+    remaining->address = block->address + r.size;
+    remaining->size = block->size - r.size;
+    remaining->requested_size = block->requested_size;  // as native's reused object
+    remaining->stream = block->stream;
+    remaining->pool = block->pool;
     remaining->prev = block;
-    remaining->address += r.size;
-    remaining->size -= r.size;
+    remaining->next = block->next;
+    if (remaining->next) remaining->next->prev = remaining;
+    block->next = remaining;
+    block->size = r.size;
     r.pool->insert(remaining);
     if (already_split) {
       split.bytes = -static_cast<int64_t>(block->size);  // shrinks, count same
@@ -200,9 +202,9 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
   block->allocated = true;
   block->requested_size = orig_size;
   block->context_when_allocated = ctx;
-  active_blocks_.insert(block);
+  allocated_bytes_ += block->size;
 
-  EngineEvent e{EngineEventKind::kAlloc};
+  EngineEvent e(EngineEventKind::kAlloc);
   e.pool = kind_of(*r.pool);
   e.stream = block->stream;
   e.address = block->address;
@@ -236,16 +238,14 @@ void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
   d.limit_set = limit_.is_set();
   d.allowed_bytes = limit_.allowed_bytes();
   d.reserved_bytes = reserved_bytes_;
-  size_t allocated = 0;
-  for (const Block* b : active_blocks_)
-    if (b->allocated) allocated += b->size;
-  d.allocated_bytes = allocated;
+  d.allocated_bytes = allocated_bytes_;
   throw OutOfMemoryError(d);
 }
 
 // native: free
 void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
   block->allocated = false;
+  allocated_bytes_ -= block->size;
   EngineEvent e{EngineEventKind::kFreeRequested};
   e.pool = kind_of(*block->pool);
   e.stream = block->stream;
@@ -265,7 +265,7 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
 
 // native: free_block
 void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  EngineEvent e{EngineEventKind::kFreeCompleted};
+  EngineEvent e(EngineEventKind::kFreeCompleted);
   e.pool = kind_of(*block->pool);
   e.stream = block->stream;
   e.address = block->address;
@@ -276,43 +276,46 @@ void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
 
   BlockPool& pool = *block->pool;
   InactiveSplitChange split;
-  for (Block* neighbour : {block->prev, block->next}) {
-    const size_t subsumed = try_merge_blocks(block, neighbour, pool);
-    if (subsumed > 0) {
-      split.blocks -= 1;
-      split.bytes -= static_cast<int64_t>(subsumed);
-    }
-  }
-  active_blocks_.erase(block);
-  pool.insert(block);
-  if (block->is_split()) {
+  Block* merged = merge_free_neighbours(block, pool, split);
+  pool.insert(merged);
+  if (merged->is_split()) {
     split.blocks += 1;
-    split.bytes += static_cast<int64_t>(block->size);
+    split.bytes += static_cast<int64_t>(merged->size);
   }
   e.split = split;
   emit(e);
 }
 
-// native: try_merge_blocks. Returns the bytes absorbed from `src`, 0 if it
-// cannot be merged (absent or in use).
-size_t DeviceCachingAllocator::try_merge_blocks(Block* dst, Block* src,
-                                                BlockPool& pool) {
-  if (!src || !src->is_free()) return 0;
-  pool.erase(src);
-  if (dst->prev == src) {  // [src dst]
-    dst->address = src->address;
-    dst->prev = src->prev;
-    if (dst->prev) dst->prev->next = dst;
-    dst->context_when_segment_allocated =
-        std::move(src->context_when_segment_allocated);
-  } else {  // [dst src]
-    dst->next = src->next;
-    if (dst->next) dst->next->prev = dst;
+// native: the two try_merge_blocks calls of free_block (lower neighbour
+// first). Each free neighbour absorbed counts as one inactive split block
+// of its size leaving. The lower neighbour absorbs `block` (native does the
+// reverse) so segment heads keep their objects; the merged block keeps the
+// freed block's requested size, as native's does. Returns the merged block.
+Block* DeviceCachingAllocator::merge_free_neighbours(Block* block, BlockPool& pool,
+                                                     InactiveSplitChange& split) {
+  const size_t requested = block->requested_size;
+  if (Block* prev = block->prev; prev && prev->is_free()) {
+    pool.erase(prev);
+    split.blocks -= 1;
+    split.bytes -= static_cast<int64_t>(prev->size);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (prev->next) prev->next->prev = prev;
+    delete_block(block);
+    block = prev;
   }
-  const size_t subsumed = src->size;
-  dst->size += subsumed;
-  delete_block(src);
-  return subsumed;
+  if (Block* next = block->next; next && next->is_free()) {
+    pool.erase(next);
+    split.blocks -= 1;
+    split.bytes -= static_cast<int64_t>(next->size);
+    block->size += next->size;
+    block->next = next->next;
+    if (block->next) block->next->prev = block;
+    delete_block(next);
+  }
+  block->requested_size = requested;
+  block->context_when_allocated = nullptr;
+  return block;
 }
 
 void DeviceCachingAllocator::set_memory_fraction(double fraction) {
@@ -327,7 +330,7 @@ void DeviceCachingAllocator::set_memory_limit(size_t bytes) { limit_.set_bytes(b
 size_t DeviceCachingAllocator::largest_cached_block() const {
   size_t largest = 0;
   for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
-    for (const auto& e : pool->index()) largest = std::max(largest, e.size);
+    for (const auto& e : pool->entries()) largest = std::max(largest, e.size);
   return largest;
 }
 

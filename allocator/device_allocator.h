@@ -120,7 +120,7 @@ class DeviceCachingAllocator {
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   void free_block(Block* block, const ContextPtr& ctx);
-  size_t try_merge_blocks(Block* dst, Block* src, BlockPool& pool);
+  Block* merge_free_neighbours(Block* block, BlockPool& pool, InactiveSplitChange& split);
 
   // giving memory back (cache_release.cc)
   void garbage_collect_cached_blocks(const ContextPtr& ctx);
@@ -160,8 +160,12 @@ class DeviceCachingAllocator {
 
   BlockPool large_blocks_{false};  // free blocks of large segments
   BlockPool small_blocks_{true};   // free blocks of small segments
-  // Blocks handed out or waiting on cross-stream events.
-  absl::flat_hash_set<Block*> active_blocks_;
+  // The first block of every segment. A segment's head Block object lives
+  // as long as the segment: splits keep the front in the original object,
+  // and a freed block merges into its free lower neighbour, never the other
+  // way round. Changes only when segments are reserved or released.
+  absl::flat_hash_set<Block*> segment_heads_;
+  size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
   // Outstanding cross-stream events, per stream, oldest first.
   absl::flat_hash_map<StreamId, std::deque<std::pair<EventId, Block*>>> events_;
 

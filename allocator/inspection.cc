@@ -10,12 +10,7 @@
 namespace cachealloc {
 
 std::vector<SegmentView> DeviceCachingAllocator::segments() const {
-  std::vector<const Block*> heads;
-  for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
-    for (const auto& e : pool->index())
-      if (!e.block->prev) heads.push_back(e.block);
-  for (const Block* b : active_blocks_)
-    if (!b->prev) heads.push_back(b);
+  std::vector<const Block*> heads(segment_heads_.begin(), segment_heads_.end());
   std::sort(heads.begin(), heads.end(),
             [](const Block* a, const Block* b) { return a->address < b->address; });
   std::vector<SegmentView> out;
@@ -42,7 +37,7 @@ namespace {
 }  // namespace
 
 void DeviceCachingAllocator::check_invariants() const {
-  size_t reserved = 0, free_blocks = 0, busy_blocks = 0;
+  size_t reserved = 0, free_blocks = 0, allocated = 0;
   uintptr_t previous_end = 0;
   for (const SegmentView& s : segments()) {
     const Block* head = s.blocks.front();
@@ -64,9 +59,9 @@ void DeviceCachingAllocator::check_invariants() const {
       if (b->is_free() != indexed)
         violated(b->is_free() ? "free block missing from its pool"
                               : "busy block present in a pool", b);
-      if (!b->is_free() && !active_blocks_.contains(const_cast<Block*>(b)))
-        violated("busy block missing from the active set", b);
-      (b->is_free() ? free_blocks : busy_blocks) += 1;
+      if (b == head && b->prev) violated("segment head has a lower neighbour", b);
+      if (b->is_free()) ++free_blocks;
+      if (b->allocated) allocated += b->size;
       segment_bytes += b->size;
     }
     reserved += segment_bytes;
@@ -78,8 +73,10 @@ void DeviceCachingAllocator::check_invariants() const {
                              std::to_string(reserved));
   if (free_blocks != large_blocks_.size() + small_blocks_.size())
     throw InvariantViolation("pool index holds blocks that are in no segment");
-  if (busy_blocks != active_blocks_.size())
-    throw InvariantViolation("active set holds blocks that are in no segment");
+  if (allocated != allocated_bytes_)
+    throw InvariantViolation("allocated bytes " + std::to_string(allocated_bytes_) +
+                             " differ from the allocated blocks' total " +
+                             std::to_string(allocated));
 }
 
 }  // namespace cachealloc
