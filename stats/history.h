@@ -61,6 +61,16 @@ class HistoryRecorder : public EngineObserver {
   void on_event(const EngineEvent& e) override;
   // Adds an entry that did not come from the engine (snapshot, annotation).
   void record(TraceEntry entry);
+  // Records that a snapshot was taken, as native does after building one:
+  // action "snapshot", addr 0, size = active bytes in the snapshot.
+  void record_snapshot(int device, size_t active_bytes) {
+    TraceEntry t;
+    t.action = TraceAction::kSnapshot;
+    t.device = device;
+    t.size = active_bytes;
+    t.time_us = clock_();
+    record(std::move(t));
+  }
   // Oldest first.
   std::vector<TraceEntry> entries() const;
   size_t size() const { return ring_.size(); }

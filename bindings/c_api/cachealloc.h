@@ -107,7 +107,9 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
  * order per device, each followed by its blocks; then the device's history.
  * `context` arguments are the objects given to the *_ctx calls, or NULL.
  * action: 0 segment_alloc, 1 segment_free, 2 alloc, 3 free_requested,
- * 4 free_completed, 5 oom (addr = device free bytes). */
+ * 4 free_completed, 5 oom (addr = device free bytes), 6 snapshot (size =
+ * active bytes; a visit is itself recorded as one, as native records each
+ * snapshot it takes). */
 typedef struct cachealloc_snapshot_visitor {
   void (*segment)(void* user, int device, uint64_t address, uint64_t total_size,
                   void* stream, int is_small, void* context);

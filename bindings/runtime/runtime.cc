@@ -163,6 +163,7 @@ int action_code(TraceAction a) {
     case TraceAction::kFreeRequested: return 3;
     case TraceAction::kFreeCompleted: return 4;
     case TraceAction::kOom: return 5;
+    case TraceAction::kSnapshot: return 6;
     default: return -1;
   }
 }
@@ -171,9 +172,13 @@ int action_code(TraceAction a) {
 void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
   for (int d = 0; d < device_count(); ++d) {
     allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
+      size_t active = 0;
       for (const SegmentView& s : e.segments()) {
         size_t total = 0;
-        for (const Block* b : s.blocks) total += b->size;
+        for (const Block* b : s.blocks) {
+          total += b->size;
+          if (!b->is_free()) active += b->size;
+        }
         v.segment(user, d, s.address, total, reinterpret_cast<void*>(s.stream), s.is_small,
                   opaque_of(s.context));
         for (const Block* b : s.blocks)
@@ -186,6 +191,7 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
         v.trace(user, d, code, t.address, t.size, reinterpret_cast<void*>(t.stream), t.time_us,
                 opaque_of(&t.context));
       }
+      history_[static_cast<size_t>(d)]->record_snapshot(d, active);
     });
   }
 }
@@ -222,11 +228,18 @@ PyValue Runtime::snapshot() {
   PyValue traces = PyValue::list();
   for (int d = 0; d < device_count(); ++d) {
     allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
-      for (const SegmentView& s : e.segments()) segments.emplace_back(s.address, segment_to_py(s));
+      size_t active = 0;
+      for (const SegmentView& s : e.segments()) {
+        segments.emplace_back(s.address, segment_to_py(s));
+        for (const Block* b : s.blocks)
+          if (!b->is_free()) active += b->size;
+      }
       PyValue list = PyValue::list();
       for (const TraceEntry& t : history_[static_cast<size_t>(d)]->entries())
         list.append(trace_entry_to_py(t));
       traces.append(std::move(list));
+      // As native: taking a snapshot is itself recorded (seen by the next one).
+      history_[static_cast<size_t>(d)]->record_snapshot(d, active);
     });
   }
   std::stable_sort(segments.begin(), segments.end(),

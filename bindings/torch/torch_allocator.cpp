@@ -289,7 +289,8 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t, bool inc
     if (!c->traces) return;
     static constexpr TraceEntry::Action kActions[] = {
         TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
-        TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM};
+        TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
+        TraceEntry::SNAPSHOT};
     TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
                   static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
                   context_of(ctx));
