@@ -1,0 +1,327 @@
+// Randomized test of the engine: over a million mixed operations (malloc of
+// 1 B to 1 GiB on several streams, frees in random order, record_stream with
+// held events, empty_cache, OOM under a limit), checking after EVERY
+// operation that
+//   - check_invariants() holds (blocks tile segments, free neighbours merged,
+//     pool index consistent), and
+//   - every current statistic equals what the segment list implies, per pool
+//     and in aggregate, with peak >= current and allocated - freed == current;
+//   - no block is handed out over memory still in use on another stream.
+// The seed is fixed and printed; CACHEALLOC_SEED=<n> replays another one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <iterator>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "allocator/errors.h"
+#include "tests/cpp/engine_harness.h"
+
+namespace cachealloc::testing {
+namespace {
+
+constexpr uint64_t kDefaultSeed = 20250611;
+constexpr size_t kMaxLive = 300;        // keeps per-operation checks cheap
+constexpr int kOpsPerConfig = 250'000;  // four configurations: 1,000,000 ops
+constexpr size_t kSizeHistory = 32;     // sizes remembered for exact repeats
+
+uint64_t BaseSeed() {
+  const char* env = std::getenv("CACHEALLOC_SEED");
+  return env ? std::strtoull(env, nullptr, 10) : kDefaultSeed;
+}
+
+struct Scenario {
+  const char* conf;     // PYTORCH_CUDA_ALLOC_CONF text
+  size_t capacity;      // simulated device bytes
+  size_t limit;         // memory limit in bytes, 0 = none
+  int streams;          // distinct streams used
+  uint64_t seed_salt;   // keeps the configurations' sequences apart
+  bool quiet_releases;  // GC or max_split_size must free without a full sync
+};
+
+// The stat families of DeviceStats, in its order.
+enum Family { kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes,
+              kActiveBytes, kInactiveSplitBytes, kRequestedBytes, kFamilies };
+
+// The stats every current value must equal, recomputed from the segments.
+struct Expected {
+  std::array<std::array<int64_t, 3>, kFamilies> family{};  // [Family][StatPool]
+  int64_t oversize_allocations = 0;
+  int64_t oversize_segments = 0;
+};
+
+Expected Recompute(const std::vector<SegmentView>& segments, size_t max_split) {
+  Expected x;
+  for (const SegmentView& s : segments) {
+    const size_t pool = s.is_small ? kSmallPool : kLargePool;
+    auto add = [&](int family, size_t amount) {
+      x.family[family][pool] += static_cast<int64_t>(amount);
+      x.family[family][kAllPools] += static_cast<int64_t>(amount);
+    };
+    // Native's "inactive split": a free block of a segment cut into pieces.
+    const bool split = s.blocks.size() > 1;
+    size_t bytes = 0;
+    for (const Block* b : s.blocks) {
+      bytes += b->size;
+      if (b->allocated) {
+        add(kAllocation, 1);
+        add(kAllocatedBytes, b->size);
+        if (b->size >= max_split) ++x.oversize_allocations;
+      }
+      if (!b->is_free()) {  // allocated, or freed but awaiting stream events
+        add(kActive, 1);
+        add(kActiveBytes, b->size);
+        // Requested bytes leave the stat only when the free completes.
+        add(kRequestedBytes, b->requested_size);
+      } else if (split) {
+        add(kInactiveSplit, 1);
+        add(kInactiveSplitBytes, b->size);
+      }
+    }
+    add(kSegment, 1);
+    add(kReservedBytes, bytes);
+    if (bytes >= max_split) ++x.oversize_segments;
+  }
+  return x;
+}
+
+// Empty when the collector agrees with `x`; otherwise what differs.
+std::string CompareStats(const DeviceStats& s, const Expected& x) {
+  static constexpr const char* kNames[kFamilies] = {
+      "allocation", "segment", "active", "inactive_split", "allocated_bytes",
+      "reserved_bytes", "active_bytes", "inactive_split_bytes", "requested_bytes"};
+  const StatArray* families[kFamilies] = {&s.allocation, &s.segment, &s.active,
+                                 &s.inactive_split, &s.allocated_bytes, &s.reserved_bytes,
+                                 &s.active_bytes, &s.inactive_split_bytes, &s.requested_bytes};
+  static constexpr const char* kPools[] = {"all", "small_pool", "large_pool"};
+  std::ostringstream out;
+  auto check = [&](const std::string& name, const Stat& st, int64_t want) {
+    if (st.current != want) out << name << ".current=" << st.current << " want " << want << "; ";
+    if (st.peak < st.current) out << name << ".peak " << st.peak << " < current; ";
+    if (st.allocated - st.freed != st.current) out << name << " allocated-freed != current; ";
+  };
+  for (size_t f = 0; f < kFamilies; ++f)
+    for (size_t p = 0; p < 3; ++p)
+      check(std::string(kNames[f]) + "." + kPools[p], (*families[f])[p], x.family[f][p]);
+  check("oversize_allocations", s.oversize_allocations, x.oversize_allocations);
+  check("oversize_segments", s.oversize_segments, x.oversize_segments);
+  if (s.num_device_alloc - s.num_device_free != x.family[kSegment][kAllPools])
+    out << "num_device_alloc - num_device_free != segments; ";
+  return out.str();
+}
+
+class RandomRun {
+ public:
+  RandomRun(const Scenario& sc, uint64_t seed)
+      : sc_(sc), h_(sc.conf, sc.capacity), rng_(seed) {
+    if (sc.limit) h_.engine.set_memory_limit(sc.limit);
+    // Boundary sizes of the rules, so exact repeats exercise them often.
+    for (size_t s : {size_t{1}, size_t{512}, size_t{513}, kMiB, kMiB + 1, 10 * kMiB - 1,
+                     10 * kMiB, 20 * kMiB, 64 * kMiB, 64 * kMiB + 1, 84 * kMiB})
+      sizes_.push_back(s);
+  }
+
+  // Runs `ops` operations; returns how many ran (all, unless a check failed).
+  int Run(int ops) {
+    for (int i = 0; i < ops; ++i) {
+      const std::string what = Step();
+      const std::string err = Check();
+      if (!err.empty()) {
+        ADD_FAILURE() << "operation " << i << " (" << what << "): " << err;
+        return i;
+      }
+    }
+    return ops;
+  }
+
+  int64_t ooms() const { return ooms_; }
+  int64_t pending_frees() const { return pending_frees_; }
+  int64_t empty_caches() const { return empty_caches_; }
+  // Mallocs that returned segments without a full sync: GC or
+  // release_available_cached_blocks at work.
+  int64_t quiet_releases() const { return quiet_releases_; }
+  const DeviceStats& stats() const { return h_.stats(); }
+
+ private:
+  struct Live {
+    Block* block;
+    size_t requested;
+    StreamId stream;
+    bool used_elsewhere;  // record_stream on another stream
+  };
+
+  StreamId RandomStream() {
+    return static_cast<StreamId>(std::uniform_int_distribution<int>(0, sc_.streams - 1)(rng_)) *
+           0x100;
+  }
+  size_t RandomSize() {
+    if (std::uniform_int_distribution<int>(0, 3)(rng_) == 0)
+      return sizes_[std::uniform_int_distribution<size_t>(0, sizes_.size() - 1)(rng_)];
+    // Log-uniform over [1 B, 16 MiB), and 1 time in 20 over [16 MiB, 1 GiB]:
+    // few enough huge blocks that hundreds of live ones fit a few GiB.
+    const bool huge = std::uniform_int_distribution<int>(0, 19)(rng_) == 0;
+    const double e = huge ? std::uniform_real_distribution<double>(24.0, 30.0)(rng_)
+                          : std::uniform_real_distribution<double>(0.0, 24.0)(rng_);
+    const size_t s = std::clamp<size_t>(static_cast<size_t>(std::exp2(e)), 1, kGiB);
+    sizes_[next_size_++ % kSizeHistory] = s;
+    if (sizes_.size() < kSizeHistory) sizes_.push_back(s);
+    return s;
+  }
+
+  std::string Step() {
+    const int r = std::uniform_int_distribution<int>(0, 999)(rng_);
+    // Lean towards frees when the cache holds most of what it may hold, so
+    // OOMs stay occasional rather than constant.
+    const size_t budget = sc_.limit ? sc_.limit : sc_.capacity;
+    const int malloc_share = h_.engine.reserved_bytes() > budget / 4 * 3 ? 350 : 480;
+    if (live_.empty() || (live_.size() < kMaxLive && r < malloc_share)) return Malloc();
+    if (r < 900) return Free();
+    if (r < 960) return RecordStream();
+    if (r < 995) return ToggleEvents();
+    ++empty_caches_;
+    h_.engine.empty_cache();
+    pending_.clear();  // empty_cache synchronizes every outstanding event
+    return "empty_cache";
+  }
+
+  std::string Malloc() {
+    const size_t size = RandomSize();
+    const StreamId stream = RandomStream();
+    const int64_t syncs = h_.stats().num_sync_all_streams;
+    const int64_t device_frees = h_.stats().num_device_free;
+    std::ostringstream what;
+    what << "malloc(" << size << ", stream " << stream << ")";
+    Block* b = nullptr;
+    try {
+      b = h_.engine.malloc(size, stream);
+    } catch (const OutOfMemoryError&) {
+      ++ooms_;
+    }
+    // A full sync (OOM path) completes every event: that memory is free now.
+    if (h_.stats().num_sync_all_streams != syncs) pending_.clear();
+    else if (h_.stats().num_device_free != device_frees) ++quiet_releases_;
+    if (!b) {
+      // The OOM path synced every stream and returned every whole cached
+      // segment before giving up: no pending free or whole free segment is left.
+      for (const SegmentView& s : h_.engine.segments())
+        for (const Block* blk : s.blocks)
+          if (!blk->allocated && (!blk->is_free() || s.blocks.size() == 1))
+            error_ = "OOM left a pending free or a whole free segment";
+      return what.str() + " -> OOM";
+    }
+    if (b->size < size || b->size % 512 != 0 || b->stream != stream || !b->allocated ||
+        b->requested_size != size)
+      error_ = "bad block fields";
+    for (const auto& [start, end] : pending_)
+      if (b->address < end && start < b->address + b->size)
+        error_ = "block overlaps memory still in use on another stream";
+    live_.push_back({b, size, stream, false});
+    return what.str();
+  }
+
+  std::string Free() {
+    const size_t i = std::uniform_int_distribution<size_t>(0, live_.size() - 1)(rng_);
+    const Live l = live_[i];
+    live_[i] = live_.back();
+    live_.pop_back();
+    if (l.used_elsewhere && events_held_) {
+      pending_.emplace_back(l.block->address, l.block->address + l.block->size);
+      ++pending_frees_;
+    }
+    h_.engine.free(l.block);
+    return "free(" + std::to_string(l.requested) + ")";
+  }
+
+  std::string RecordStream() {
+    Live& l = live_[std::uniform_int_distribution<size_t>(0, live_.size() - 1)(rng_)];
+    const StreamId s = RandomStream();
+    h_.engine.record_stream(l.block, s);
+    if (s != l.stream) l.used_elsewhere = true;
+    return "record_stream";
+  }
+
+  std::string ToggleEvents() {
+    if (!events_held_) {
+      h_.device.hold_events(true);
+      events_held_ = true;
+      return "hold_events";
+    }
+    h_.device.complete_events();
+    pending_.clear();
+    if (std::uniform_int_distribution<int>(0, 1)(rng_)) {
+      h_.device.hold_events(false);
+      events_held_ = false;
+    }
+    return "complete_events";
+  }
+
+  std::string Check() {
+    if (!error_.empty()) return error_;
+    try {
+      h_.engine.check_invariants();
+    } catch (const InvariantViolation& e) {
+      return e.what();
+    }
+    const std::vector<SegmentView> segments = h_.engine.segments();
+    std::string err = CompareStats(h_.stats(), Recompute(segments, h_.config.max_split_size));
+    if (h_.device.live_segments() != segments.size()) err += "device segment count differs; ";
+    if (h_.device.used_bytes() != h_.engine.reserved_bytes()) err += "device bytes differ; ";
+    return err;
+  }
+
+  const Scenario sc_;
+  Harness h_;
+  std::mt19937_64 rng_;
+  std::vector<Live> live_;
+  std::vector<size_t> sizes_;
+  size_t next_size_ = 0;
+  // Address ranges freed while their stream events are held back.
+  std::vector<std::pair<uintptr_t, uintptr_t>> pending_;
+  bool events_held_ = false;
+  std::string error_;  // a failed check made during the operation itself
+  int64_t ooms_ = 0, pending_frees_ = 0, empty_caches_ = 0, quiet_releases_ = 0;
+};
+
+void RunScenario(const Scenario& sc) {
+  const uint64_t seed = BaseSeed() + sc.seed_salt;
+  std::cout << "[ seed     ] CACHEALLOC_SEED=" << BaseSeed() << " (this run: " << seed << ")\n";
+  ::testing::Test::RecordProperty("seed", std::to_string(seed));
+  RandomRun run(sc, seed);
+  ASSERT_EQ(run.Run(kOpsPerConfig), kOpsPerConfig);
+  // The run must have reached the paths it is meant to cover.
+  EXPECT_GT(run.ooms(), 0);
+  EXPECT_GT(run.pending_frees(), 0);
+  EXPECT_GT(run.empty_caches(), 0);
+  EXPECT_GT(run.stats().num_alloc_retries, 0);
+  if (sc.quiet_releases) {
+    EXPECT_GT(run.quiet_releases(), 0);
+  }
+  std::cout << "[ counts   ] ops=" << kOpsPerConfig << " ooms=" << run.ooms()
+            << " pending_frees=" << run.pending_frees()
+            << " quiet_releases=" << run.quiet_releases()
+            << " device_allocs=" << run.stats().num_device_alloc << "\n";
+}
+
+const Scenario kScenarios[] = {
+    {"", 4 * kGiB, 0, 4, 0, false},
+    {"max_split_size_mb:64", 4 * kGiB, 3 * kGiB, 3, 1, true},
+    {"roundup_power2_divisions:4", 3 * kGiB, 0, 4, 2, false},
+    {"garbage_collection_threshold:0.6", 4 * kGiB, 5 * kGiB / 2, 3, 3, true},
+};
+static_assert(std::size(kScenarios) * kOpsPerConfig >= 1'000'000);
+
+TEST(Randomized, DefaultConfigFourStreams) { RunScenario(kScenarios[0]); }
+TEST(Randomized, MaxSplitSize64MiBUnderALimit) { RunScenario(kScenarios[1]); }
+TEST(Randomized, RoundupPower2Divisions4) { RunScenario(kScenarios[2]); }
+TEST(Randomized, GarbageCollectionThreshold06UnderALimit) { RunScenario(kScenarios[3]); }
+
+}  // namespace
+}  // namespace cachealloc::testing
