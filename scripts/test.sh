@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
 (cd build && ctest --output-on-failure -j"$(nproc)")
-python3 -m pytest -q -rs tests/python
+python3 -m pytest -q -rs tests/python tests/gpu

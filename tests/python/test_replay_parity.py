@@ -3,12 +3,15 @@ allocator on an H100) must reproduce every event and the final
 memory_stats on all 122 keys."""
 import json
 import math
+import os
 import pathlib
 import subprocess
 
 import pytest
 
-from conftest import SHARED
+# Same default as conftest.py (not imported: tests/gpu has a conftest too).
+SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED",
+                                     pathlib.Path(__file__).resolve().parents[3] / "shared"))
 
 TRACE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in (SHARED / "traces").glob("*.pickle.gz"))
 KEYS = (SHARED / "reference" / "memory_stats_keys-torch-2.11.txt").read_text().split()
