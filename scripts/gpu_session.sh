@@ -21,7 +21,7 @@ python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.versio
 case "$stage" in
   tests)
     TI=$(python3 -c 'import torch,os; print(os.path.join(os.path.dirname(torch.__file__),"include"))')
-    tar czf "$OUT/headers.tgz" -C "$TI" c10/cuda/CUDACachingAllocator.h c10/core/CachingDeviceAllocator.h \
+    [ -n "${SKIP_HEADERS:-}" ] || tar czf "$OUT/headers.tgz" -C "$TI" c10/cuda/CUDACachingAllocator.h c10/core/CachingDeviceAllocator.h \
       torch/csrc/cuda/CUDAPluggableAllocator.h c10/core/AllocatorConfig.h c10/cuda/CUDAAllocatorConfig.h \
       torch/csrc/cuda/memory_snapshot.h c10/core/Allocator.h 2>&1 | tail -2
     python3 -m pytest -v -s -rs tests/gpu ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "PASS|FAIL|SKIP|Error|assert|losses|differ|KIND|MSG|FRAMES|passed|failed" | head -80
@@ -36,10 +36,14 @@ case "$stage" in
       && cmake --build /tmp/gpu-bench -j16 2>&1 | tail -3 && /tmp/gpu-bench/pair_bench 1000000) 2>&1 | tee "$OUT/pair_bench.log" || tail -30 /tmp/gpu-bench.cfg
     ;;
   record)
-    for w in transformer mlp; do
+    for w in transformer; do
       for a in native cachealloc; do
         python3 examples/record_trace.py --workload $w --allocator $a --out "$OUT/${w}_$a" 2>&1 | tail -1
       done
     done
+    ;;
+  all)
+    bash "$0" tests
+    bash "$0" record
     ;;
 esac

@@ -236,6 +236,57 @@ void* cachealloc_base_allocation(void* ptr, size_t* size) {
   return base;
 }
 
+int cachealloc_current_bytes_of(int device, cachealloc_current_bytes* out) {
+  return guarded([&] {
+    if (!out) throw std::invalid_argument("cachealloc_current_bytes_of: out is NULL");
+    const cachealloc::DeviceStats s = initialized_runtime().stats(device);
+    out->allocated = s.allocated_bytes[cachealloc::kAllPools].current;
+    out->reserved = s.reserved_bytes[cachealloc::kAllPools].current;
+    out->active = s.active_bytes[cachealloc::kAllPools].current;
+    out->inactive_split = s.inactive_split_bytes[cachealloc::kAllPools].current;
+  });
+}
+
+int cachealloc_scope_open(int device, uint64_t* scope_id) {
+  return guarded([&] {
+    if (!scope_id) throw std::invalid_argument("cachealloc_scope_open: scope_id is NULL");
+    *scope_id = initialized_runtime().scope_open(device);
+  });
+}
+
+int cachealloc_scope_close(int device, uint64_t scope_id, cachealloc_scope_result* out) {
+  return guarded([&] {
+    const cachealloc::ScopeResult r = initialized_runtime().scope_close(device, scope_id);
+    if (!out) return;
+    out->depth = r.depth;
+    out->allocated_at_open = r.allocated_at_open;
+    out->allocated_at_close = r.allocated_at_close;
+    out->peak_allocated = r.peak_allocated;
+    out->peak_above_open = r.peak_above_open();
+    out->self_peak_allocated = r.self_peak_allocated;
+    out->self_peak_above_open = r.self_peak_above_open();
+    out->bytes_allocated = r.bytes_allocated;
+    out->bytes_freed = r.bytes_freed;
+    out->self_bytes_allocated = r.self_bytes_allocated;
+    out->self_bytes_freed = r.self_bytes_freed;
+    out->allocations = r.allocations;
+    out->frees = r.frees;
+    out->self_allocations = r.self_allocations;
+    out->self_frees = r.self_frees;
+    out->reserved_at_open = r.reserved_at_open;
+    out->reserved_at_close = r.reserved_at_close;
+    out->peak_reserved = r.peak_reserved;
+    out->self_peak_reserved = r.self_peak_reserved;
+  });
+}
+
+int cachealloc_scope_depth(int device, int64_t* depth) {
+  return guarded([&] {
+    if (!depth) throw std::invalid_argument("cachealloc_scope_depth: depth is NULL");
+    *depth = static_cast<int64_t>(initialized_runtime().scope_depth(device));
+  });
+}
+
 int cachealloc_record_history(int enabled, int context, int python_stacks, size_t max_entries) {
   return guarded([&] {
     if (context < 0 || context > 3)

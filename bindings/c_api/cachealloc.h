@@ -84,6 +84,70 @@ CACHEALLOC_API int cachealloc_record_history(int enabled, int context, int pytho
 CACHEALLOC_API int cachealloc_snapshot_pickle(char** out, size_t* length);
 CACHEALLOC_API void cachealloc_release_buffer(char* buffer);
 
+/* --- Profiler scopes: exact per-scope memory peaks ---
+ *
+ * A scope watches one device from cachealloc_scope_open to
+ * cachealloc_scope_close and reports its exact high-water marks without
+ * resetting any peak statistic (memory_stats' peaks are untouched). Scopes
+ * on a device nest strictly: only the innermost open scope may be closed,
+ * whichever thread opened it. Open and close take the device's lock, so
+ * they are ordered exactly against allocations from every thread.
+ *
+ * Units: bytes (block sizes, as memory_stats' allocated_bytes counts them:
+ * a 1000 B request is a 1024 B block), counts for allocations/frees.
+ * "Allocated" is allocated_bytes.all.current (freed memory stops counting
+ * when the caller frees it); "reserved" is reserved_bytes.all.current.
+ * "Self" fields count only the time the scope was the innermost open one
+ * (time inside child scopes excluded); the others include children.
+ * Cost: O(1) per open/close and per allocation event, at any depth. */
+typedef struct cachealloc_scope_result {
+  int64_t depth;                /* 0 = outermost scope open on the device */
+  int64_t allocated_at_open;    /* allocated bytes when the scope opened */
+  int64_t allocated_at_close;   /* ... and when it closed */
+  int64_t peak_allocated;       /* highest allocated bytes while open */
+  int64_t peak_above_open;      /* peak_allocated - allocated_at_open (>= 0) */
+  int64_t self_peak_allocated;  /* highest allocated while innermost */
+  int64_t self_peak_above_open; /* self_peak_allocated - allocated_at_open */
+  int64_t bytes_allocated;      /* block bytes handed out while open */
+  int64_t bytes_freed;          /* block bytes freed while open (also of older blocks) */
+  int64_t self_bytes_allocated;
+  int64_t self_bytes_freed;
+  int64_t allocations;          /* blocks handed out while open */
+  int64_t frees;                /* blocks freed while open */
+  int64_t self_allocations;
+  int64_t self_frees;
+  int64_t reserved_at_open;     /* reserved bytes when the scope opened */
+  int64_t reserved_at_close;
+  int64_t peak_reserved;        /* highest reserved bytes while open */
+  int64_t self_peak_reserved;   /* highest reserved while innermost */
+} cachealloc_scope_result;
+
+/* The device's current bytes in one cheap call (no names, no sorting; for
+ * samplers and profiler boundaries): memory_stats' allocated_bytes,
+ * reserved_bytes, active_bytes and inactive_split_bytes ".all.current",
+ * read together under the device's lock. Fails (-1) for a bad device or
+ * NULL out. */
+typedef struct cachealloc_current_bytes {
+  int64_t allocated;       /* handed out to callers (block sizes) */
+  int64_t reserved;        /* held from the device */
+  int64_t active;          /* allocated, or freed and waiting on stream events */
+  int64_t inactive_split;  /* free pieces of split segments */
+} cachealloc_current_bytes;
+CACHEALLOC_API int cachealloc_current_bytes_of(int device, cachealloc_current_bytes* out);
+
+/* Opens a scope on `device`, nested in its innermost open scope, and
+ * stores its id (unique in the process, never reused) in *scope_id.
+ * Fails (-1) for a bad device or NULL scope_id. */
+CACHEALLOC_API int cachealloc_scope_open(int device, uint64_t* scope_id);
+/* Closes scope `scope_id` and writes what it saw to *out (NULL: discard).
+ * Fails (-1, nothing changes) for a bad device, when no scope is open,
+ * when scope_id is not open on the device, or when it is open but not the
+ * innermost (the message names the scopes still open inside it). */
+CACHEALLOC_API int cachealloc_scope_close(int device, uint64_t scope_id,
+                                          cachealloc_scope_result* out);
+/* Number of scopes open on `device` in *depth. */
+CACHEALLOC_API int cachealloc_scope_depth(int device, int64_t* depth);
+
 /* --- For framework glue (the PyTorch extension) --- */
 
 /* try_malloc / free carrying a framework context object: `context` is

@@ -91,12 +91,15 @@ void Runtime::init(const std::string& conf, const std::string& backend) {
   auto allocator = std::make_unique<CachingAllocator>(config, per_device);
   std::vector<std::unique_ptr<StatsCollector>> stats;
   std::vector<std::unique_ptr<HistoryRecorder>> history;
+  std::vector<std::unique_ptr<ScopeTracker>> scopes;
   for (int d = 0; d < allocator->device_count(); ++d) {
     stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
     history.push_back(std::make_unique<HistoryRecorder>());
+    scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
     allocator->with_device(d, [&](DeviceCachingAllocator& e) {
       e.add_observer(stats.back().get());
       e.add_observer(history.back().get());
+      e.add_observer(scopes.back().get());
     });
   }
   // The old allocator (if any) holds no blocks; its cached segments go back.
@@ -104,6 +107,7 @@ void Runtime::init(const std::string& conf, const std::string& backend) {
   allocator_ = std::move(allocator);
   stats_ = std::move(stats);
   history_ = std::move(history);
+  scopes_ = std::move(scopes);
   backends_ = std::move(backends);
   config_ = std::move(config);
   backend_name_ = kind;
@@ -205,6 +209,28 @@ void Runtime::reset_peak(int device) {
 void Runtime::reset_accumulated(int device) {
   allocator_->with_device(device, [&](DeviceCachingAllocator&) {
     stats_[static_cast<size_t>(device)]->stats().reset_accumulated();
+  });
+}
+
+uint64_t Runtime::scope_open(int device) {
+  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    return scopes_[static_cast<size_t>(device)]->open();
+  });
+}
+
+ScopeResult Runtime::scope_close(int device, uint64_t id) {
+  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    try {
+      return scopes_[static_cast<size_t>(device)]->close(id);
+    } catch (const ScopeError& e) {
+      throw ScopeError("device " + std::to_string(device) + ": " + e.what());
+    }
+  });
+}
+
+size_t Runtime::scope_depth(int device) {
+  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+    return scopes_[static_cast<size_t>(device)]->depth();
   });
 }
 

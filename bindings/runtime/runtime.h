@@ -18,6 +18,7 @@
 #include "stats/device_stats.h"
 #include "stats/history.h"
 #include "stats/py_value.h"
+#include "stats/scope_tracker.h"
 
 struct cachealloc_snapshot_visitor;
 
@@ -72,6 +73,16 @@ class Runtime {
   void reset_peak(int device);
   void reset_accumulated(int device);
 
+  // Profiler scopes (see stats/scope_tracker.h): opened and closed under
+  // the device's lock, so they order exactly against allocations. Scopes on
+  // a device nest (LIFO) whichever thread opens them. scope_close throws
+  // ScopeError when `id` is not the device's innermost open scope;
+  // std::out_of_range for a bad device.
+  uint64_t scope_open(int device);
+  ScopeResult scope_close(int device, uint64_t id);
+  // Number of open scopes on the device.
+  size_t scope_depth(int device);
+
   // History: `enabled` turns the max_entries trace ring on or off (off
   // clears it); `level` and `python_stacks` say what context is captured,
   // also while the ring is off (PyTorch's enabled="state").
@@ -97,6 +108,7 @@ class Runtime {
   std::unique_ptr<CachingAllocator> allocator_;
   std::vector<std::unique_ptr<StatsCollector>> stats_;
   std::vector<std::unique_ptr<HistoryRecorder>> history_;
+  std::vector<std::unique_ptr<ScopeTracker>> scopes_;
   std::atomic<int> context_level_{0};
   std::atomic<bool> python_stacks_{false};
   OomHandler oom_handler_ = nullptr;

@@ -73,3 +73,32 @@ def test_dumped_snapshot_opens_in_memory_viz(both):
     assert _memory_viz.memory(snap, format_flamegraph=folded)
     assert len(_memory_viz.trace_plot(snap)) > 1000
     assert len(_memory_viz.segment_plot(snap)) > 1000
+
+
+def test_oom_in_glue_mode_raises_torch_out_of_memory_error_and_notifies_observers():
+    out = subprocess.run([sys.executable, "-c", r'''
+import torch, cachealloc
+cachealloc.install()
+assert cachealloc.mode() == "torch-extension"
+seen = []
+torch._C._cuda_attach_out_of_memory_observer(lambda *args: seen.append(args))
+torch.cuda.memory._record_memory_history()
+torch.cuda.set_per_process_memory_fraction(0.05)
+keep = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+try:
+    torch.empty(8 << 30, dtype=torch.uint8, device="cuda")
+    raise SystemExit("no OOM")
+except torch.OutOfMemoryError as e:
+    print("OOM", str(e)[:120])
+snap = torch.cuda.memory._snapshot()
+assert any(e["action"] == "oom" for e in snap["device_traces"][0])
+assert torch.cuda.memory_stats()["num_ooms"] == 1
+assert len(seen) == 1, seen
+del keep
+x = torch.ones(1 << 20, device="cuda").sum().item()
+print("CONTINUES", x)
+'''], capture_output=True, text=True, timeout=600,
+        env=dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python")))
+    print(out.stdout)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "CONTINUES" in out.stdout

@@ -59,6 +59,23 @@ def lib() -> ctypes.CDLL:
     return _lib
 
 
+class ScopeResultStruct(ctypes.Structure):
+    """cachealloc_scope_result (cachealloc.h): what a closed profiler scope
+    saw, in bytes (counts for allocations/frees, depth)."""
+    _fields_ = [(name, ctypes.c_int64) for name in (
+        "depth", "allocated_at_open", "allocated_at_close", "peak_allocated", "peak_above_open",
+        "self_peak_allocated", "self_peak_above_open", "bytes_allocated", "bytes_freed",
+        "self_bytes_allocated", "self_bytes_freed", "allocations", "frees", "self_allocations",
+        "self_frees", "reserved_at_open", "reserved_at_close", "peak_reserved",
+        "self_peak_reserved")]
+
+
+class CurrentBytesStruct(ctypes.Structure):
+    """cachealloc_current_bytes (cachealloc.h): a device's current bytes."""
+    _fields_ = [(name, ctypes.c_int64) for name in ("allocated", "reserved", "active",
+                                                    "inactive_split")]
+
+
 def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
     c_int, c_size, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
     sigs = {
@@ -84,6 +101,10 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
                                                ctypes.POINTER(c_size)]),
         "cachealloc_release_buffer": (None, [ctypes.POINTER(ctypes.c_char)]),
+        "cachealloc_current_bytes_of": (c_int, [c_int, ctypes.POINTER(CurrentBytesStruct)]),
+        "cachealloc_scope_open": (c_int, [c_int, ctypes.POINTER(ctypes.c_uint64)]),
+        "cachealloc_scope_close": (c_int, [c_int, ctypes.c_uint64, ctypes.POINTER(ScopeResultStruct)]),
+        "cachealloc_scope_depth": (c_int, [c_int, ctypes.POINTER(ctypes.c_int64)]),
     }
     for name, (res, args) in sigs.items():
         fn = getattr(l, name)

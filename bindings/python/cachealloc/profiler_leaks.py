@@ -1,0 +1,112 @@
+"""Leak check: memory that keeps growing across repeated calls of one scope.
+
+A scope name is flagged when its most recent `min_calls` (or more) calls each
+left more memory allocated than they found (net change > 0). When allocation
+history is recorded, the allocation sites of the blocks behind the growth
+are named: blocks still allocated now whose allocation (the last "alloc"
+entry at their address in the snapshot's device trace) happened during one
+of the flagged calls, grouped by the first stack frame outside cachealloc
+and torch.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+from .profiler_results import ScopeResult
+
+HISTORY_HINT = ("allocation sites need allocation history: create the profiler with "
+                "collect_stack_traces=True or call cachealloc.record_memory_history() first")
+
+
+@dataclass
+class LeakSite:
+    filename: str
+    line: int
+    function: str
+    bytes: int                 # block bytes still allocated from this site
+    blocks: int
+    frames: List[str] = field(default_factory=list)  # one block's stack, innermost first
+
+
+@dataclass
+class LeakReport:
+    name: str                  # the scope name
+    calls: int                 # most recent consecutive calls with net change > 0
+    growth_bytes: int          # sum of their net changes
+    net_changes: List[int]     # per call, oldest first
+    sites: List[LeakSite]      # largest first; empty without history
+    note: str = ""             # why sites may be missing or incomplete
+
+
+def growing_scopes(results: Iterable[ScopeResult], min_calls: int) -> Dict[str, List[ScopeResult]]:
+    """name -> its trailing run of calls with net change > 0, for runs of at
+    least min_calls. Results are taken in close order."""
+    runs: Dict[str, List[ScopeResult]] = {}
+    for r in results:
+        run = runs.setdefault(r.name, [])
+        if r.net_change > 0:
+            run.append(r)
+        else:
+            run.clear()
+    return {name: run for name, run in runs.items() if len(run) >= min_calls}
+
+
+def _skip_dirs() -> Tuple[str, ...]:
+    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    try:
+        import torch
+
+        dirs.append(os.path.dirname(os.path.abspath(torch.__file__)))
+    except ImportError:
+        pass
+    return tuple(d + os.sep for d in dirs)
+
+
+def _frame_text(f: dict) -> str:
+    return f"{f.get('filename', '?')}:{f.get('line', 0)} in {f.get('name', '?')}"
+
+
+def allocation_sites(snapshot: dict, device: int, windows: Sequence[Tuple[float, float]],
+                     slack_us: int) -> Tuple[List[LeakSite], str]:
+    """Sites of blocks on `device` still allocated in `snapshot` whose last
+    allocation fell in one of `windows` (seconds since the epoch, widened by
+    slack_us microseconds for the trace clock). Returns (sites, note)."""
+    traces = snapshot.get("device_traces") or []
+    trace = traces[device] if device < len(traces) else []
+    if not trace:
+        return [], HISTORY_HINT
+    last_alloc: Dict[int, dict] = {}
+    for entry in trace:
+        if entry.get("action") == "alloc":
+            last_alloc[entry["addr"]] = entry
+    bounds = [(int(t0 * 1e6) - slack_us, int(t1 * 1e6) + slack_us) for t0, t1 in windows]
+    skip = _skip_dirs()
+    sites: Dict[Tuple[str, int, str], LeakSite] = {}
+    for seg in snapshot.get("segments", []):
+        if seg.get("device", 0) != device:
+            continue
+        for block in seg.get("blocks", []):
+            if block.get("state") != "active_allocated":
+                continue
+            entry = last_alloc.get(block["address"])
+            if entry is None or not any(lo <= entry["time_us"] <= hi for lo, hi in bounds):
+                continue
+            frames = block.get("frames") or entry.get("frames") or []
+            top = next((f for f in frames if not f.get("filename", "").startswith(skip)),
+                       frames[0] if frames else {"filename": "?", "line": 0, "name": "?"})
+            key = (top.get("filename", "?"), top.get("line", 0), top.get("name", "?"))
+            site = sites.get(key)
+            if site is None:
+                site = sites[key] = LeakSite(*key, bytes=0, blocks=0,
+                                             frames=[_frame_text(f) for f in frames])
+            site.bytes += block["size"]
+            site.blocks += 1
+    note = ""
+    oldest = trace[0].get("time_us", 0)
+    if bounds and oldest > min(lo for lo, _ in bounds):
+        note = "the history ring dropped entries from the flagged calls; sites may be incomplete"
+    elif not sites:
+        note = "no block allocated in the flagged calls is still allocated"
+    return sorted(sites.values(), key=lambda s: -s.bytes), note
