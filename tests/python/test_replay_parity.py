@@ -14,6 +14,11 @@ SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED",
                                      pathlib.Path(__file__).resolve().parents[3] / "shared"))
 
 TRACE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in (SHARED / "traces").glob("*.pickle.gz"))
+# Traces bundled with the repository: one recorded under the native allocator
+# (mlp) and one recorded under cachealloc itself on the H100 (transformer,
+# torch-extension mode, examples/record_trace.py).
+EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "traces"
+EXAMPLE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in EXAMPLES.glob("*.pickle.gz"))
 KEYS = (SHARED / "reference" / "memory_stats_keys-torch-2.11.txt").read_text().split()
 
 # Statistics a replay cannot observe in a trace. torch.cuda.empty_cache()
@@ -53,6 +58,17 @@ def test_trace_replays_bit_exact(cli, traces_dir, name):
         if got[key] + missing_calls != want[key]:
             mismatches[key] = (got[key], want[key])
     assert not mismatches, f"replayed vs recorded: {mismatches}"
+
+
+@pytest.mark.parametrize("name", EXAMPLE_NAMES)
+def test_bundled_example_trace_replays_bit_exact(cli, name):
+    meta = json.loads((EXAMPLES / f"{name}.json").read_text())
+    proc = replay(cli, EXAMPLES / f"{name}.pickle.gz", meta)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["divergence"] is None and out["events"] == meta["n_events"]
+    want = meta["final_memory_stats"]
+    assert {k: out["memory_stats"][k] for k in want} == want
 
 
 def test_unobservable_exceptions_are_still_needed(cli, traces_dir):
