@@ -151,10 +151,11 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     const size_t j = side_effects_end(events_, i);
 
     // Delayed frees that the trace completes before this request.
-    for (size_t k = i; k < j; ++k)
-      if (events_[k].action == RecordedAction::kFreeCompleted)
-        if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
-          backend_.complete_event(it->second);
+    if (!delayed_frees_.empty())
+      for (size_t k = i; k < j; ++k)
+        if (events_[k].action == RecordedAction::kFreeCompleted)
+          if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
+            backend_.complete_event(it->second);
 
     // A leading run of frees that the request cannot explain: empty_cache().
     bool lead_has_segment_free = false;
@@ -228,8 +229,10 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         break;  // side effects never reach here
     }
     backend_.unprime();
-    for (const Emitted& e : log_.events)
-      if (e.action == RecordedAction::kFreeCompleted) delayed_frees_.erase(e.address);
+    // (Most traces have no delayed frees: skip hashing every completed free.)
+    if (!delayed_frees_.empty())
+      for (const Emitted& e : log_.events)
+        if (e.action == RecordedAction::kFreeCompleted) delayed_frees_.erase(e.address);
     if (auto d = compare(i, consumed_to, note)) return d;
     if (options_.check_invariants) engine_.check_invariants();
     done += consumed_to - i;

@@ -256,13 +256,13 @@ class Reader {
     for (size_t i = first; i < stack_.size(); ++i) adopt(t, stack_[i]);
     const size_t n = stack_.size() - first;
     if (into.kind() == Kind::kList) {
+      // No exact reserve: batches of 1000 would make every batch copy the
+      // whole list (quadratic); push_back grows geometrically.
       PyValue::List& items = into.items();
-      items.reserve(items.size() + n);
       for (size_t i = first; i < stack_.size(); ++i) items.push_back(std::move(stack_[i].value));
     } else {
       if (n % 2 != 0) fail("odd number of dict items (a key without value)");
       PyValue::Dict& dict = into.as_dict();
-      dict.reserve(dict.size() + n / 2);
       for (size_t i = first; i < stack_.size(); i += 2) {
         check_key(stack_[i]);
         dict.emplace_back(std::move(stack_[i].value), std::move(stack_[i + 1].value));

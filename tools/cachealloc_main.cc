@@ -3,6 +3,8 @@
 //   cachealloc replay [--json] [--memory-limit BYTES] [--conf STR]
 //                     [--snapshot OUT] [--device-memory BYTES]
 //                     [--check-invariants] TRACE
+//   cachealloc compare TRACE --conf A --conf B ...   (tools/lab_compare.cc)
+//   cachealloc min-memory TRACE --conf A ...         (tools/lab_min_memory.cc)
 //
 // Exit status: 0 clean replay, 1 divergence, 2 bad input (usage, unreadable
 // or malformed trace, bad config).
@@ -20,6 +22,7 @@
 #include "stats/pickle_reader.h"
 #include "stats/pickle_writer.h"
 #include "tools/json_out.h"
+#include "tools/lab_commands.h"
 
 namespace cachealloc {
 namespace {
@@ -43,7 +46,11 @@ constexpr const char* kUsage =
     "  --device-memory B   simulated device capacity (default 85017493504)\n"
     "  --check-invariants  check the engine's invariants after every request\n"
     "\n"
-    "exit status: 0 clean replay, 1 divergence, 2 bad input\n";
+    "exit status: 0 clean replay, 1 divergence, 2 bad input\n"
+    "\n"
+    "other commands (fragmentation lab; see `cachealloc COMMAND --help`):\n"
+    "  cachealloc compare TRACE --conf A --conf B ...   what-if replays side by side\n"
+    "  cachealloc min-memory TRACE --conf A ...         smallest limit without OOM\n";
 
 struct BadUsage : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -163,6 +170,8 @@ int main(int argc, char** argv) {
       return args.empty() ? 2 : 0;
     }
     if (args[0] == "replay") return replay_main({args.begin() + 1, args.end()});
+    if (args[0] == "compare") return compare_main({args.begin() + 1, args.end()});
+    if (args[0] == "min-memory") return min_memory_main({args.begin() + 1, args.end()});
     throw BadUsage("unknown command '" + args[0] + "'");
   } catch (const BadUsage& e) {
     std::cerr << "cachealloc: " << e.what() << "\n\n" << kUsage;

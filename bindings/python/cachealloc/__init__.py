@@ -28,7 +28,7 @@ __all__ = [
     "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "empty_cache", "set_per_process_memory_fraction", "memory_summary",
-    "record_memory_history", "snapshot", "dump_snapshot", "library_path", "profiler",
+    "record_memory_history", "snapshot", "dump_snapshot", "library_path", "lab", "profiler",
 ]
 
 library_path = _native.library_path
@@ -278,4 +278,4 @@ def _free(ptr: int, device: int = 0) -> None:
     lib().cachealloc_free(ptr, 0, device, None)
 
 
-from . import profiler  # noqa: E402  (uses the functions above)
+from . import lab, profiler  # noqa: E402  (they use the functions above)

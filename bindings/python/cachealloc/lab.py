@@ -1,0 +1,130 @@
+"""The fragmentation lab from Python: what-if replays of a recorded trace.
+
+    from cachealloc import lab
+    rows = lab.compare("run.pickle.gz", ["trace", "policy:expandable"],
+                       memory_limit=40 << 30)
+    for row in rows:
+        print(row["label"], row["peak_reserved"], row["fragmentation_at_peak"])
+    lab.min_memory("run.pickle.gz", ["", "max_split_size_mb:128"])
+    # -> {"": 1887436800, "max_split_size_mb:128": 2214592512}
+
+A trace is a snapshot pickle (.pickle or .pickle.gz) as
+torch.cuda.memory._dump_snapshot or cachealloc.dump_snapshot writes it. Its
+requests are replayed on a simulated device, so no GPU is needed.
+
+Configurations are PYTORCH_CUDA_ALLOC_CONF text, "trace" (the trace's own
+settings), or "policy:expandable[,options]" (cachealloc's emulation of
+expandable segments). All sizes are bytes.
+
+Both functions run the `cachealloc` command-line tool with --json: it is
+found through $CACHEALLOC_CLI, else as the most recently built
+build*/tools/cachealloc of the source tree this file lives in. They raise
+LabError (with the tool's message) for a bad trace, a bad config or a
+missing tool. Each call is a separate process, so it is thread-safe.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+from typing import Optional, Sequence
+
+__all__ = ["LabError", "cli_path", "compare", "min_memory"]
+
+
+class LabError(RuntimeError):
+    """The lab could not run: no tool, or the tool refused the input.
+
+    returncode: the tool's exit status (None when it could not start);
+    stderr: what it printed.
+    """
+
+    def __init__(self, message: str, returncode: Optional[int] = None, stderr: str = ""):
+        super().__init__(message)
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+def cli_path() -> pathlib.Path:
+    """Path of the `cachealloc` tool used by compare() and min_memory().
+
+    $CACHEALLOC_CLI if set, else the newest build*/tools/cachealloc of the
+    source tree. Raises LabError if neither exists.
+    """
+    env = os.environ.get("CACHEALLOC_CLI")
+    if env:
+        path = pathlib.Path(env)
+        if not path.is_file():
+            raise LabError(f"CACHEALLOC_CLI={env} does not name a file")
+        return path
+    repo = pathlib.Path(__file__).resolve().parents[3]
+    built = [p for p in repo.glob("build*/tools/cachealloc") if p.is_file()]
+    if not built:
+        raise LabError(f"no build*/tools/cachealloc under {repo}: build the tool "
+                       "(cmake --build BUILD) or set CACHEALLOC_CLI")
+    return max(built, key=lambda p: p.stat().st_mtime)
+
+
+def _run(args: Sequence[str]) -> dict:
+    cmd = [str(cli_path()), *args, "--json", "--quiet"]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise LabError(f"cannot run {cmd[0]}: {e}") from e
+    if proc.returncode != 0:
+        message = proc.stderr.strip().splitlines()[0] if proc.stderr.strip() else "no message"
+        raise LabError(f"cachealloc {args[0]} failed (exit {proc.returncode}): {message}",
+                       proc.returncode, proc.stderr)
+    return json.loads(proc.stdout)
+
+
+def _conf_args(confs: Sequence[str]) -> list:
+    if isinstance(confs, str):
+        raise TypeError("confs must be a sequence of config strings, not one string")
+    args = []
+    for conf in confs:
+        args += ["--conf", conf]
+    return args
+
+
+def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None, *,
+            html=None, snapshot_dir=None, recorded_limit: Optional[int] = None) -> list:
+    """Replays the trace's requests under each config; one dict per config.
+
+    memory_limit: bytes each replay may reserve (None: unlimited); requests
+    past it raise OOM in the replay, are counted ("ooms") and skipped.
+    html: also write a self-contained HTML report there. snapshot_dir: also
+    write each replay as a snapshot pickle for PyTorch's memory viewer.
+    recorded_limit: the limit the trace was recorded under, if any (tells
+    the allocator's own releases from empty_cache() calls).
+
+    Each dict holds, in bytes unless said: conf, label, policy,
+    peak_reserved, peak_allocated, allocated_at_peak,
+    fragmentation_at_peak (fraction), peak_request (index), device_allocs,
+    device_frees, retries, ooms, recorded_ooms_succeeded, final_reserved,
+    final_allocated, requests, seconds, requests_per_s, events_per_s,
+    snapshot (path or None), and with html the peak's largest live blocks
+    (peak_blocks) and segment count (peak_segments).
+    """
+    args = ["compare", os.fspath(trace_path), *_conf_args(confs)]
+    if memory_limit is not None:
+        args += ["--memory-limit", str(int(memory_limit))]
+    if recorded_limit is not None:
+        args += ["--recorded-limit", str(int(recorded_limit))]
+    if html is not None:
+        args += ["--html", os.fspath(html)]
+    if snapshot_dir is not None:
+        args += ["--snapshot-dir", os.fspath(snapshot_dir)]
+    return _run(args)["configs"]
+
+
+def min_memory(trace_path, confs: Sequence[str], *,
+               recorded_limit: Optional[int] = None) -> dict:
+    """Smallest memory limit (bytes) at which the trace's requests run
+    without OOM, per config: {conf: bytes}. Exact: verified at the limit and
+    one byte below (see `cachealloc min-memory --help`)."""
+    args = ["min-memory", os.fspath(trace_path), *_conf_args(confs)]
+    if recorded_limit is not None:
+        args += ["--recorded-limit", str(int(recorded_limit))]
+    return {row["conf"]: row["min_memory"] for row in _run(args)["configs"]}

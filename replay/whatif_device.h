@@ -1,0 +1,80 @@
+// The device a what-if replay runs on: SimulatedDevice's model (segments
+// 2 MiB-aligned, first fit in [base, base + capacity), nothing touched),
+// plus two things a replay needs:
+//
+//   - Address hints. The engine breaks best-fit ties by address, so where
+//     segments land can change what it decides. CUDA does not place
+//     segments first fit (the reference traces' addresses go up and down),
+//     so before each request the replay may offer the address at which the
+//     recorded run reserved a segment for that request; an allocation of
+//     exactly that size goes there if the range is free, else first fit.
+//     Under the trace's own config every segment then lands where it was
+//     recorded (the replay reproduces the recording); under another config
+//     the hints apply where the engine happens to ask for the same thing.
+//   - Cross-stream events that complete one by one when the replay says so
+//     (when the trace recorded the matching free_completed).
+//
+// Not thread-safe. Costs: allocate() is O(live segments) on a first fit
+// (as SimulatedDevice), O(log n) with a usable hint.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+#include "absl/container/flat_hash_set.h"
+#include "allocator/device_backend.h"
+#include "allocator/simulated_device.h"
+
+namespace cachealloc {
+
+class WhatIfDevice : public DeviceBackend {
+ public:
+  // 1 TiB: larger than any GPU, so only a memory limit makes a replay OOM.
+  static constexpr size_t kDefaultCapacity = size_t{1} << 40;
+  static constexpr uintptr_t kBase = SimulatedDevice::kDefaultBase;
+  static constexpr size_t kAlignment = SimulatedDevice::kAlignment;  // 2 MiB
+
+  explicit WhatIfDevice(size_t capacity = kDefaultCapacity)
+      : capacity_(capacity / kAlignment * kAlignment) {}
+
+  // The next allocate() of exactly `bytes` goes to `address` if that range
+  // is free and inside the device. A later offer replaces an unused one;
+  // address 0 withdraws it.
+  void offer_address(uintptr_t address, size_t bytes) {
+    hint_address_ = address;
+    hint_bytes_ = bytes;
+  }
+  size_t hints_taken() const { return hints_taken_; }
+
+  // The event recorded last (0 before the first).
+  EventId last_event() const { return next_event_ - 1; }
+  // Lets `event` complete; unknown or already destroyed events are ignored.
+  void complete_event(EventId event) { pending_.erase(event); }
+
+  uintptr_t allocate(int device, size_t bytes, StreamId stream) override;
+  void release(int device, uintptr_t address, size_t bytes) override;
+  DeviceMemoryInfo memory_info(int) override { return {capacity_ - used_, capacity_}; }
+  EventId record_event(int, StreamId) override {
+    pending_.insert(next_event_);
+    return next_event_++;
+  }
+  bool event_completed(EventId event) override { return !pending_.contains(event); }
+  void synchronize_event(EventId event) override { pending_.erase(event); }
+  void destroy_event(EventId event) override { pending_.erase(event); }
+
+ private:
+  static size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  bool range_free(uintptr_t address, size_t bytes) const;
+
+  const size_t capacity_;
+  size_t used_ = 0;                      // aligned bytes of live segments
+  std::map<uintptr_t, size_t> ranges_;  // address -> bytes, live segments
+  uintptr_t hint_address_ = 0;
+  size_t hint_bytes_ = 0;
+  size_t hints_taken_ = 0;
+  EventId next_event_ = 1;
+  absl::flat_hash_set<EventId> pending_;
+};
+
+}  // namespace cachealloc

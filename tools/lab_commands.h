@@ -1,0 +1,17 @@
+// The fragmentation-lab subcommands of the `cachealloc` tool. Each takes
+// the arguments after its name, prints its own usage on a usage error, and
+// returns the exit status (0 done, 2 bad input). Other errors (unreadable
+// trace, bad config) propagate as exceptions for main() to report with 2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace cachealloc {
+
+// cachealloc compare TRACE --conf A --conf B ... (lab_compare.cc)
+int compare_main(const std::vector<std::string>& args);
+// cachealloc min-memory TRACE --conf A ... (lab_min_memory.cc)
+int min_memory_main(const std::vector<std::string>& args);
+
+}  // namespace cachealloc

@@ -1,0 +1,140 @@
+// cachealloc min-memory: the smallest memory limit at which a trace's
+// requests run without OOM, per configuration (replay/min_memory.h).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "replay/lab_config.h"
+#include "replay/min_memory.h"
+#include "tools/json_out.h"
+#include "tools/lab_args.h"
+#include "tools/lab_commands.h"
+#include "tools/lab_input.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr const char* kMinMemoryUsage =
+    "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json]\n"
+    "                             [--recorded-limit BYTES] [--device N]\n"
+    "                             [--no-address-hints] [--quiet | --progress]\n"
+    "\n"
+    "For each --conf (as in `cachealloc compare`; default: trace), finds the\n"
+    "smallest memory limit in bytes at which TRACE's requests run without a\n"
+    "single OOM: bisection over limits in 2 MiB units (the granularity of\n"
+    "reserved memory), then verified: the limit runs clean, one byte less\n"
+    "does not.\n"
+    "\n"
+    "  --json               print one JSON object instead of the table\n"
+    "  --recorded-limit B   the limit TRACE was recorded under (see compare)\n"
+    "  --device N           which device's trace (default: the only one)\n"
+    "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --quiet / --progress never / always report progress on stderr\n"
+    "\n"
+    "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
+
+struct MinMemoryArgs {
+  std::string trace;
+  std::vector<std::string> confs;
+  LabInputOptions input;
+  bool json = false;
+  bool address_hints = true;
+};
+
+MinMemoryArgs parse_args(const std::vector<std::string>& args) {
+  MinMemoryArgs m;
+  bool have_trace = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw LabUsageError(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--conf") m.confs.push_back(value());
+    else if (a == "--recorded-limit") m.input.recorded_limit = parse_lab_bytes(a, value());
+    else if (a == "--device") m.input.device = static_cast<int>(parse_lab_count(a, value()));
+    else if (a == "--json") m.json = true;
+    else if (a == "--no-address-hints") m.address_hints = false;
+    else if (a == "--quiet") m.input.quiet = true;
+    else if (a == "--progress") m.input.progress = true;
+    else if (!a.empty() && a[0] == '-') throw LabUsageError("unknown option " + a);
+    else if (have_trace) throw LabUsageError("more than one TRACE given");
+    else m.trace = a, have_trace = true;
+  }
+  if (!have_trace) throw LabUsageError("no TRACE given");
+  if (m.confs.empty()) m.confs.push_back("trace");
+  return m;
+}
+
+int run_min_memory(const MinMemoryArgs& args) {
+  for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
+  LabProgress progress(false);
+  const LabInput in = load_lab_input(args.trace, args.input, progress);
+  std::vector<MinMemoryResult> results;
+  for (const std::string& text : args.confs) {
+    const LabConfig config = parse_lab_config(text, in.stream.recorded_config);
+    MinMemoryOptions options;
+    options.address_hints = args.address_hints;
+    if (progress.enabled())
+      options.progress = [&](size_t limit, bool clean) {
+        progress.note("'" + config.label() + "': limit " + std::to_string(limit) + " bytes " +
+                      (clean ? "runs clean" : "OOMs"));
+      };
+    progress.note("searching the minimum for '" + config.label() + "'");
+    results.push_back(find_min_memory(in.stream, config, options));
+  }
+
+  auto n = [](size_t v) { return std::to_string(v); };
+  if (args.json) {
+    std::string s = "{\"trace\": " + json_string(in.path) + ", \"device\": " +
+                    n(in.stream.device) + ", \"events\": " + n(in.stream.recorded_events) +
+                    ", \"requests\": " + n(in.stream.requests.size()) + ", \"configs\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const MinMemoryResult& r = results[i];
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.6g", r.seconds);
+      s += std::string(i ? ", " : "") + "{\"conf\": " + json_string(r.config.text) +
+           ", \"label\": " + json_string(r.config.label()) +
+           ", \"policy\": " + json_string(lab_policy_name(r.config.policy)) +
+           ", \"min_memory\": " + n(r.min_limit) +
+           ", \"peak_reserved_unlimited\": " + n(r.peak_reserved_unlimited) +
+           ", \"probes\": " + n(r.probes) +
+           ", \"byte_refined\": " + (r.byte_refined ? "true" : "false") +
+           ", \"seconds\": " + seconds + "}";
+    }
+    std::cout << s << "]}\n";
+    return 0;
+  }
+  std::printf("trace %s, device %d: %zu events -> %zu requests\n\n", in.path.c_str(),
+              in.stream.device, in.stream.recorded_events, in.stream.requests.size());
+  size_t width = 6;
+  for (const auto& r : results) width = std::max(width, std::min<size_t>(48, r.config.label().size()));
+  std::printf("%-*s  %-10s  %16s  %12s  %18s  %6s  %9s\n", static_cast<int>(width), "config",
+              "policy", "min memory (B)", "min memory", "unlimited peak", "probes", "time");
+  for (const auto& r : results)
+    std::printf("%-*s  %-10s  %16zu  %12s  %18s  %6zu  %9s\n", static_cast<int>(width),
+                r.config.label().substr(0, 48).c_str(), lab_policy_name(r.config.policy),
+                r.min_limit, lab_bytes(r.min_limit).c_str(),
+                lab_bytes(r.peak_reserved_unlimited).c_str(), r.probes,
+                lab_seconds(r.seconds).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int min_memory_main(const std::vector<std::string>& args) {
+  try {
+    for (const std::string& a : args)
+      if (a == "-h" || a == "--help") {
+        std::cout << kMinMemoryUsage;
+        return 0;
+      }
+    return run_min_memory(parse_args(args));
+  } catch (const LabUsageError& e) {
+    std::cerr << "cachealloc min-memory: " << e.what() << "\n\n" << kMinMemoryUsage;
+    return 2;
+  }
+}
+
+}  // namespace cachealloc
