@@ -72,7 +72,20 @@ DeviceMemoryInfo memory_info_of(int device) {
   return DeviceMemoryInfo{free_bytes, total_bytes};
 }
 
-class CudaRuntimeBackend final : public DeviceBackend {
+// What both backends share: capacity from cudaMemGetInfo, and events.
+class CudaBackendBase : public DeviceBackend {
+ public:
+  DeviceMemoryInfo memory_info(int device) override { return memory_info_of(device); }
+  EventId record_event(int device, StreamId s) override { return events_.record(device, s); }
+  bool event_completed(EventId e) override { return events_.completed(e); }
+  void synchronize_event(EventId e) override { events_.synchronize(e); }
+  void destroy_event(EventId e) override { events_.destroy(e); }
+
+ private:
+  CudaEvents events_;
+};
+
+class CudaRuntimeBackend final : public CudaBackendBase {
  public:
   uintptr_t allocate(int device, size_t bytes, StreamId) override {
     DeviceScope scope(device);
@@ -89,17 +102,9 @@ class CudaRuntimeBackend final : public DeviceBackend {
     DeviceScope scope(device);
     check(cudaFree(reinterpret_cast<void*>(address)), "cudaFree");
   }
-  DeviceMemoryInfo memory_info(int device) override { return memory_info_of(device); }
-  EventId record_event(int device, StreamId s) override { return events_.record(device, s); }
-  bool event_completed(EventId e) override { return events_.completed(e); }
-  void synchronize_event(EventId e) override { events_.synchronize(e); }
-  void destroy_event(EventId e) override { events_.destroy(e); }
-
- private:
-  CudaEvents events_;
 };
 
-class CudaAsyncBackend final : public DeviceBackend {
+class CudaAsyncBackend final : public CudaBackendBase {
  public:
   uintptr_t allocate(int device, size_t bytes, StreamId stream) override {
     DeviceScope scope(device);
@@ -127,14 +132,8 @@ class CudaAsyncBackend final : public DeviceBackend {
     }
     check(cudaFreeAsync(reinterpret_cast<void*>(address), as_stream(stream)), "cudaFreeAsync");
   }
-  DeviceMemoryInfo memory_info(int device) override { return memory_info_of(device); }
-  EventId record_event(int device, StreamId s) override { return events_.record(device, s); }
-  bool event_completed(EventId e) override { return events_.completed(e); }
-  void synchronize_event(EventId e) override { events_.synchronize(e); }
-  void destroy_event(EventId e) override { events_.destroy(e); }
 
  private:
-  CudaEvents events_;
   std::mutex mutex_;
   absl::flat_hash_map<uintptr_t, StreamId> stream_of_;  // segment -> stream
 };
