@@ -6,6 +6,7 @@ The reference traces were recorded from torch 2.11's native allocator; each
 import json
 import math
 import os
+import pathlib
 import pickle
 import shutil
 import subprocess
@@ -13,7 +14,9 @@ import sys
 
 import pytest
 
-from conftest import REPO, SHARED
+# As in conftest.py (not imported by name: tests/gpu has a conftest.py too).
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED", REPO.parent / "shared"))
 
 TRACE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in (SHARED / "traces").glob("*.pickle.gz"))
 MiB = 1 << 20
