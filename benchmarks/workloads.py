@@ -17,6 +17,20 @@ def _seed(seed: int) -> None:
     torch.cuda.manual_seed_all(seed)
 
 
+def _train_classifier(model, opt, x, y, steps: int) -> List[float]:
+    """Plain cross-entropy training steps; the losses, one per step."""
+    import torch
+
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def mlp(device: str = "cuda", steps: int = 5, batch: int = 256) -> List[float]:
     import torch
 
@@ -28,14 +42,7 @@ def mlp(device: str = "cuda", steps: int = 5, batch: int = 256) -> List[float]:
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     x = torch.randn(batch, 1024, device=device)
     y = torch.randint(0, 10, (batch,), device=device)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    return _train_classifier(model, opt, x, y, steps)
 
 
 def resnet18(device: str = "cuda", steps: int = 5, batch: int = 32) -> List[float]:
@@ -47,14 +54,7 @@ def resnet18(device: str = "cuda", steps: int = 5, batch: int = 32) -> List[floa
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(batch, 3, 224, 224, device=device)
     y = torch.randint(0, 100, (batch,), device=device)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    return _train_classifier(model, opt, x, y, steps)
 
 
 def transformer(device: str = "cuda", steps: int = 5, batch: int = 32, seq: int = 256) -> List[float]:
