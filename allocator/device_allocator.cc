@@ -78,21 +78,28 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
   return alloc_found_block(r, orig_size, ctx);
 }
 
+// native: get_free_block's choice. The smallest free block on the stream
+// that holds `size`, or pool.end() when there is none or the oversize rules
+// refuse it.
+BlockPool::iterator DeviceCachingAllocator::find_free_block(BlockPool& pool, StreamId stream,
+                                                            size_t size) const {
+  auto it = pool.lower_bound(stream, size);
+  if (BlockPool::is_end(it) || it->stream != stream) return pool.end();
+  // An oversize block is not cut down for a small request...
+  if (size < config_.max_split_size && it->size >= config_.max_split_size) return pool.end();
+  // ...and serves a large request only if it wastes less than the rounding
+  // allowance.
+  if (size >= config_.max_split_size && it->size >= size + config_.max_non_split_rounding_size)
+    return pool.end();
+  return it;
+}
+
 // native: get_free_block
 bool DeviceCachingAllocator::get_free_block(Request& r) {
   BlockPool& pool = *r.pool;
   if (gc_active()) pool.count_search();
-  auto it = pool.lower_bound(r.stream, r.size);
-  if (BlockPool::is_end(it) || it->stream != r.stream) return false;
-  const size_t found = it->size;
-  // An oversize block is not cut down for a small request...
-  if (r.size < config_.max_split_size && found >= config_.max_split_size)
-    return false;
-  // ...and serves a large request only if it wastes less than the rounding
-  // allowance.
-  if (r.size >= config_.max_split_size &&
-      found >= r.size + config_.max_non_split_rounding_size)
-    return false;
+  auto it = find_free_block(pool, r.stream, r.size);
+  if (BlockPool::is_end(it)) return false;
   r.block = it->block;
   pool.erase(it);
   return true;
@@ -101,15 +108,9 @@ bool DeviceCachingAllocator::get_free_block(Request& r) {
 bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) const {
   if (orig_size > kMaxRequestSize) return false;
   const size_t size = round_request_size(orig_size, config_);
-  auto& self = const_cast<DeviceCachingAllocator&>(*this);
-  BlockPool& pool = self.pool_for(size);
-  auto it = pool.lower_bound(stream, size);
-  if (BlockPool::is_end(it) || it->stream != stream) return false;
-  if (size < config_.max_split_size && it->size >= config_.max_split_size) return false;
-  if (size >= config_.max_split_size &&
-      it->size >= size + config_.max_non_split_rounding_size)
-    return false;
-  return true;
+  // Lookups do not change the pool; pool_for just has no const overload.
+  BlockPool& pool = const_cast<DeviceCachingAllocator&>(*this).pool_for(size);
+  return !BlockPool::is_end(find_free_block(pool, stream, size));
 }
 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {

@@ -113,6 +113,7 @@ class DeviceCachingAllocator {
   };
 
   // malloc path (device_allocator.cc)
+  BlockPool::iterator find_free_block(BlockPool& pool, StreamId stream, size_t size) const;
   bool get_free_block(Request& r);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   bool should_split(const Block* block, size_t size) const;

@@ -108,9 +108,13 @@ PyValue make_snapshot(const std::vector<SegmentView>& segments,
     for (const TraceEntry& t : per_device) list.append(trace_entry_to_py(t));
     device_traces.append(std::move(list));
   }
+  return snapshot_root(std::move(segs), std::move(device_traces), config);
+}
+
+PyValue snapshot_root(PyValue segments, PyValue traces, const AllocatorConfig& config) {
   PyValue root = PyValue::dict();
-  root.set("segments", std::move(segs));
-  root.set("device_traces", std::move(device_traces));
+  root.set("segments", std::move(segments));
+  root.set("device_traces", std::move(traces));
   root.set("allocator_settings", allocator_settings_to_py(config));
   root.set("external_annotations", PyValue::list());
   return root;

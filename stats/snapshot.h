@@ -26,6 +26,11 @@ PyValue frames_to_py(const ContextPtr& context);
 // The "allocator_settings" dict.
 PyValue allocator_settings_to_py(const AllocatorConfig& config);
 
+// The top-level dict from already converted parts: `segments` a list of
+// segment dicts in address order, `traces` a list (one per device) of
+// trace-entry dict lists.
+PyValue snapshot_root(PyValue segments, PyValue traces, const AllocatorConfig& config);
+
 // The whole snapshot. `segments`: every device's segments, any order (they
 // are sorted by address as native does); `traces`: one list per device.
 PyValue make_snapshot(const std::vector<SegmentView>& segments,

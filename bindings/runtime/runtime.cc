@@ -272,12 +272,7 @@ PyValue Runtime::snapshot() {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   PyValue segs = PyValue::list();
   for (auto& [addr, v] : segments) segs.append(std::move(v));
-  PyValue root = PyValue::dict();
-  root.set("segments", std::move(segs));
-  root.set("device_traces", std::move(traces));
-  root.set("allocator_settings", allocator_settings_to_py(config_));
-  root.set("external_annotations", PyValue::list());
-  return root;
+  return snapshot_root(std::move(segs), std::move(traces), config_);
 }
 
 }  // namespace cachealloc
