@@ -36,8 +36,9 @@ class BlockPool {
   struct EntryLess {
     bool operator()(const Entry& a, const Entry& b) const {
       if (a.stream != b.stream) return a.stream < b.stream;
-      if (a.size != b.size) return a.size < b.size;
-      return a.address < b.address;
+      // (size, address) as one 128-bit number: one compare, no branch.
+      using Rank = unsigned __int128;
+      return ((Rank{a.size} << 64) | a.address) < ((Rank{b.size} << 64) | b.address);
     }
   };
   using Index = absl::btree_set<Entry, EntryLess>;
@@ -58,6 +59,32 @@ class BlockPool {
   // Removes a block from the index; returns false if it was not there.
   bool erase(Block* b) { return index_.erase(entry_of(b)) == 1; }
   iterator erase(iterator it) { return index_.erase(it); }
+  // The entry of an indexed block; end() if `b` is not indexed.
+  iterator find(const Block* b) {
+    auto it = index_.find(entry_of(b));
+    return it == index_.end() ? end() : it;
+  }
+  // Makes the real entry at `it` index block `b` instead, whose key may
+  // differ, and stamps b's GC age base as insert() does. Same result as
+  // erase(it) + insert(b), but when b's key still sorts strictly between the
+  // entry's neighbours (the common case: a block split or merged in place
+  // keeps its rank among the free blocks) the entry is rewritten where it
+  // is, and the tree's shape does not change. Invalidates iterators.
+  // Precondition: `b` is not indexed under another entry.
+  void replace(iterator it, Block* b) {
+    const Entry e = entry_of(b);
+    const EntryLess less;
+    // A real entry always has a successor: at worst the sentinel.
+    if (less(e, *std::next(it)) && (it == index_.begin() || less(*std::prev(it), e))) {
+      b->gc_count_base = free_block_searches_;
+      // Sound: the set stores non-const Entry slots, and the order of all
+      // entries is unchanged by this write (checked just above).
+      const_cast<Entry&>(*it) = e;
+      return;
+    }
+    index_.erase(it);
+    insert(b);
+  }
 
   // First block not ordered before (stream, size, address 0); end() if none.
   iterator lower_bound(StreamId stream, size_t size) {

@@ -19,12 +19,10 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config,
   }
 }
 
-CachingAllocator::Device& CachingAllocator::at(int device) {
-  if (device < 0 || device >= device_count())
-    throw std::out_of_range("cachealloc: device " + std::to_string(device) +
-                            " out of range (" + std::to_string(device_count()) +
-                            " devices)");
-  return *devices_[static_cast<size_t>(device)];
+[[noreturn]] void CachingAllocator::bad_device(int device) const {
+  throw std::out_of_range("cachealloc: device " + std::to_string(device) +
+                          " out of range (" + std::to_string(device_count()) +
+                          " devices)");
 }
 
 static std::string hex(uintptr_t a) {
@@ -34,13 +32,13 @@ static std::string hex(uintptr_t a) {
 }
 
 template <typename Fn>
-void CachingAllocator::with_block(uintptr_t address, int hint, const char* what,
+void CachingAllocator::with_block(uintptr_t address, int hint, bool take, const char* what,
                                   Fn&& fn) {
   auto try_device = [&](Device& d) {
-    std::lock_guard<std::mutex> lock(d.mutex);
-    auto it = d.blocks.find(address);
-    if (it == d.blocks.end()) return false;
-    fn(d, it);
+    std::lock_guard<DeviceMutex> lock(d.mutex);
+    Block* b = take ? d.blocks.erase(address) : d.blocks.find(address);
+    if (!b) return false;
+    fn(d, b);
     return true;
   };
   if (hint >= 0 && try_device(at(hint))) return;
@@ -56,37 +54,39 @@ uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
                                      const ContextPtr& context) {
   Device& d = at(device);
   if (size == 0) return 0;
-  std::lock_guard<std::mutex> lock(d.mutex);
+  std::lock_guard<DeviceMutex> lock(d.mutex);
   Block* b = d.engine->malloc(size, stream, context);
-  d.blocks.emplace(b->address, b);
+  try {
+    d.blocks.insert(b->address, b);
+  } catch (...) {
+    d.engine->free(b, context);  // out of host memory: hand the block back
+    throw;
+  }
   return b->address;
 }
 
 void CachingAllocator::deallocate(uintptr_t address, int device,
                                   const ContextPtr& context) {
   if (address == 0) return;
-  with_block(address, device, "free", [&](Device& d, auto it) {
-    Block* b = it->second;
-    d.blocks.erase(it);
-    d.engine->free(b, context);
-  });
+  with_block(address, device, true, "free",
+             [&](Device& d, Block* b) { d.engine->free(b, context); });
 }
 
 void CachingAllocator::record_stream(uintptr_t address, StreamId stream) {
-  with_block(address, -1, "record_stream",
-             [&](Device& d, auto it) { d.engine->record_stream(it->second, stream); });
+  with_block(address, -1, false, "record_stream",
+             [&](Device& d, Block* b) { d.engine->record_stream(b, stream); });
 }
 
 size_t CachingAllocator::block_size(uintptr_t address) {
   size_t size = 0;
-  with_block(address, -1, "block_size", [&](Device&, auto it) { size = it->second->size; });
+  with_block(address, -1, false, "block_size", [&](Device&, Block* b) { size = b->size; });
   return size;
 }
 
 uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_bytes) {
   uintptr_t base = 0;
-  with_block(address, -1, "base_allocation", [&](Device& d, auto it) {
-    base = d.engine->base_allocation(it->second, segment_bytes);
+  with_block(address, -1, false, "base_allocation", [&](Device& d, Block* b) {
+    base = d.engine->base_allocation(b, segment_bytes);
   });
   return base;
 }

@@ -2,18 +2,19 @@
 // pointer table per device, and a lock per device. Thread-safe.
 //
 // Costs: allocate/deallocate take the device's lock once and do O(log n)
-// work in the number of cached blocks, plus a hash lookup.
+// work in the number of cached blocks, plus a hash-table probe.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
+#include <mutex>  // std::lock_guard
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "allocator/config.h"
 #include "allocator/device_allocator.h"
+#include "allocator/device_mutex.h"
+#include "allocator/pointer_table.h"
 
 namespace cachealloc {
 
@@ -54,20 +55,25 @@ class CachingAllocator {
   template <typename Fn>
   auto with_device(int device, Fn&& fn) {
     Device& d = at(device);
-    std::lock_guard<std::mutex> lock(d.mutex);
+    std::lock_guard<DeviceMutex> lock(d.mutex);
     return fn(*d.engine);
   }
 
  private:
   struct Device {
-    std::mutex mutex;
+    DeviceMutex mutex;
     std::unique_ptr<DeviceCachingAllocator> engine;
-    absl::flat_hash_map<uintptr_t, Block*> blocks;  // allocated, by address
+    PointerTable blocks;  // allocated blocks, by address
   };
-  Device& at(int device);
-  // Finds the device holding `address` and runs fn(device, block) locked.
+  Device& at(int device) {
+    if (static_cast<unsigned>(device) >= devices_.size()) [[unlikely]] bad_device(device);
+    return *devices_[static_cast<size_t>(device)];
+  }
+  [[noreturn]] void bad_device(int device) const;
+  // Finds the device holding `address` and runs fn(device, block) locked;
+  // with `take`, the address leaves the device's table first.
   template <typename Fn>
-  void with_block(uintptr_t address, int hint, const char* what, Fn&& fn);
+  void with_block(uintptr_t address, int hint, bool take, const char* what, Fn&& fn);
 
   const AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -44,13 +44,32 @@ Block* DeviceCachingAllocator::new_block() {
   if (spare_blocks_.empty()) return new Block();
   Block* b = spare_blocks_.back();
   spare_blocks_.pop_back();
+  // Plain fields back to their defaults; the owning ones were emptied in
+  // delete_block.
+  b->address = 0;
+  b->size = 0;
+  b->requested_size = 0;
+  b->stream = 0;
+  b->pool = nullptr;
+  b->prev = nullptr;
+  b->next = nullptr;
+  b->allocated = false;
+  b->event_count = 0;
+  b->gc_count_base = 0;
   return b;
 }
 
 void DeviceCachingAllocator::delete_block(Block* block) {
-  *block = Block();
-  if (spare_blocks_.size() < 4096) spare_blocks_.push_back(block);
-  else delete block;
+  if (spare_blocks_.size() >= 4096) {
+    delete block;
+    return;
+  }
+  // Release what the block owns now (contexts hold Python frames); a spare
+  // Block keeps no references.
+  if (block->context_when_allocated) block->context_when_allocated.reset();
+  if (block->context_when_segment_allocated) block->context_when_segment_allocated.reset();
+  block->stream_uses.clear();
+  spare_blocks_.push_back(block);
 }
 
 Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
@@ -100,8 +119,10 @@ bool DeviceCachingAllocator::get_free_block(Request& r) {
   if (gc_active()) pool.count_search();
   auto it = find_free_block(pool, r.stream, r.size);
   if (BlockPool::is_end(it)) return false;
+  // Left indexed: alloc_found_block re-indexes the entry for the remainder
+  // or erases it, whichever the split decision needs.
   r.block = it->block;
-  pool.erase(it);
+  r.slot = it;
   return true;
 }
 
@@ -146,6 +167,7 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   b->pool = r.pool;
   b->context_when_segment_allocated = ctx;
   r.block = b;
+  r.slot = r.pool->end();
   segment_heads_.insert(b);
 
   EngineEvent e{EngineEventKind::kSegmentAlloc};
@@ -188,16 +210,20 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
     if (remaining->next) remaining->next->prev = remaining;
     block->next = remaining;
     block->size = r.size;
-    r.pool->insert(remaining);
+    if (BlockPool::is_end(r.slot)) r.pool->insert(remaining);
+    else r.pool->replace(r.slot, remaining);  // usually in place: same rank
     if (already_split) {
       split.bytes = -static_cast<int64_t>(block->size);  // shrinks, count same
     } else {
       split.blocks = 1;
       split.bytes = static_cast<int64_t>(remaining->size);
     }
-  } else if (already_split) {
-    split.blocks = -1;
-    split.bytes = -static_cast<int64_t>(block->size);
+  } else {
+    if (!BlockPool::is_end(r.slot)) r.pool->erase(r.slot);
+    if (already_split) {
+      split.blocks = -1;
+      split.bytes = -static_cast<int64_t>(block->size);
+    }
   }
 
   block->allocated = true;
@@ -277,8 +303,7 @@ void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
 
   BlockPool& pool = *block->pool;
   InactiveSplitChange split;
-  Block* merged = merge_free_neighbours(block, pool, split);
-  pool.insert(merged);
+  Block* merged = merge_and_cache(block, pool, split);
   if (merged->is_split()) {
     split.blocks += 1;
     split.bytes += static_cast<int64_t>(merged->size);
@@ -288,15 +313,28 @@ void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
 }
 
 // native: the two try_merge_blocks calls of free_block (lower neighbour
-// first). Each free neighbour absorbed counts as one inactive split block
-// of its size leaving. The lower neighbour absorbs `block` (native does the
-// reverse) so segment heads keep their objects; the merged block keeps the
-// freed block's requested size, as native's does. Returns the merged block.
-Block* DeviceCachingAllocator::merge_free_neighbours(Block* block, BlockPool& pool,
-                                                     InactiveSplitChange& split) {
+// first), then the insert into the pool. Each free neighbour absorbed counts
+// as one inactive split block of its size leaving. The lower neighbour
+// absorbs `block` (native does the reverse) so segment heads keep their
+// objects; the merged block keeps the freed block's requested size, as
+// native's does. The merged block takes over a merged neighbour's index
+// entry (BlockPool::replace), which usually needs no tree restructuring.
+// Returns the merged block, indexed.
+Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
+                                               InactiveSplitChange& split) {
   const size_t requested = block->requested_size;
-  if (Block* prev = block->prev; prev && prev->is_free()) {
-    pool.erase(prev);
+  Block* const prev = block->prev && block->prev->is_free() ? block->prev : nullptr;
+  Block* const next = block->next && block->next->is_free() ? block->next : nullptr;
+  // Look entries up while the neighbours' keys are intact. Free blocks are
+  // always indexed (block.h), so both lookups find their entry.
+  BlockPool::iterator slot = pool.end();
+  if (next) {
+    if (prev) pool.erase(next);
+    else slot = pool.find(next);
+  }
+  if (prev) slot = pool.find(prev);
+
+  if (prev) {
     split.blocks -= 1;
     split.bytes -= static_cast<int64_t>(prev->size);
     prev->size += block->size;
@@ -305,8 +343,7 @@ Block* DeviceCachingAllocator::merge_free_neighbours(Block* block, BlockPool& po
     delete_block(block);
     block = prev;
   }
-  if (Block* next = block->next; next && next->is_free()) {
-    pool.erase(next);
+  if (next) {
     split.blocks -= 1;
     split.bytes -= static_cast<int64_t>(next->size);
     block->size += next->size;
@@ -316,6 +353,8 @@ Block* DeviceCachingAllocator::merge_free_neighbours(Block* block, BlockPool& po
   }
   block->requested_size = requested;
   block->context_when_allocated = nullptr;
+  if (BlockPool::is_end(slot)) pool.insert(block);
+  else pool.replace(slot, block);
   return block;
 }
 

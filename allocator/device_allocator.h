@@ -88,6 +88,8 @@ class DeviceCachingAllocator {
 
   // Bytes reserved from the device now.
   size_t reserved_bytes() const { return reserved_bytes_; }
+  // Bytes of the blocks handed out and not yet freed by the caller.
+  size_t allocated_bytes() const { return allocated_bytes_; }
   int device() const { return device_; }
   const AllocatorConfig& config() const { return config_; }
   // Whether malloc(size, stream) would be served from the cache right now,
@@ -110,6 +112,9 @@ class DeviceCachingAllocator {
     StreamId stream = 0;
     BlockPool* pool = nullptr;
     Block* block = nullptr;  // result
+    // Where `block` sits in pool's free index while the request holds it;
+    // pool->end() for a fresh segment. alloc_found_block takes it out.
+    BlockPool::iterator slot;
   };
 
   // malloc path (device_allocator.cc)
@@ -121,7 +126,8 @@ class DeviceCachingAllocator {
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   void free_block(Block* block, const ContextPtr& ctx);
-  Block* merge_free_neighbours(Block* block, BlockPool& pool, InactiveSplitChange& split);
+  // Merges `block` with its free neighbours and indexes the result.
+  Block* merge_and_cache(Block* block, BlockPool& pool, InactiveSplitChange& split);
 
   // giving memory back (cache_release.cc)
   void garbage_collect_cached_blocks(const ContextPtr& ctx);

@@ -3,69 +3,119 @@
 #include <algorithm>
 
 namespace cachealloc {
-namespace {
-
-// Applies fn to the aggregate and to the event's pool entry.
-template <typename Fn>
-inline void for_pool(StatArray& a, PoolKind pool, Fn fn) {
-  fn(a[kAllPools]);
-  fn(a[pool == PoolKind::kSmall ? kSmallPool : kLargePool]);
+StatsCollector::StatsCollector(int64_t max_split_size_stat) {
+  scalars_.max_split_size = max_split_size_stat;
 }
 
-}  // namespace
-
 void StatsCollector::on_event(const EngineEvent& e) {
-  DeviceStats& s = stats_;
   const auto size = static_cast<int64_t>(e.size);
+  const PoolKind p = e.pool;
+  Family* const f = families_;
   switch (e.kind) {
     case EngineEventKind::kSegmentAlloc:
-      for_pool(s.segment, e.pool, [](Stat& x) { x.increase(1); });
-      for_pool(s.reserved_bytes, e.pool, [&](Stat& x) { x.increase(size); });
-      if (e.oversize) s.oversize_segments.increase(1);
-      ++s.num_device_alloc;
+      f[kSegment].increase(p, 1);
+      f[kReservedBytes].increase(p, size);
+      if (e.oversize) scalars_.oversize_segments.increase(1);
+      ++scalars_.num_device_alloc;
       break;
     case EngineEventKind::kSegmentFree:
-      ++s.num_device_free;
-      for_pool(s.segment, e.pool, [](Stat& x) { x.decrease(1); });
-      for_pool(s.reserved_bytes, e.pool, [&](Stat& x) { x.decrease(size); });
-      if (e.oversize) s.oversize_segments.decrease(1);
+      ++scalars_.num_device_free;
+      f[kSegment].decrease(p, 1);
+      f[kReservedBytes].decrease(p, size);
+      if (e.oversize) scalars_.oversize_segments.decrease(1);
       break;
     case EngineEventKind::kAlloc: {
-      const auto requested = static_cast<int64_t>(e.requested);
-      for_pool(s.inactive_split, e.pool, [&](Stat& x) { x.apply(e.split.blocks); });
-      for_pool(s.inactive_split_bytes, e.pool, [&](Stat& x) { x.apply(e.split.bytes); });
-      for_pool(s.allocation, e.pool, [](Stat& x) { x.increase(1); });
-      for_pool(s.allocated_bytes, e.pool, [&](Stat& x) { x.increase(size); });
-      for_pool(s.active, e.pool, [](Stat& x) { x.increase(1); });
-      for_pool(s.active_bytes, e.pool, [&](Stat& x) { x.increase(size); });
-      for_pool(s.requested_bytes, e.pool, [&](Stat& x) { x.increase(requested); });
-      if (e.oversize) s.oversize_allocations.increase(1);
+      // Native's order; each family is independent, so only the per-family
+      // order of changes matters for peaks, and each family changes once.
+      f[kInactiveSplit].apply(p, e.split.blocks);
+      f[kInactiveSplitBytes].apply(p, e.split.bytes);
+      f[kAllocation].increase(p, 1);
+      f[kAllocatedBytes].increase(p, size);
+      f[kActive].increase(p, 1);
+      f[kActiveBytes].increase(p, size);
+      f[kRequestedBytes].increase(p, static_cast<int64_t>(e.requested));
+      if (e.oversize) scalars_.oversize_allocations.increase(1);
       break;
     }
     case EngineEventKind::kFreeRequested:
-      for_pool(s.allocation, e.pool, [](Stat& x) { x.decrease(1); });
-      for_pool(s.allocated_bytes, e.pool, [&](Stat& x) { x.decrease(size); });
-      if (e.oversize) s.oversize_allocations.decrease(1);
+      f[kAllocation].decrease(p, 1);
+      f[kAllocatedBytes].decrease(p, size);
+      if (e.oversize) scalars_.oversize_allocations.decrease(1);
       break;
-    case EngineEventKind::kFreeCompleted: {
-      const auto requested = static_cast<int64_t>(e.requested);
-      for_pool(s.inactive_split, e.pool, [&](Stat& x) { x.apply(e.split.blocks); });
-      for_pool(s.inactive_split_bytes, e.pool, [&](Stat& x) { x.apply(e.split.bytes); });
-      for_pool(s.active, e.pool, [](Stat& x) { x.decrease(1); });
-      for_pool(s.active_bytes, e.pool, [&](Stat& x) { x.decrease(size); });
-      for_pool(s.requested_bytes, e.pool, [&](Stat& x) { x.decrease(requested); });
+    case EngineEventKind::kFreeCompleted:
+      f[kInactiveSplit].apply(p, e.split.blocks);
+      f[kInactiveSplitBytes].apply(p, e.split.bytes);
+      f[kActive].decrease(p, 1);
+      f[kActiveBytes].decrease(p, size);
+      f[kRequestedBytes].decrease(p, static_cast<int64_t>(e.requested));
       break;
-    }
     case EngineEventKind::kOom:
-      ++s.num_ooms;
+      ++scalars_.num_ooms;
       break;
     case EngineEventKind::kAllocRetry:
-      ++s.num_alloc_retries;
+      ++scalars_.num_alloc_retries;
       break;
     case EngineEventKind::kSyncAllStreams:
-      ++s.num_sync_all_streams;
+      ++scalars_.num_sync_all_streams;
       break;
   }
+}
+
+void StatsCollector::Family::reset_peak() {
+  for (PoolCounter& c : pool) c.peak = c.current;
+  all_peak = pool[0].current + pool[1].current;
+}
+
+void StatsCollector::Family::reset_accumulated() {
+  for (PoolCounter& c : pool) {
+    c.allocated = 0;
+    c.base = c.current;
+  }
+}
+
+StatArray StatsCollector::Family::materialize() const {
+  auto one = [](const PoolCounter& c) {
+    Stat s;
+    s.current = c.current;
+    s.peak = c.peak;
+    s.allocated = c.allocated;
+    s.freed = c.allocated - (c.current - c.base);
+    return s;
+  };
+  StatArray out;
+  const Stat large = one(pool[static_cast<size_t>(PoolKind::kLarge)]);
+  const Stat small = one(pool[static_cast<size_t>(PoolKind::kSmall)]);
+  out[kLargePool] = large;
+  out[kSmallPool] = small;
+  out[kAllPools].current = large.current + small.current;
+  out[kAllPools].peak = all_peak;
+  out[kAllPools].allocated = large.allocated + small.allocated;
+  out[kAllPools].freed = large.freed + small.freed;
+  return out;
+}
+
+DeviceStats StatsCollector::stats() const {
+  DeviceStats s = scalars_;
+  s.allocation = families_[kAllocation].materialize();
+  s.segment = families_[kSegment].materialize();
+  s.active = families_[kActive].materialize();
+  s.inactive_split = families_[kInactiveSplit].materialize();
+  s.allocated_bytes = families_[kAllocatedBytes].materialize();
+  s.reserved_bytes = families_[kReservedBytes].materialize();
+  s.active_bytes = families_[kActiveBytes].materialize();
+  s.inactive_split_bytes = families_[kInactiveSplitBytes].materialize();
+  s.requested_bytes = families_[kRequestedBytes].materialize();
+  return s;
+}
+
+void StatsCollector::reset_peak() {
+  for (Family& f : families_) f.reset_peak();
+  scalars_.reset_peak();
+}
+
+void StatsCollector::reset_accumulated() {
+  for (Family& f : families_) f.reset_accumulated();
+  scalars_.reset_accumulated();
 }
 
 void DeviceStats::reset_peak() {

@@ -45,17 +45,69 @@ struct DeviceStats {
 
 // An EngineObserver that keeps DeviceStats. Called under the engine's lock;
 // read stats() under the same lock.
+//
+// The counters are kept in a cheaper form than DeviceStats and turned into
+// one on request, because on_event runs on every allocate and free (3 events
+// per pair) and DeviceStats updates three Stats (aggregate and pool) of four
+// fields for every change. Here, per family:
+//   - only the two pools are counted; the aggregate's current, allocated and
+//     freed are their sums, and only its peak is kept (native updates the
+//     aggregate together with the pool on every change, so the sums are
+//     exact and its peak is the running maximum of the summed current);
+//   - freed is not counted: freed == allocated - (current - base), where
+//     base is current at the last accumulated reset.
+// A decrease is then one subtraction, an increase three updates.
 class StatsCollector : public EngineObserver {
  public:
-  explicit StatsCollector(int64_t max_split_size_stat) {
-    stats_.max_split_size = max_split_size_stat;
-  }
+  explicit StatsCollector(int64_t max_split_size_stat);
   void on_event(const EngineEvent& e) override;
-  const DeviceStats& stats() const { return stats_; }
-  DeviceStats& stats() { return stats_; }
+  // Every counter, as memory_stats reports it. O(1) (a few hundred bytes).
+  DeviceStats stats() const;
+  // As DeviceStats::reset_peak / reset_accumulated.
+  void reset_peak();
+  void reset_accumulated();
 
  private:
-  DeviceStats stats_;
+  struct PoolCounter {
+    int64_t current = 0;
+    int64_t peak = 0;
+    int64_t allocated = 0;  // added since the last accumulated reset
+    int64_t base = 0;       // current at the last accumulated reset
+  };
+  // One family (allocation, active_bytes, ...). Indexed by PoolKind.
+  struct Family {
+    PoolCounter pool[2];
+    int64_t all_peak = 0;  // peak of pool[0].current + pool[1].current
+
+    void increase(PoolKind p, int64_t amount) {
+      PoolCounter& c = pool[static_cast<size_t>(p)];
+      c.current += amount;
+      c.allocated += amount;
+      c.peak = c.peak < c.current ? c.current : c.peak;
+      const int64_t all = pool[0].current + pool[1].current;
+      all_peak = all_peak < all ? all : all_peak;
+    }
+    void decrease(PoolKind p, int64_t amount) { pool[static_cast<size_t>(p)].current -= amount; }
+    // Native's signed form: > 0 increases, < 0 decreases, 0 does nothing.
+    void apply(PoolKind p, int64_t change) {
+      if (change > 0) increase(p, change);
+      else if (change < 0) decrease(p, -change);
+    }
+    void reset_peak();
+    void reset_accumulated();
+    StatArray materialize() const;
+  };
+  // The families, in DeviceStats order.
+  enum FamilyIndex : size_t {
+    kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes,
+    kActiveBytes, kInactiveSplitBytes, kRequestedBytes, kFamilyCount
+  };
+
+  Family families_[kFamilyCount];
+  // Everything without pools (oversize stats, counters, max_split_size):
+  // rarely updated, kept as DeviceStats keeps them; the pooled families of
+  // this copy are unused.
+  DeviceStats scalars_;
 };
 
 }  // namespace cachealloc

@@ -85,6 +85,14 @@ class ScopeTracker : public EngineObserver {
   ScopeResult close(uint64_t id);
 
   size_t depth() const { return stack_.size(); }
+  // Sets the device's current values, for a tracker that was detached from
+  // the engine while no scope was open (the runtime attaches it only while
+  // scopes are open, so idle profiling costs nothing per event).
+  // Precondition: depth() == 0.
+  void resync(int64_t allocated, int64_t reserved) {
+    allocated_ = allocated;
+    reserved_ = reserved;
+  }
   int64_t allocated() const { return allocated_; }
   int64_t reserved() const { return reserved_; }
 

@@ -96,10 +96,10 @@ void Runtime::init(const std::string& conf, const std::string& backend) {
     stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
     history.push_back(std::make_unique<HistoryRecorder>());
     scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
+    // History and scope trackers are attached only while recording or while
+    // a scope is open (record_history, scope_open): idle, they cost nothing.
     allocator->with_device(d, [&](DeviceCachingAllocator& e) {
       e.add_observer(stats.back().get());
-      e.add_observer(history.back().get());
-      e.add_observer(scopes.back().get());
     });
   }
   // The old allocator (if any) holds no blocks; its cached segments go back.
@@ -202,28 +202,43 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
 
 void Runtime::reset_peak(int device) {
   allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    stats_[static_cast<size_t>(device)]->stats().reset_peak();
+    stats_[static_cast<size_t>(device)]->reset_peak();
   });
 }
 
 void Runtime::reset_accumulated(int device) {
   allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    stats_[static_cast<size_t>(device)]->stats().reset_accumulated();
+    stats_[static_cast<size_t>(device)]->reset_accumulated();
   });
 }
 
 uint64_t Runtime::scope_open(int device) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    return scopes_[static_cast<size_t>(device)]->open();
+  return allocator_->with_device(device, [&](DeviceCachingAllocator& e) {
+    ScopeTracker& t = *scopes_[static_cast<size_t>(device)];
+    if (t.depth() == 0) {
+      // Detached while idle: catch up with the engine, then watch it.
+      t.resync(static_cast<int64_t>(e.allocated_bytes()),
+               static_cast<int64_t>(e.reserved_bytes()));
+      e.add_observer(&t);
+    }
+    try {
+      return t.open();
+    } catch (...) {
+      if (t.depth() == 0) e.remove_observer(&t);
+      throw;
+    }
   });
 }
 
 ScopeResult Runtime::scope_close(int device, uint64_t id) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
+  return allocator_->with_device(device, [&](DeviceCachingAllocator& e) {
+    ScopeTracker& t = *scopes_[static_cast<size_t>(device)];
     try {
-      return scopes_[static_cast<size_t>(device)]->close(id);
-    } catch (const ScopeError& e) {
-      throw ScopeError("device " + std::to_string(device) + ": " + e.what());
+      ScopeResult r = t.close(id);
+      if (t.depth() == 0) e.remove_observer(&t);
+      return r;
+    } catch (const ScopeError& err) {
+      throw ScopeError("device " + std::to_string(device) + ": " + err.what());
     }
   });
 }
@@ -241,10 +256,14 @@ void Runtime::record_history(bool enabled, ContextLevel level, bool python_stack
   context_level_.store(static_cast<int>(level));
   python_stacks_.store(python_stacks && level != ContextLevel::kNever);
   for (int d = 0; d < device_count(); ++d) {
-    allocator_->with_device(d, [&](DeviceCachingAllocator&) {
+    allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
       auto& h = *history_[static_cast<size_t>(d)];
+      const bool was_enabled = h.enabled();
       if (enabled) h.enable(max_entries, level >= ContextLevel::kAlloc);
       else h.disable();
+      // Attached only while recording (a disabled recorder ignores events).
+      if (!was_enabled && h.enabled()) e.add_observer(&h);
+      if (was_enabled && !h.enabled()) e.remove_observer(&h);
     });
   }
 }

@@ -86,10 +86,9 @@ TEST_F(BadInput, LargestSupportedSizeIsAnOrdinaryOutOfMemory) {
   // 2^60 bytes passes the size check and is refused by the device, after the
   // usual release-and-retry (which frees the cached 12 MiB segment).
   EXPECT_THROW(allocator_.allocate(kMaxRequestSize, 0, kStreamA), OutOfMemoryError);
-  const DeviceStats& s = collector_.stats();
-  EXPECT_EQ(s.num_ooms, 1);
-  EXPECT_EQ(s.num_alloc_retries, 1);
-  EXPECT_EQ(s.num_device_free, 1);
+  EXPECT_EQ(collector_.stats().num_ooms, 1);
+  EXPECT_EQ(collector_.stats().num_alloc_retries, 1);
+  EXPECT_EQ(collector_.stats().num_device_free, 1);
 }
 
 TEST_F(BadInput, ZeroBytesReturnsNullAndChangesNothing) {

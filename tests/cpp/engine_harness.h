@@ -36,7 +36,7 @@ struct Harness {
   }
   ~Harness() { engine.remove_observer(&collector); }
 
-  const DeviceStats& stats() const { return collector.stats(); }
+  DeviceStats stats() const { return collector.stats(); }
   // Current value of a stat family for one pool (kAllPools, kSmallPool, kLargePool).
   static int64_t now(const StatArray& a, StatPool pool = kAllPools) { return a[pool].current; }
 

@@ -23,15 +23,14 @@ TEST(MemoryLimit, RequestPastTheLimitFreesCachedSegmentsAndRetries) {
   // retry fits (30 + 40 <= 80). The 30 MiB hole at 0 is too small for it.
   Block* c = h.engine.malloc(40 * kMiB, kStreamA);
   EXPECT_EQ(c->address, kBase + 60 * kMiB);
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(s.num_alloc_retries, 1);
-  EXPECT_EQ(s.num_sync_all_streams, 1);
-  EXPECT_EQ(s.num_device_alloc, 3);
-  EXPECT_EQ(s.num_device_free, 1);
-  EXPECT_EQ(s.num_ooms, 0);
-  EXPECT_EQ(h.now(s.segment), 2);
-  EXPECT_EQ(h.now(s.reserved_bytes), int64_t(70 * kMiB));
-  EXPECT_EQ(s.reserved_bytes[kAllPools].peak, int64_t(70 * kMiB));
+  EXPECT_EQ(h.stats().num_alloc_retries, 1);
+  EXPECT_EQ(h.stats().num_sync_all_streams, 1);
+  EXPECT_EQ(h.stats().num_device_alloc, 3);
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  EXPECT_EQ(h.stats().num_ooms, 0);
+  EXPECT_EQ(h.now(h.stats().segment), 2);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(70 * kMiB));
+  EXPECT_EQ(h.stats().reserved_bytes[kAllPools].peak, int64_t(70 * kMiB));
 }
 
 TEST(MemoryLimit, OutOfMemoryAfterAFailedRetryLeavesTheEngineUsable) {
@@ -54,20 +53,19 @@ TEST(MemoryLimit, OutOfMemoryAfterAFailedRetryLeavesTheEngineUsable) {
     EXPECT_EQ(d.device_free, 8 * kGiB - 60 * kMiB);
     EXPECT_NE(std::string(e.what()).find("Tried to allocate 30.00 MiB"), std::string::npos);
   }
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(s.num_ooms, 1);
-  EXPECT_EQ(s.num_alloc_retries, 1);
-  EXPECT_EQ(s.num_sync_all_streams, 1);
-  EXPECT_EQ(h.now(s.allocation), 2);
-  EXPECT_EQ(h.now(s.reserved_bytes), int64_t(60 * kMiB));
+  EXPECT_EQ(h.stats().num_ooms, 1);
+  EXPECT_EQ(h.stats().num_alloc_retries, 1);
+  EXPECT_EQ(h.stats().num_sync_all_streams, 1);
+  EXPECT_EQ(h.now(h.stats().allocation), 2);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(60 * kMiB));
   h.engine.check_invariants();
 
   // Exactly up to the limit still works, and so does reuse.
   EXPECT_EQ(h.engine.malloc(20 * kMiB, kStreamA)->address, kBase + 60 * kMiB);
   h.engine.free(a);
   EXPECT_EQ(h.engine.malloc(30 * kMiB, kStreamA)->address, kBase);
-  EXPECT_EQ(h.now(s.reserved_bytes), int64_t(80 * kMiB));
-  EXPECT_EQ(s.num_ooms, 1);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(80 * kMiB));
+  EXPECT_EQ(h.stats().num_ooms, 1);
 }
 
 TEST(MemoryLimit, FullDeviceGivesOutOfMemoryWithTheDevicesFreeBytes) {
@@ -110,13 +108,12 @@ TEST(ReleaseAvailableCachedBlocks, FreesLargestOversizeBlocksUntilTheRequestIsCo
   EXPECT_EQ(Layout(h.engine), (Segments{{{0, 70 * kMiB, kNotAlloc, kFree}},
                                         {{70 * kMiB, 200 * kMiB, kAlloc, kBusy}},
                                         {{320 * kMiB, 30 * kMiB, kNotAlloc, kFree}}}));
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(s.num_device_free, 2);
-  EXPECT_EQ(s.num_alloc_retries, 0);
-  EXPECT_EQ(s.num_sync_all_streams, 0);
-  EXPECT_EQ(h.now(s.reserved_bytes), int64_t(300 * kMiB));
-  EXPECT_EQ(s.oversize_segments.current, 2);
-  EXPECT_EQ(s.oversize_segments.peak, 3);
+  EXPECT_EQ(h.stats().num_device_free, 2);
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  EXPECT_EQ(h.stats().num_sync_all_streams, 0);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(300 * kMiB));
+  EXPECT_EQ(h.stats().oversize_segments.current, 2);
+  EXPECT_EQ(h.stats().oversize_segments.peak, 3);
 }
 
 TEST(ReleaseAvailableCachedBlocks, FreesTheSmallestSingleOversizeBlockThatCovers) {
@@ -156,11 +153,10 @@ TEST(GarbageCollection, FreesOldUnsplitLargeBlocksBeforeReserving) {
                                         {{26 * kMiB, 14 * kMiB, kAlloc, kBusy}},
                                         {{40 * kMiB, 16 * kMiB, kAlloc, kBusy}},
                                         {{56 * kMiB, 18 * kMiB, kAlloc, kBusy}}}));
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(s.num_device_free, 1);
-  EXPECT_EQ(s.num_sync_all_streams, 0);
-  EXPECT_EQ(s.num_alloc_retries, 0);
-  EXPECT_EQ(h.now(s.reserved_bytes), int64_t(62 * kMiB));
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  EXPECT_EQ(h.stats().num_sync_all_streams, 0);
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(62 * kMiB));
 }
 
 TEST(GarbageCollection, DoesNothingWithoutAMemoryLimit) {
@@ -195,14 +191,13 @@ TEST(EmptyCache, ReturnsOnlyUnsplitFreeSegments) {
                        {16 * kMiB, 16 * kMiB, kNotAlloc, kFree}},
                       {{34 * kMiB, 512, kAlloc, kBusy},
                        {34 * kMiB + 512, 2 * kMiB - 512, kNotAlloc, kFree}}}));
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(s.num_device_free, 2);
-  EXPECT_EQ(s.num_sync_all_streams, 1);
-  EXPECT_EQ(h.now(s.reserved_bytes, kLargePool), int64_t(20 * kMiB));
-  EXPECT_EQ(h.now(s.reserved_bytes, kSmallPool), int64_t(2 * kMiB));
-  EXPECT_EQ(h.now(s.inactive_split, kLargePool), 2);
-  EXPECT_EQ(h.now(s.inactive_split_bytes, kLargePool), int64_t(18 * kMiB));
-  EXPECT_EQ(h.now(s.inactive_split, kSmallPool), 1);
+  EXPECT_EQ(h.stats().num_device_free, 2);
+  EXPECT_EQ(h.stats().num_sync_all_streams, 1);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes, kLargePool), int64_t(20 * kMiB));
+  EXPECT_EQ(h.now(h.stats().reserved_bytes, kSmallPool), int64_t(2 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split, kLargePool), 2);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes, kLargePool), int64_t(18 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split, kSmallPool), 1);
   EXPECT_EQ(h.device.live_segments(), 2u);
   EXPECT_EQ(h.device.used_bytes(), 22 * kMiB);
 }
@@ -215,12 +210,11 @@ TEST(RecordStream, FreedBlockIsNotReusedUntilItsEventsComplete) {
   h.engine.free(a);
   // Freed by the caller but still in use on B: active_pending_free.
   EXPECT_EQ(Layout(h.engine), (Segments{{{0, 12 * kMiB, kNotAlloc, kBusy}}}));
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.allocation), 0);
-  EXPECT_EQ(h.now(s.allocated_bytes), 0);
-  EXPECT_EQ(h.now(s.active), 1);
-  EXPECT_EQ(h.now(s.active_bytes), int64_t(12 * kMiB));
-  EXPECT_EQ(h.now(s.requested_bytes), int64_t(12 * kMiB));
+  EXPECT_EQ(h.now(h.stats().allocation), 0);
+  EXPECT_EQ(h.now(h.stats().allocated_bytes), 0);
+  EXPECT_EQ(h.now(h.stats().active), 1);
+  EXPECT_EQ(h.now(h.stats().active_bytes), int64_t(12 * kMiB));
+  EXPECT_EQ(h.now(h.stats().requested_bytes), int64_t(12 * kMiB));
   EXPECT_EQ(h.device.live_events(), 1u);
 
   Block* b = h.engine.malloc(12 * kMiB, kStreamA);  // event pending: new segment
@@ -230,9 +224,9 @@ TEST(RecordStream, FreedBlockIsNotReusedUntilItsEventsComplete) {
   // The next malloc collects a; lowest address wins between a and b.
   EXPECT_EQ(h.engine.malloc(12 * kMiB, kStreamA)->address, kBase);
   EXPECT_EQ(h.device.live_events(), 0u);
-  EXPECT_EQ(h.now(s.active), 1);
-  EXPECT_EQ(h.now(s.requested_bytes), int64_t(12 * kMiB));
-  EXPECT_EQ(s.num_device_alloc, 2);
+  EXPECT_EQ(h.now(h.stats().active), 1);
+  EXPECT_EQ(h.now(h.stats().requested_bytes), int64_t(12 * kMiB));
+  EXPECT_EQ(h.stats().num_device_alloc, 2);
 }
 
 TEST(RecordStream, CompletedEventsAreCollectedOnlyAtTheNextMalloc) {
@@ -268,12 +262,11 @@ TEST(RecordStream, EmptyCacheWaitsForPendingFreesThenReleasesThem) {
   EXPECT_EQ(h.device.live_events(), 2u);
   h.engine.empty_cache();
   EXPECT_TRUE(h.engine.segments().empty());
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(s.num_sync_all_streams, 1);
-  EXPECT_EQ(s.num_device_free, 1);
-  EXPECT_EQ(h.now(s.active), 0);
-  EXPECT_EQ(h.now(s.requested_bytes), 0);
-  EXPECT_EQ(h.now(s.reserved_bytes), 0);
+  EXPECT_EQ(h.stats().num_sync_all_streams, 1);
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  EXPECT_EQ(h.now(h.stats().active), 0);
+  EXPECT_EQ(h.now(h.stats().requested_bytes), 0);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), 0);
   EXPECT_EQ(h.device.live_events(), 0u);
   EXPECT_EQ(h.device.live_segments(), 0u);
 }

@@ -69,18 +69,17 @@ TEST(SmallPool, RequestsUpTo1MiBGet2MiBSegments) {
   EXPECT_EQ(a->address, kBase);
   EXPECT_EQ(Layout(h.engine),
             (Segments{{{0, kMiB, kAlloc, kBusy}, {kMiB, kMiB, kNotAlloc, kFree}}}));
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.segment, kSmallPool), 1);
-  EXPECT_EQ(h.now(s.segment, kLargePool), 0);
-  EXPECT_EQ(h.now(s.reserved_bytes, kSmallPool), int64_t(2 * kMiB));
-  EXPECT_EQ(h.now(s.reserved_bytes), int64_t(2 * kMiB));
-  EXPECT_EQ(h.now(s.allocation, kSmallPool), 1);
-  EXPECT_EQ(h.now(s.allocated_bytes, kSmallPool), int64_t(kMiB));
-  EXPECT_EQ(h.now(s.active_bytes, kSmallPool), int64_t(kMiB));
-  EXPECT_EQ(h.now(s.inactive_split, kSmallPool), 1);
-  EXPECT_EQ(h.now(s.inactive_split_bytes, kSmallPool), int64_t(kMiB));
-  EXPECT_EQ(h.now(s.allocated_bytes, kLargePool), 0);
-  EXPECT_EQ(s.num_device_alloc, 1);
+  EXPECT_EQ(h.now(h.stats().segment, kSmallPool), 1);
+  EXPECT_EQ(h.now(h.stats().segment, kLargePool), 0);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes, kSmallPool), int64_t(2 * kMiB));
+  EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(2 * kMiB));
+  EXPECT_EQ(h.now(h.stats().allocation, kSmallPool), 1);
+  EXPECT_EQ(h.now(h.stats().allocated_bytes, kSmallPool), int64_t(kMiB));
+  EXPECT_EQ(h.now(h.stats().active_bytes, kSmallPool), int64_t(kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split, kSmallPool), 1);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes, kSmallPool), int64_t(kMiB));
+  EXPECT_EQ(h.now(h.stats().allocated_bytes, kLargePool), 0);
+  EXPECT_EQ(h.stats().num_device_alloc, 1);
 }
 
 TEST(SmallPool, SplitsDownTo512ByteRemainders) {
@@ -97,13 +96,12 @@ TEST(SmallPool, SplitsDownTo512ByteRemainders) {
 
   Block* d = h.engine.malloc(512, kStreamA);  // nothing cached: a new segment
   EXPECT_EQ(d->address, kBase + 2 * kMiB);
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.segment, kSmallPool), 2);
-  EXPECT_EQ(h.now(s.allocated_bytes, kSmallPool), int64_t(2 * kMiB + 512));
-  EXPECT_EQ(h.now(s.requested_bytes, kSmallPool), int64_t(2 * kMiB + 1));
-  EXPECT_EQ(h.now(s.inactive_split, kSmallPool), 1);
-  EXPECT_EQ(h.now(s.inactive_split_bytes, kSmallPool), int64_t(2 * kMiB - 512));
-  EXPECT_EQ(s.inactive_split[kSmallPool].peak, 1);
+  EXPECT_EQ(h.now(h.stats().segment, kSmallPool), 2);
+  EXPECT_EQ(h.now(h.stats().allocated_bytes, kSmallPool), int64_t(2 * kMiB + 512));
+  EXPECT_EQ(h.now(h.stats().requested_bytes, kSmallPool), int64_t(2 * kMiB + 1));
+  EXPECT_EQ(h.now(h.stats().inactive_split, kSmallPool), 1);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes, kSmallPool), int64_t(2 * kMiB - 512));
+  EXPECT_EQ(h.stats().inactive_split[kSmallPool].peak, 1);
 }
 
 TEST(LargePool, RequestsAbove1MiBBelow10MiBGet20MiBSegments) {
@@ -116,11 +114,10 @@ TEST(LargePool, RequestsAbove1MiBBelow10MiBGet20MiBSegments) {
   EXPECT_EQ(a->size, kMiB + 512);
   EXPECT_EQ(Layout(h.engine), (Segments{{{0, kMiB + 512, kAlloc, kBusy},
                                          {kMiB + 512, 19 * kMiB - 512, kNotAlloc, kFree}}}));
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.segment, kLargePool), 1);
-  EXPECT_EQ(h.now(s.segment, kSmallPool), 0);
-  EXPECT_EQ(h.now(s.reserved_bytes, kLargePool), int64_t(20 * kMiB));
-  EXPECT_EQ(h.now(s.inactive_split_bytes, kLargePool), int64_t(19 * kMiB - 512));
+  EXPECT_EQ(h.now(h.stats().segment, kLargePool), 1);
+  EXPECT_EQ(h.now(h.stats().segment, kSmallPool), 0);
+  EXPECT_EQ(h.now(h.stats().reserved_bytes, kLargePool), int64_t(20 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes, kLargePool), int64_t(19 * kMiB - 512));
 }
 
 TEST(LargePool, RequestsOf10MiBOrMoreGetSegmentsRoundedUpTo2MiB) {
@@ -133,10 +130,9 @@ TEST(LargePool, RequestsOf10MiBOrMoreGetSegmentsRoundedUpTo2MiB) {
   EXPECT_EQ(a->size, 10 * kMiB);
   EXPECT_EQ(b->address, kBase + 10 * kMiB);
   EXPECT_EQ(b->size, 10 * kMiB + 512);
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.reserved_bytes, kLargePool), int64_t(22 * kMiB));
-  EXPECT_EQ(h.now(s.inactive_split, kLargePool), 1);
-  EXPECT_EQ(h.now(s.inactive_split_bytes, kLargePool), int64_t(2 * kMiB - 512));
+  EXPECT_EQ(h.now(h.stats().reserved_bytes, kLargePool), int64_t(22 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split, kLargePool), 1);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes, kLargePool), int64_t(2 * kMiB - 512));
 }
 
 TEST(LargePool, BlocksSplitOnlyWhenTheRemainderExceeds1MiB) {
@@ -210,29 +206,28 @@ TEST(Merge, FreedBlockMergesWithBothFreeNeighbours) {
   Block* a = h.engine.malloc(2 * kMiB, kStreamA);
   Block* b = h.engine.malloc(2 * kMiB, kStreamA);
   Block* c = h.engine.malloc(2 * kMiB, kStreamA);
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.inactive_split), 1);
-  EXPECT_EQ(h.now(s.inactive_split_bytes), int64_t(14 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split), 1);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes), int64_t(14 * kMiB));
 
   h.engine.free(a);  // a alone: a second inactive piece
-  EXPECT_EQ(h.now(s.inactive_split), 2);
-  EXPECT_EQ(h.now(s.inactive_split_bytes), int64_t(16 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split), 2);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes), int64_t(16 * kMiB));
   h.engine.free(c);  // c joins the rest: still two pieces
-  EXPECT_EQ(h.now(s.inactive_split), 2);
-  EXPECT_EQ(h.now(s.inactive_split_bytes), int64_t(18 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split), 2);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes), int64_t(18 * kMiB));
   h.engine.free(b);  // b joins both: the segment is whole again
   EXPECT_EQ(Layout(h.engine), (Segments{{{0, 20 * kMiB, kNotAlloc, kFree}}}));
-  EXPECT_EQ(h.now(s.inactive_split), 0);
-  EXPECT_EQ(h.now(s.inactive_split_bytes), 0);
+  EXPECT_EQ(h.now(h.stats().inactive_split), 0);
+  EXPECT_EQ(h.now(h.stats().inactive_split_bytes), 0);
   // Totals: +18 (first split), -2, -2 (pieces cut from it), +2, +2, -18.
-  EXPECT_EQ(s.inactive_split_bytes[kAllPools].allocated, int64_t(22 * kMiB));
-  EXPECT_EQ(s.inactive_split_bytes[kAllPools].freed, int64_t(22 * kMiB));
-  EXPECT_EQ(s.inactive_split_bytes[kAllPools].peak, int64_t(18 * kMiB));
-  EXPECT_EQ(s.inactive_split[kLargePool].allocated, 2);
-  EXPECT_EQ(s.inactive_split[kLargePool].freed, 2);
-  EXPECT_EQ(s.inactive_split[kLargePool].peak, 2);
-  EXPECT_EQ(h.now(s.active), 0);
-  EXPECT_EQ(s.active[kAllPools].peak, 3);
+  EXPECT_EQ(h.stats().inactive_split_bytes[kAllPools].allocated, int64_t(22 * kMiB));
+  EXPECT_EQ(h.stats().inactive_split_bytes[kAllPools].freed, int64_t(22 * kMiB));
+  EXPECT_EQ(h.stats().inactive_split_bytes[kAllPools].peak, int64_t(18 * kMiB));
+  EXPECT_EQ(h.stats().inactive_split[kLargePool].allocated, 2);
+  EXPECT_EQ(h.stats().inactive_split[kLargePool].freed, 2);
+  EXPECT_EQ(h.stats().inactive_split[kLargePool].peak, 2);
+  EXPECT_EQ(h.now(h.stats().active), 0);
+  EXPECT_EQ(h.stats().active[kAllPools].peak, 3);
 }
 
 TEST(MaxSplitSize, OversizeBlocksAreNeverSplit) {
@@ -241,16 +236,15 @@ TEST(MaxSplitSize, OversizeBlocksAreNeverSplit) {
   Block* b = h.engine.malloc(90 * kMiB, kStreamA);  // reuses the 100 MiB whole
   EXPECT_EQ(b->address, kBase);
   EXPECT_EQ(b->size, 100 * kMiB);
-  const DeviceStats& s = h.stats();
-  EXPECT_EQ(h.now(s.allocated_bytes), int64_t(100 * kMiB));
-  EXPECT_EQ(h.now(s.requested_bytes), int64_t(90 * kMiB));
-  EXPECT_EQ(h.now(s.inactive_split), 0);
-  EXPECT_EQ(s.oversize_allocations.current, 1);
-  EXPECT_EQ(s.oversize_allocations.allocated, 2);
-  EXPECT_EQ(s.oversize_allocations.freed, 1);
-  EXPECT_EQ(s.oversize_segments.current, 1);
-  EXPECT_EQ(s.num_device_alloc, 1);
-  EXPECT_EQ(s.max_split_size, int64_t(64 * kMiB));
+  EXPECT_EQ(h.now(h.stats().allocated_bytes), int64_t(100 * kMiB));
+  EXPECT_EQ(h.now(h.stats().requested_bytes), int64_t(90 * kMiB));
+  EXPECT_EQ(h.now(h.stats().inactive_split), 0);
+  EXPECT_EQ(h.stats().oversize_allocations.current, 1);
+  EXPECT_EQ(h.stats().oversize_allocations.allocated, 2);
+  EXPECT_EQ(h.stats().oversize_allocations.freed, 1);
+  EXPECT_EQ(h.stats().oversize_segments.current, 1);
+  EXPECT_EQ(h.stats().num_device_alloc, 1);
+  EXPECT_EQ(h.stats().max_split_size, int64_t(64 * kMiB));
 }
 
 TEST(MaxSplitSize, SegmentAtLeastMaxSplitIsOversizeEvenIfItsBlockIsNot) {
@@ -303,14 +297,16 @@ TEST(StatsReset, ResetPeakSetsEveryPeakToItsCurrentValue) {
   Block* a = h.engine.malloc(12 * kMiB, kStreamA);
   Block* b = h.engine.malloc(14 * kMiB, kStreamA);
   h.engine.free(a);
-  DeviceStats& s = h.collector.stats();
-  EXPECT_EQ(s.allocated_bytes[kAllPools].peak, int64_t(26 * kMiB));
-  s.reset_peak();
+  EXPECT_EQ(h.stats().allocated_bytes[kAllPools].peak, int64_t(26 * kMiB));
+  h.collector.reset_peak();
+  DeviceStats s = h.stats();
   EXPECT_EQ(s.allocated_bytes[kAllPools].peak, int64_t(14 * kMiB));
+  EXPECT_EQ(s.allocated_bytes[kLargePool].peak, int64_t(14 * kMiB));
   EXPECT_EQ(s.allocation[kLargePool].peak, 1);
   EXPECT_EQ(s.reserved_bytes[kAllPools].peak, int64_t(26 * kMiB));
   EXPECT_EQ(s.allocated_bytes[kAllPools].allocated, int64_t(26 * kMiB));  // untouched
   h.engine.free(b);
+  s = h.stats();
   EXPECT_EQ(s.allocated_bytes[kAllPools].current, 0);
   EXPECT_EQ(s.allocated_bytes[kAllPools].peak, int64_t(14 * kMiB));
 }
@@ -320,21 +316,29 @@ TEST(StatsReset, ResetAccumulatedZeroesTotalsAndCountersButNotCurrent) {
   Block* a = h.engine.malloc(12 * kMiB, kStreamA);
   Block* b = h.engine.malloc(14 * kMiB, kStreamA);
   h.engine.free(a);
-  DeviceStats& s = h.collector.stats();
-  s.reset_accumulated();
+  h.collector.reset_accumulated();
+  DeviceStats s = h.stats();
   EXPECT_EQ(s.allocated_bytes[kAllPools].allocated, 0);
   EXPECT_EQ(s.allocated_bytes[kAllPools].freed, 0);
+  EXPECT_EQ(s.allocated_bytes[kLargePool].freed, 0);
   EXPECT_EQ(s.allocated_bytes[kAllPools].current, int64_t(14 * kMiB));
   EXPECT_EQ(s.allocated_bytes[kAllPools].peak, int64_t(26 * kMiB));
   EXPECT_EQ(s.num_device_alloc, 0);
   h.engine.free(b);
   h.engine.empty_cache();
+  s = h.stats();
   EXPECT_EQ(s.allocated_bytes[kAllPools].freed, int64_t(14 * kMiB));
+  EXPECT_EQ(s.allocated_bytes[kLargePool].freed, int64_t(14 * kMiB));
   EXPECT_EQ(s.allocated_bytes[kAllPools].allocated, 0);
   EXPECT_EQ(s.num_device_free, 2);
   EXPECT_EQ(s.num_sync_all_streams, 1);
   EXPECT_EQ(s.segment[kAllPools].freed, 2);
   EXPECT_EQ(s.segment[kAllPools].current, 0);
+  // Totals count again after the reset.
+  h.engine.free(h.engine.malloc(kMiB, kStreamA));
+  s = h.stats();
+  EXPECT_EQ(s.allocated_bytes[kSmallPool].allocated, int64_t(kMiB));
+  EXPECT_EQ(s.allocated_bytes[kAllPools].freed, int64_t(15 * kMiB));
 }
 
 }  // namespace

@@ -148,7 +148,7 @@ class RandomRun {
   // Mallocs that returned segments without a full sync: GC or
   // release_available_cached_blocks at work.
   int64_t quiet_releases() const { return quiet_releases_; }
-  const DeviceStats& stats() const { return h_.stats(); }
+  DeviceStats stats() const { return h_.stats(); }
 
  private:
   struct Live {
