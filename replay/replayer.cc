@@ -88,7 +88,7 @@ class DeviceReplay {
 
   std::optional<Divergence> run(size_t& empty_cache_calls, size_t& done, size_t total);
   std::optional<Divergence> check_final(const RecordedTrace& trace);
-  const DeviceStats& stats() const { return stats_.stats(); }
+  DeviceStats stats() const { return stats_.stats(); }
   std::vector<SegmentView> segments() const { return engine_.segments(); }
   std::vector<TraceEntry> history() const { return history_.entries(); }
 
