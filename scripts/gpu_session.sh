@@ -27,8 +27,16 @@ case "$stage" in
     python3 -m pytest -v -s -rs tests/gpu ${PYTEST_K:+-k "$PYTEST_K"} 2>&1 | tee "$OUT/gpu_tests.log" | grep -E "PASS|FAIL|SKIP|Error|assert|losses|differ|KIND|MSG|FRAMES|passed|failed" | head -80
     ;;
   bench)
+    if [ -x .carry/bin/engine_bench ]; then
+      lscpu | grep -E "Model name|^CPU\(s\)|MHz" | tee "$OUT/cpu_bench.log"
+      .carry/bin/engine_bench --benchmark_min_time=0.3 --benchmark_repetitions=3 \
+        --benchmark_report_aggregates_only=true 2>&1 | grep -E "BM_|Run on" | tee -a "$OUT/cpu_bench.log"
+      CACHEALLOC_TRACE_DIR=$PWD/.carry/traces .carry/bin/replay_bench --benchmark_min_time=0.3 \
+        --benchmark_filter='BM_Replay/' 2>&1 | grep -E "BM_|Run on" | tee -a "$OUT/cpu_bench.log"
+    fi
+    [ -n "${SKIP_AB:-}" ] && stage_ab=0 || stage_ab=1
     python3 benchmarks/history_cost.py --n 100000 2>&1 | tee "$OUT/history_cost.log"
-    for w in smallops transformer resnet18; do
+    for w in $([ "$stage_ab" = 1 ] && echo smallops transformer resnet18); do
       python3 benchmarks/ab_train.py --workload $w --rounds ${AB_ROUNDS:-3} --steps 30 2>&1 | tee -a "$OUT/ab_train.log"
     done
     TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')

@@ -103,7 +103,13 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
 }
 
 void cachealloc_free(void* ptr, ssize_t, int device, void*) {
-  cachealloc_free_ctx(ptr, device, nullptr, nullptr);
+  // The hot path PyTorch calls: no context to wrap.
+  try {
+    initialized_runtime().deallocate(reinterpret_cast<uintptr_t>(ptr), device);
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    std::fprintf(stderr, "%s\n", e.what());
+  }
 }
 
 void cachealloc_free_ctx(void* ptr, int device, void* context, void (*release)(void*)) {

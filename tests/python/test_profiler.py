@@ -304,6 +304,11 @@ def test_monitoring_thread_samples_and_alerts(ca, prof):
     prof.start_monitoring(interval_s=0.002, reserved_threshold=10 * MiB, callback=alerts.append)
     with pytest.raises(RuntimeError, match="already running"):
         prof.start_monitoring()
+    # One sample before the allocation, so the alert comes from a later one
+    # (otherwise a slow thread start can make the alerting sample the first).
+    deadline = time.time() + 10
+    while not prof.samples and time.time() < deadline:
+        time.sleep(0.002)
     p = ca._malloc(12 * MiB)    # a 12 MiB segment
     deadline = time.time() + 10
     while not alerts and time.time() < deadline:
