@@ -28,12 +28,12 @@ void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
   if (max_entries == 0) max_entries = 1;
   // Shrinking keeps the newest entries.
   if (max_entries < ring_.size()) {
-    std::vector<TraceEntry> kept = entries();
+    std::vector<TraceEntry> kept = ordered();
     kept.erase(kept.begin(), kept.end() - static_cast<ptrdiff_t>(max_entries));
     ring_ = std::move(kept);
     next_ = 0;
   } else if (next_ != 0) {
-    ring_ = entries();
+    ring_ = ordered();
     next_ = 0;
   }
   max_entries_ = max_entries;
@@ -54,7 +54,7 @@ void HistoryRecorder::record(TraceEntry entry) {
     ring_.push_back(std::move(entry));
   } else {
     ring_[next_] = std::move(entry);
-    next_ = (next_ + 1) % max_entries_;
+    if (++next_ == max_entries_) next_ = 0;
   }
 }
 
@@ -79,16 +79,25 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
   t.address = e.address;
   t.size = block_event ? e.requested : e.size;
   t.stream = e.stream;
-  t.time_us = clock_();
+  t.time_us = now();
   if (e.context) t.context = *e.context;
   record(std::move(t));
 }
 
-std::vector<TraceEntry> HistoryRecorder::entries() const {
+std::vector<TraceEntry> HistoryRecorder::ordered() const {
   std::vector<TraceEntry> out;
   out.reserve(ring_.size());
   out.insert(out.end(), ring_.begin() + static_cast<ptrdiff_t>(next_), ring_.end());
   out.insert(out.end(), ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(next_));
+  return out;
+}
+
+std::vector<TraceEntry> HistoryRecorder::entries() const {
+  std::vector<TraceEntry> out = ordered();
+  if (!clock_) {
+    const TraceClock::Converter c = ticks_clock_.converter();
+    for (TraceEntry& t : out) t.time_us = c.unix_us(static_cast<uint64_t>(t.time_us));
+  }
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include "allocator/call_context.h"
 #include "allocator/engine_observer.h"
+#include "stats/trace_clock.h"
 
 namespace cachealloc {
 
@@ -37,18 +38,21 @@ struct TraceEntry {
   // rounded request (kOom).
   size_t size = 0;
   StreamId stream = 0;
-  int64_t time_us = 0;  // microseconds since the Unix epoch
+  // Microseconds since the Unix epoch (in entries() and everything built
+  // from them; inside the ring, TraceClock ticks unless a Clock is set).
+  int64_t time_us = 0;
   ContextPtr context;   // null unless contexts are recorded
 };
 
 class HistoryRecorder : public EngineObserver {
  public:
-  // Microseconds since the Unix epoch; replaceable so replays can stamp
-  // entries with recorded times.
+  // Microseconds since the Unix epoch; set one so replays can stamp entries
+  // with recorded times. Without one (the default) entries are stamped with
+  // TraceClock ticks, a few cycles each, and converted when read.
   using Clock = std::function<int64_t()>;
   static int64_t system_clock_us();
 
-  explicit HistoryRecorder(Clock clock = system_clock_us) : clock_(std::move(clock)) {}
+  explicit HistoryRecorder(Clock clock = nullptr) : clock_(std::move(clock)) {}
 
   // Starts (or keeps) recording with room for `max_entries` (>= 1); when
   // `keep_context` is false entries carry no frames (native's "state" level).
@@ -68,15 +72,23 @@ class HistoryRecorder : public EngineObserver {
     t.action = TraceAction::kSnapshot;
     t.device = device;
     t.size = active_bytes;
-    t.time_us = clock_();
+    t.time_us = now();
     record(std::move(t));
   }
-  // Oldest first.
+  // Oldest first, times in Unix microseconds.
   std::vector<TraceEntry> entries() const;
   size_t size() const { return ring_.size(); }
 
  private:
+  // The ring oldest first, times as stored.
+  std::vector<TraceEntry> ordered() const;
+  // What goes into time_us while recording: clock_() or raw ticks.
+  int64_t now() const {
+    return clock_ ? clock_() : static_cast<int64_t>(TraceClock::ticks());
+  }
+
   Clock clock_;
+  TraceClock ticks_clock_;  // converts ring entries when clock_ is unset
   bool enabled_ = false;
   bool keep_context_ = true;
   size_t max_entries_ = 0;
