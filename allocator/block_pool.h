@@ -54,13 +54,26 @@ class BlockPool {
   // already indexed.
   bool insert(Block* b) {
     b->gc_count_base = free_block_searches_;
-    return index_.insert(entry_of(b)).second;
+    ++shape_version_;
+    const auto [it, inserted] = index_.insert(entry_of(b));
+    remember(it, b);
+    return inserted;
   }
   // Removes a block from the index; returns false if it was not there.
-  bool erase(Block* b) { return index_.erase(entry_of(b)) == 1; }
-  iterator erase(iterator it) { return index_.erase(it); }
-  // The entry of an indexed block; end() if `b` is not indexed.
+  bool erase(Block* b) {
+    ++shape_version_;
+    return index_.erase(entry_of(b)) == 1;
+  }
+  iterator erase(iterator it) {
+    ++shape_version_;
+    return index_.erase(it);
+  }
+  // The entry of an indexed block; end() if `b` is not indexed. O(1) when
+  // `b` is the block last indexed or re-keyed (the common case on free: the
+  // freed block's neighbour is the remainder its allocation split off),
+  // O(log n) otherwise.
   iterator find(const Block* b) {
+    if (hint_block_ == b && hint_version_ == shape_version_ && hint_->block == b) return hint_;
     auto it = index_.find(entry_of(b));
     return it == index_.end() ? end() : it;
   }
@@ -80,9 +93,10 @@ class BlockPool {
       // Sound: the set stores non-const Entry slots, and the order of all
       // entries is unchanged by this write (checked just above).
       const_cast<Entry&>(*it) = e;
+      remember(it, b);
       return;
     }
-    index_.erase(it);
+    erase(it);
     insert(b);
   }
 
@@ -120,9 +134,23 @@ class BlockPool {
   static Entry entry_of(const Block* b) {
     return Entry{b->stream, b->size, b->address, const_cast<Block*>(b)};
   }
+  void remember(iterator it, const Block* b) {
+    hint_ = it;
+    hint_block_ = b;
+    hint_version_ = shape_version_;
+  }
   const bool is_small_;
   int64_t free_block_searches_ = 0;
   Index index_;
+  // find()'s shortcut. B-tree iterators stay valid until an insert or erase
+  // (which may move entries between or within nodes), so every insert and
+  // erase bumps shape_version_, and hint_ is used only while its version is
+  // current. An in-place re-key moves nothing but may give hint_'s entry
+  // another block, hence the check of hint_->block in find().
+  uint64_t shape_version_ = 0;
+  uint64_t hint_version_ = ~uint64_t{0};
+  iterator hint_;
+  const Block* hint_block_ = nullptr;
 };
 
 }  // namespace cachealloc

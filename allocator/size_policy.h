@@ -29,6 +29,12 @@ size_t roundup_power2_next_division(size_t size, size_t divisions);
 // where the config asks for them, else a multiple of kMinBlockSize.
 // Precondition: size <= kMaxRequestSize.
 size_t round_request_size(size_t size, const AllocatorConfig& config);
+// round_request_size for a config without roundup_power2_divisions: the
+// next multiple of kMinBlockSize (at least kMinBlockSize).
+inline size_t round_to_min_block(size_t size) {
+  return size < kMinBlockSize ? kMinBlockSize
+                              : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
 
 // Whether a rounded request is served from the small pool.
 inline bool is_small_request(size_t rounded) { return rounded <= kSmallSize; }

@@ -69,7 +69,9 @@ TEST(History, TimesAreUnixMicrosecondsInOrderAndSurviveRingRebuilds) {
   for (size_t i = 0; i < t.size(); ++i) {
     EXPECT_GE(t[i].time_us, before - kSlackUs) << i;
     EXPECT_LE(t[i].time_us, after + kSlackUs) << i;
-    if (i) EXPECT_GE(t[i].time_us, t[i - 1].time_us) << i;
+    if (i) {
+      EXPECT_GE(t[i].time_us, t[i - 1].time_us) << i;
+    }
   }
   // The 30 ms sleep shows up as 30 ms (the tick rate is calibrated).
   const int64_t gap = t[4].time_us - t[3].time_us;
