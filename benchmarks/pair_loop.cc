@@ -1,0 +1,77 @@
+// A fixed number of cache-hit allocate+free pairs, for counting instructions
+// per pair with callgrind (benchmarks/count_instructions.sh). Instruction
+// counts do not depend on machine load, unlike the timings of engine_bench,
+// so they show what a change to the hot path costs or saves.
+//
+//   pair_loop PAIRS BYTES PATH
+//     PATH  front          CachingAllocator, no observers
+//           front+stats    ... with a StatsCollector (what the plugin keeps on)
+//           front+history  ... and a HistoryRecorder recording (100k ring)
+//           capi           the C entry points PyTorch calls (cachealloc_malloc
+//                          / cachealloc_free) on the simulated backend
+//
+// One warm-up pair reserves the segment; every counted pair is a cache hit.
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "allocator/caching_allocator.h"
+#include "allocator/simulated_device.h"
+#include "bindings/c_api/cachealloc.h"
+#include "stats/device_stats.h"
+#include "stats/history.h"
+
+namespace cachealloc {
+namespace {
+
+int front_loop(long pairs, size_t bytes, bool stats, bool history_on) {
+  SimulatedDevice device(85017493504);  // an H100 80GB
+  CachingAllocator allocator(AllocatorConfig{}, {&device});
+  StatsCollector collector(AllocatorConfig{}.max_split_size_stat());
+  HistoryRecorder history;
+  if (history_on) history.enable(100000, true);
+  allocator.with_device(0, [&](DeviceCachingAllocator& e) {
+    if (stats) e.add_observer(&collector);
+    if (history_on) e.add_observer(&history);
+  });
+  for (long i = 0; i <= pairs; ++i) allocator.deallocate(allocator.allocate(bytes, 0, 0), 0);
+  allocator.with_device(0, [&](DeviceCachingAllocator& e) {
+    e.remove_observer(&collector);
+    e.remove_observer(&history);
+  });
+  return 0;
+}
+
+int capi_loop(long pairs, size_t bytes) {
+  if (cachealloc_init("", "simulated") != 0) {
+    std::fprintf(stderr, "cachealloc_init: %s\n", cachealloc_last_error());
+    return 1;
+  }
+  const auto size = static_cast<ssize_t>(bytes);
+  for (long i = 0; i <= pairs; ++i)
+    cachealloc_free(cachealloc_malloc(size, 0, nullptr), size, 0, nullptr);
+  return 0;
+}
+
+}  // namespace
+}  // namespace cachealloc
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: pair_loop PAIRS BYTES front|front+stats|front+history|capi\n");
+    return 2;
+  }
+  const long pairs = std::atol(argv[1]);
+  const auto bytes = static_cast<size_t>(std::atol(argv[2]));
+  const std::string path = argv[3];
+  if (pairs < 0 || bytes == 0) {
+    std::fprintf(stderr, "pair_loop: PAIRS must be >= 0 and BYTES > 0\n");
+    return 2;
+  }
+  if (path == "front") return cachealloc::front_loop(pairs, bytes, false, false);
+  if (path == "front+stats") return cachealloc::front_loop(pairs, bytes, true, false);
+  if (path == "front+history") return cachealloc::front_loop(pairs, bytes, true, true);
+  if (path == "capi") return cachealloc::capi_loop(pairs, bytes);
+  std::fprintf(stderr, "pair_loop: unknown path '%s'\n", path.c_str());
+  return 2;
+}
