@@ -8,6 +8,7 @@
 
 #include "allocator/errors.h"
 #include "allocator/size_policy.h"
+#include "allocator/stream_event_queues.h"
 
 namespace cachealloc {
 namespace {
@@ -352,9 +353,7 @@ size_t ExpandableSegmentsAllocator::try_merge_blocks(Block* dst, Block* src) {
 }
 
 void ExpandableSegmentsAllocator::record_stream(Block* block, StreamId stream) {
-  if (stream == block->stream) return;
-  auto& uses = block->stream_uses;
-  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+  add_stream_use(block, stream);
 }
 
 }  // namespace cachealloc

@@ -45,12 +45,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <vector>
 
 #include "absl/container/btree_map.h"
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "allocator/block.h"
 #include "allocator/block_pool.h"
@@ -59,6 +57,7 @@
 #include "allocator/device_backend.h"
 #include "allocator/engine_observer.h"
 #include "allocator/memory_limit.h"
+#include "allocator/stream_event_queues.h"
 
 namespace cachealloc {
 
@@ -159,7 +158,7 @@ class ExpandableSegmentsAllocator {
   BlockPool large_unmapped_{false};  // unmapped ranges, large pool
   BlockPool small_unmapped_{true};   // unmapped ranges, small pool
   absl::flat_hash_set<Block*> active_blocks_;  // handed out or awaiting events
-  absl::flat_hash_map<StreamId, std::deque<std::pair<EventId, Block*>>> events_;
+  StreamEventQueues events_;  // outstanding cross-stream events
   // Segments by base address (virtual ranges never overlap).
   absl::btree_map<uintptr_t, std::unique_ptr<VirtualSegment>> segments_;
   uintptr_t next_virtual_base_;  // where the next segment's range starts

@@ -8,6 +8,7 @@
 #include "allocator/errors.h"
 #include "allocator/expandable_allocator.h"
 #include "allocator/size_policy.h"
+#include "allocator/stream_event_queues.h"
 
 namespace cachealloc {
 
@@ -110,44 +111,21 @@ void ExpandableSegmentsAllocator::release_segment(Block* whole) {
 
 // native: insert_events
 void ExpandableSegmentsAllocator::insert_events(Block* block) {
-  auto streams = std::move(block->stream_uses);
-  block->stream_uses.clear();
-  for (StreamId s : streams) {
-    const EventId ev = backend_.record_event(device_, s);
-    ++block->event_count;
-    events_[s].emplace_back(ev, block);
-  }
+  insert_stream_events(events_, [this]() -> DeviceBackend& { return backend_; }, device_, block);
 }
 
 // native: process_events
 void ExpandableSegmentsAllocator::process_events(const ContextPtr& ctx) {
-  if (events_.empty()) return;
-  for (auto it = events_.begin(); it != events_.end();) {
-    auto& queue = it->second;
-    while (!queue.empty()) {
-      auto [ev, block] = queue.front();
-      if (!backend_.event_completed(ev)) break;
-      backend_.destroy_event(ev);
-      queue.pop_front();
-      if (--block->event_count == 0) free_block(block, ctx);
-    }
-    if (queue.empty()) events_.erase(it++);
-    else ++it;
-  }
+  free_blocks_of_completed_events(events_, [this]() -> DeviceBackend& { return backend_; },
+                                  [this, &ctx](Block* block) { free_block(block, ctx); });
 }
 
 // native: synchronize_and_free_events
 void ExpandableSegmentsAllocator::synchronize_and_free_events(const ContextPtr& ctx) {
   EngineEvent e{EngineEventKind::kSyncAllStreams};
   emit(e);
-  for (auto& [stream, queue] : events_) {
-    for (auto [ev, block] : queue) {
-      backend_.synchronize_event(ev);
-      backend_.destroy_event(ev);
-      if (--block->event_count == 0) free_block(block, ctx);
-    }
-  }
-  events_.clear();
+  synchronize_and_free_all_events(events_, [this]() -> DeviceBackend& { return backend_; },
+                                  [this, &ctx](Block* block) { free_block(block, ctx); });
 }
 
 std::vector<SegmentView> ExpandableSegmentsAllocator::segments() const {
