@@ -1,12 +1,12 @@
 // Giving memory back under the expandable segments policy (empty_cache and
 // the OOM retry path unmap whole free pages), cross-stream events, and the
 // read-only views.
-#include <algorithm>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
 #include "allocator/expandable_allocator.h"
+#include "allocator/segment_views.h"
 #include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
 
@@ -129,7 +129,8 @@ void ExpandableSegmentsAllocator::synchronize_and_free_events(const ContextPtr& 
 }
 
 std::vector<SegmentView> ExpandableSegmentsAllocator::segments() const {
-  // A view starts at a mapped block whose predecessor is absent or unmapped.
+  // A view starts at a mapped block whose predecessor is absent or unmapped,
+  // and ends before the next unmapped block.
   std::vector<const Block*> heads;
   auto consider = [&](const Block* b) {
     if (!b->prev || !is_mapped(b->prev)) heads.push_back(b);
@@ -137,21 +138,7 @@ std::vector<SegmentView> ExpandableSegmentsAllocator::segments() const {
   for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
     for (const auto& e : pool->entries()) consider(e.block);
   for (const Block* b : active_blocks_) consider(b);
-  std::sort(heads.begin(), heads.end(),
-            [](const Block* a, const Block* b) { return a->address < b->address; });
-  std::vector<SegmentView> out;
-  out.reserve(heads.size());
-  for (const Block* head : heads) {
-    SegmentView s;
-    s.device = device_;
-    s.address = head->address;
-    s.stream = head->stream;
-    s.is_small = head->pool->is_small();
-    s.context = &head->context_when_segment_allocated;
-    for (const Block* b = head; b && is_mapped(b); b = b->next) s.blocks.push_back(b);
-    out.push_back(std::move(s));
-  }
-  return out;
+  return segment_views(device_, std::move(heads), [this](const Block* b) { return is_mapped(b); });
 }
 
 namespace {

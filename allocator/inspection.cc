@@ -1,31 +1,18 @@
 // Read-only views of the engine: segment listing and the invariant check
 // that tests (and debug builds of the bindings) run after operations.
-#include <algorithm>
 #include <string>
 
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
+#include "allocator/segment_views.h"
 #include "allocator/size_policy.h"
 
 namespace cachealloc {
 
 std::vector<SegmentView> DeviceCachingAllocator::segments() const {
-  std::vector<const Block*> heads(segment_heads_.begin(), segment_heads_.end());
-  std::sort(heads.begin(), heads.end(),
-            [](const Block* a, const Block* b) { return a->address < b->address; });
-  std::vector<SegmentView> out;
-  out.reserve(heads.size());
-  for (const Block* head : heads) {
-    SegmentView s;
-    s.device = device_;
-    s.address = head->address;
-    s.stream = head->stream;
-    s.is_small = head->pool->is_small();
-    s.context = &head->context_when_segment_allocated;
-    for (const Block* b = head; b; b = b->next) s.blocks.push_back(b);
-    out.push_back(std::move(s));
-  }
-  return out;
+  // A segment's blocks all belong to its view.
+  return segment_views(device_, {segment_heads_.begin(), segment_heads_.end()},
+                       [](const Block*) { return true; });
 }
 
 namespace {
