@@ -198,19 +198,8 @@ bool ExpandableSegmentsAllocator::map_block(Block* to_map, size_t size,
   }
   BlockPool& unmapped = *to_map->pool;
   unmapped.erase(to_map);
-  if (bytes < to_map->size) {  // [to_map | remaining (unmapped)]
-    Block* remaining = new_block();
-    remaining->address = to_map->address + bytes;
-    remaining->size = to_map->size - bytes;
-    remaining->stream = to_map->stream;
-    remaining->pool = &unmapped;
-    remaining->prev = to_map;
-    remaining->next = to_map->next;
-    if (remaining->next) remaining->next->prev = remaining;
-    to_map->next = remaining;
-    unmapped.insert(remaining);
-    to_map->size = bytes;
-  }
+  // [to_map | remaining (unmapped)]
+  if (bytes < to_map->size) unmapped.insert(split_off_tail(to_map, bytes, unmapped));
   const uintptr_t mapped_at = to_map->address;
   to_map->pool = &mapped_pool(seg.is_small);
   try_merge_blocks(to_map, to_map->prev);
@@ -237,20 +226,11 @@ Block* ExpandableSegmentsAllocator::alloc_found_block(Request& r, size_t orig_si
                                                       const ContextPtr& ctx) {
   Block* block = r.block;
   if (block->size - r.size >= kMinBlockSize) {  // [block | remaining]
+    // The front is handed out, so the found block, already out of the
+    // pool, is re-indexed as the remainder. r.block lies in r.pool, on
+    // r.stream (a segment's blocks share both).
     Block* remaining = block;
-    block = new_block();
-    block->address = remaining->address;
-    block->size = r.size;
-    block->stream = r.stream;
-    block->pool = r.pool;
-    block->prev = remaining->prev;
-    if (block->prev) block->prev->next = block;
-    block->next = remaining;
-    block->context_when_segment_allocated =
-        std::move(remaining->context_when_segment_allocated);
-    remaining->prev = block;
-    remaining->address += r.size;
-    remaining->size -= r.size;
+    block = split_off_front(remaining, r.size, *r.pool);
     r.pool->insert(remaining);
   }
   block->allocated = true;
@@ -350,6 +330,38 @@ size_t ExpandableSegmentsAllocator::try_merge_blocks(Block* dst, Block* src) {
   dst->size += subsumed;
   delete_block(src);
   return subsumed;
+}
+
+Block* ExpandableSegmentsAllocator::split_off_tail(Block* block, size_t keep_bytes,
+                                                   BlockPool& tail_pool) {
+  Block* tail = new_block();
+  tail->address = block->address + keep_bytes;
+  tail->size = block->size - keep_bytes;
+  tail->stream = block->stream;
+  tail->pool = &tail_pool;
+  tail->prev = block;
+  tail->next = block->next;
+  if (tail->next) tail->next->prev = tail;
+  block->next = tail;
+  block->size = keep_bytes;
+  return tail;
+}
+
+Block* ExpandableSegmentsAllocator::split_off_front(Block* block, size_t front_bytes,
+                                                    BlockPool& front_pool) {
+  Block* front = new_block();
+  front->address = block->address;
+  front->size = front_bytes;
+  front->stream = block->stream;
+  front->pool = &front_pool;
+  front->prev = block->prev;
+  if (front->prev) front->prev->next = front;
+  front->next = block;
+  front->context_when_segment_allocated = std::move(block->context_when_segment_allocated);
+  block->prev = front;
+  block->address += front_bytes;
+  block->size -= front_bytes;
+  return front;
 }
 
 void ExpandableSegmentsAllocator::record_stream(Block* block, StreamId stream) {

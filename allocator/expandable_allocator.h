@@ -122,6 +122,13 @@ class ExpandableSegmentsAllocator {
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   void free_block(Block* block, const ContextPtr& ctx);
   size_t try_merge_blocks(Block* dst, Block* src);
+  // [block] -> [block | tail]: `block` keeps its first `keep_bytes` bytes; a
+  // new block `tail` in `tail_pool` (not indexed) takes the rest. Returns it.
+  Block* split_off_tail(Block* block, size_t keep_bytes, BlockPool& tail_pool);
+  // [block] -> [front | block]: a new block `front` in `front_pool` (not
+  // indexed) takes the first `front_bytes` bytes and the segment-head
+  // context; `block` keeps the rest. Returns front.
+  Block* split_off_front(Block* block, size_t front_bytes, BlockPool& front_pool);
 
   // giving memory back (expandable_release.cc)
   bool release_cached_blocks(const ContextPtr& ctx);

@@ -56,34 +56,10 @@ void ExpandableSegmentsAllocator::unmap_block(Block* block, const ContextPtr& ct
   const uintptr_t start = seg.base + first * page;
   const size_t bytes = (last - first) * page;
 
-  if (start > block->address) {  // prev -> before -> block
-    Block* before = new_block();
-    before->address = block->address;
-    before->size = start - block->address;
-    before->stream = block->stream;
-    before->pool = &mapped;
-    before->prev = block->prev;
-    if (before->prev) before->prev->next = before;
-    before->next = block;
-    block->prev = before;
-    before->context_when_segment_allocated = std::move(block->context_when_segment_allocated);
-    mapped.insert(before);
-  }
-  const uintptr_t end = block->address + block->size;
-  if (end > start + bytes) {  // block -> after -> next
-    Block* after = new_block();
-    after->address = start + bytes;
-    after->size = end - (start + bytes);
-    after->stream = block->stream;
-    after->pool = &mapped;
-    after->prev = block;
-    after->next = block->next;
-    if (after->next) after->next->prev = after;
-    block->next = after;
-    mapped.insert(after);
-  }
-  block->address = start;
-  block->size = bytes;
+  // The partial pages at either end stay mapped, as free blocks of their own:
+  // prev -> before -> block -> after -> next, block = [start, start + bytes).
+  if (start > block->address) mapped.insert(split_off_front(block, start - block->address, mapped));
+  if (block->size > bytes) mapped.insert(split_off_tail(block, bytes, mapped));
   block->requested_size = 0;
   block->pool = &unmapped_pool(seg.is_small);
   try_merge_blocks(block, block->prev);
