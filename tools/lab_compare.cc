@@ -19,6 +19,7 @@
 #include "tools/lab_commands.h"
 #include "tools/lab_html.h"
 #include "tools/lab_input.h"
+#include "tools/lab_options.h"
 
 namespace cachealloc {
 namespace {
@@ -67,48 +68,28 @@ constexpr const char* kCompareUsage =
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
 struct CompareArgs {
-  std::string trace;
-  std::vector<std::string> confs;
+  LabCommonArgs common;  // TRACE, --conf, --json, --device, ... (lab_options.h)
   std::optional<size_t> memory_limit;
-  LabInputOptions input;
   std::optional<std::string> html, snapshot_dir;
-  bool json = false;
   std::optional<size_t> peak_blocks;
   size_t series_points = 1000;
   size_t snapshot_entries = 100000;
   bool check_invariants = false;
-  bool address_hints = true;
 };
 
 CompareArgs parse_args(const std::vector<std::string>& args) {
   CompareArgs c;
-  bool have_trace = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw LabUsageError(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--conf") c.confs.push_back(value());
-    else if (a == "--memory-limit") c.memory_limit = parse_lab_bytes(a, value());
-    else if (a == "--recorded-limit") c.input.recorded_limit = parse_lab_bytes(a, value());
-    else if (a == "--device") c.input.device = static_cast<int>(parse_lab_count(a, value()));
+  c.common = parse_lab_args(args, [&c](const std::string& a, const LabOptionValue& value) {
+    if (a == "--memory-limit") c.memory_limit = parse_lab_bytes(a, value());
     else if (a == "--html") c.html = value();
     else if (a == "--snapshot-dir") c.snapshot_dir = value();
-    else if (a == "--json") c.json = true;
     else if (a == "--peak-blocks") c.peak_blocks = parse_lab_count(a, value());
     else if (a == "--series-points") c.series_points = std::max<size_t>(1, parse_lab_count(a, value()));
     else if (a == "--snapshot-entries") c.snapshot_entries = std::max<size_t>(1, parse_lab_count(a, value()));
     else if (a == "--check-invariants") c.check_invariants = true;
-    else if (a == "--no-address-hints") c.address_hints = false;
-    else if (a == "--quiet") c.input.quiet = true;
-    else if (a == "--progress") c.input.progress = true;
-    else if (!a.empty() && a[0] == '-') throw LabUsageError("unknown option " + a);
-    else if (have_trace) throw LabUsageError("more than one TRACE given");
-    else c.trace = a, have_trace = true;
-  }
-  if (!have_trace) throw LabUsageError("no TRACE given");
-  if (c.confs.empty()) c.confs.push_back("trace");
+    else return false;
+    return true;
+  });
   return c;
 }
 
@@ -196,24 +177,25 @@ void print_table(const LabInput& in, const std::optional<size_t>& limit,
 }
 
 int run_compare(const CompareArgs& args) {
-  for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
+  const LabCommonArgs& common = args.common;
+  for (const std::string& text : common.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
   LabProgress progress(false);
-  const LabInput in = load_lab_input(args.trace, args.input, progress);
+  const LabInput in = load_lab_input(common.trace, common.input, progress);
   if (args.snapshot_dir) std::filesystem::create_directories(*args.snapshot_dir);
 
   std::vector<WhatIfResult> results;
   std::vector<std::string> snapshot_paths;
-  for (size_t i = 0; i < args.confs.size(); ++i) {
-    const LabConfig config = parse_lab_config(args.confs[i], in.stream.recorded_config);
+  for (size_t i = 0; i < common.confs.size(); ++i) {
+    const LabConfig config = parse_lab_config(common.confs[i], in.stream.recorded_config);
     WhatIfOptions options;
     options.memory_limit = args.memory_limit;
     options.series_points = args.series_points;
     options.peak_blocks = args.peak_blocks.value_or(args.html ? 10 : 0);
     options.snapshot_entries = args.snapshot_dir ? args.snapshot_entries : 0;
     options.check_invariants = args.check_invariants;
-    options.address_hints = args.address_hints;
+    options.address_hints = common.address_hints;
     const std::string which = "config " + std::to_string(i + 1) + "/" +
-                              std::to_string(args.confs.size()) + " '" + config.label() + "'";
+                              std::to_string(common.confs.size()) + " '" + config.label() + "'";
     if (progress.enabled())
       options.progress = [&](size_t done, size_t total) {
         progress.note(which + ": " + std::to_string(done) + "/" + std::to_string(total) + " requests");
@@ -243,7 +225,7 @@ int run_compare(const CompareArgs& args) {
     progress.note("wrote " + *args.html);
   }
 
-  if (args.json) {
+  if (common.json) {
     const RequestStream& st = in.stream;
     auto n = [](size_t v) { return std::to_string(v); };
     std::string s = "{\"trace\": " + json_string(in.path) + ", \"device\": " + n(st.device) +
@@ -252,7 +234,7 @@ int run_compare(const CompareArgs& args) {
                     ", \"recorded_ooms\": " + n(st.recorded_ooms) + ", \"deferred_frees\": " +
                     n(st.deferred_frees) + ", \"unmatched_frees\": " + n(st.unmatched_frees) +
                     ", \"memory_limit\": " + (args.memory_limit ? n(*args.memory_limit) : "null") +
-                    ", \"address_hints\": " + (args.address_hints ? "true" : "false") +
+                    ", \"address_hints\": " + (common.address_hints ? "true" : "false") +
                     ", \"html\": " + (args.html ? json_string(*args.html) : "null") +
                     ", \"configs\": [";
     for (size_t i = 0; i < results.size(); ++i)
@@ -267,19 +249,8 @@ int run_compare(const CompareArgs& args) {
 }  // namespace
 
 int compare_main(const std::vector<std::string>& args) {
-  CompareArgs parsed;
-  try {
-    for (const std::string& a : args)
-      if (a == "-h" || a == "--help") {
-        std::cout << kCompareUsage;
-        return 0;
-      }
-    parsed = parse_args(args);
-    return run_compare(parsed);
-  } catch (const LabUsageError& e) {
-    std::cerr << "cachealloc compare: " << e.what() << "\n\n" << kCompareUsage;
-    return 2;
-  }
+  return run_lab_command("compare", kCompareUsage, args,
+                         [&args] { return run_compare(parse_args(args)); });
 }
 
 }  // namespace cachealloc

@@ -8,9 +8,9 @@
 #include "replay/lab_config.h"
 #include "replay/min_memory.h"
 #include "tools/json_out.h"
-#include "tools/lab_args.h"
 #include "tools/lab_commands.h"
 #include "tools/lab_input.h"
+#include "tools/lab_options.h"
 
 namespace cachealloc {
 namespace {
@@ -34,40 +34,7 @@ constexpr const char* kMinMemoryUsage =
     "\n"
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
-struct MinMemoryArgs {
-  std::string trace;
-  std::vector<std::string> confs;
-  LabInputOptions input;
-  bool json = false;
-  bool address_hints = true;
-};
-
-MinMemoryArgs parse_args(const std::vector<std::string>& args) {
-  MinMemoryArgs m;
-  bool have_trace = false;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw LabUsageError(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--conf") m.confs.push_back(value());
-    else if (a == "--recorded-limit") m.input.recorded_limit = parse_lab_bytes(a, value());
-    else if (a == "--device") m.input.device = static_cast<int>(parse_lab_count(a, value()));
-    else if (a == "--json") m.json = true;
-    else if (a == "--no-address-hints") m.address_hints = false;
-    else if (a == "--quiet") m.input.quiet = true;
-    else if (a == "--progress") m.input.progress = true;
-    else if (!a.empty() && a[0] == '-') throw LabUsageError("unknown option " + a);
-    else if (have_trace) throw LabUsageError("more than one TRACE given");
-    else m.trace = a, have_trace = true;
-  }
-  if (!have_trace) throw LabUsageError("no TRACE given");
-  if (m.confs.empty()) m.confs.push_back("trace");
-  return m;
-}
-
-int run_min_memory(const MinMemoryArgs& args) {
+int run_min_memory(const LabCommonArgs& args) {
   for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
   LabProgress progress(false);
   const LabInput in = load_lab_input(args.trace, args.input, progress);
@@ -124,17 +91,9 @@ int run_min_memory(const MinMemoryArgs& args) {
 }  // namespace
 
 int min_memory_main(const std::vector<std::string>& args) {
-  try {
-    for (const std::string& a : args)
-      if (a == "-h" || a == "--help") {
-        std::cout << kMinMemoryUsage;
-        return 0;
-      }
-    return run_min_memory(parse_args(args));
-  } catch (const LabUsageError& e) {
-    std::cerr << "cachealloc min-memory: " << e.what() << "\n\n" << kMinMemoryUsage;
-    return 2;
-  }
+  // min-memory takes the shared lab options only.
+  return run_lab_command("min-memory", kMinMemoryUsage, args,
+                         [&args] { return run_min_memory(parse_lab_args(args)); });
 }
 
 }  // namespace cachealloc
