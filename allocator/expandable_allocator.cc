@@ -63,6 +63,19 @@ void ExpandableSegmentsAllocator::delete_block(Block* block) {
   else delete block;
 }
 
+void ExpandableSegmentsAllocator::emit_mapping(EngineEventKind kind, const VirtualSegment& seg,
+                                               uintptr_t address, size_t bytes,
+                                               const ContextPtr* context) {
+  EngineEvent e{kind};
+  e.pool = seg.is_small ? PoolKind::kSmall : PoolKind::kLarge;
+  e.stream = seg.stream;
+  e.address = address;
+  e.size = bytes;
+  e.oversize = oversize(bytes);
+  e.context = context;
+  emit(e);
+}
+
 ExpandableSegmentsAllocator::VirtualSegment& ExpandableSegmentsAllocator::segment_of(
     const Block* b) {
   auto it = segments_.upper_bound(b->address);
@@ -208,15 +221,7 @@ bool ExpandableSegmentsAllocator::map_block(Block* to_map, size_t size,
   if (!to_map->prev && !to_map->context_when_segment_allocated)
     to_map->context_when_segment_allocated = ctx;
   reserved_bytes_ += bytes;
-
-  EngineEvent e{EngineEventKind::kSegmentAlloc};
-  e.pool = seg.is_small ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = seg.stream;
-  e.address = mapped_at;
-  e.size = bytes;
-  e.oversize = oversize(bytes);
-  e.context = &ctx;
-  emit(e);
+  emit_mapping(EngineEventKind::kSegmentAlloc, seg, mapped_at, bytes, &ctx);
   return true;
 }
 

@@ -148,6 +148,10 @@ class ExpandableSegmentsAllocator {
   const VirtualSegment& segment_of(const Block* b) const;
   Block* new_block();
   void delete_block(Block* block);
+  // Reports `bytes` of `seg` mapped at `address` (kind kSegmentAlloc) or
+  // unmapped there (kSegmentFree), as snapshots and stats see segments.
+  void emit_mapping(EngineEventKind kind, const VirtualSegment& seg, uintptr_t address,
+                    size_t bytes, const ContextPtr* context);
   void emit(EngineEvent& e) {
     e.device = device_;
     for (EngineObserver* o : observers_) o->on_event(e);

@@ -66,15 +66,8 @@ void ExpandableSegmentsAllocator::unmap_block(Block* block, const ContextPtr& ct
   try_merge_blocks(block, block->next);
   block->pool->insert(block);
   reserved_bytes_ -= bytes;
-
-  EngineEvent e{EngineEventKind::kSegmentFree};
-  e.pool = seg.is_small ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = seg.stream;
-  e.address = start;
-  e.size = bytes;
-  e.oversize = oversize(bytes);
-  e.context = ctx ? &ctx : &block->context_when_segment_allocated;
-  emit(e);
+  emit_mapping(EngineEventKind::kSegmentFree, seg, start, bytes,
+               ctx ? &ctx : &block->context_when_segment_allocated);
 }
 
 // native: release_expandable_segment. `whole` spans its segment, unmapped.
