@@ -25,7 +25,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "allocator/block.h"
 #include "allocator/block_pool.h"
@@ -33,6 +32,7 @@
 #include "allocator/device_backend.h"
 #include "allocator/engine_observer.h"
 #include "allocator/memory_limit.h"
+#include "allocator/stream_event_queues.h"
 
 namespace cachealloc {
 
@@ -177,7 +177,7 @@ class DeviceCachingAllocator {
   absl::flat_hash_set<Block*> segment_heads_;
   size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
   // Outstanding cross-stream events, per stream, oldest first.
-  absl::flat_hash_map<StreamId, std::deque<std::pair<EventId, Block*>>> events_;
+  StreamEventQueues events_;
 
   size_t reserved_bytes_ = 0;  // bytes held from the device
   MemoryLimit limit_;

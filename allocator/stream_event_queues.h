@@ -25,15 +25,20 @@
 #include <deque>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
+#include "absl/container/btree_map.h"
 #include "allocator/block.h"
 #include "allocator/device_backend.h"
 
 namespace cachealloc {
 
-// Outstanding cross-stream events: per stream, oldest first.
+// Outstanding cross-stream events: per stream, oldest first. Ordered by
+// stream so that blocks waiting on several streams are freed in the same
+// order in every run (a hash map's order changes with its per-process seed).
+// Native walks a hash map here, so with record_stream on two or more streams
+// the order of the resulting free_completed entries can differ from
+// native's; the final state is the same.
 using StreamEventQueues =
-    absl::flat_hash_map<StreamId, std::deque<std::pair<EventId, Block*>>>;
+    absl::btree_map<StreamId, std::deque<std::pair<EventId, Block*>>>;
 
 // native: recordStream. Marks `block` as used on `stream` too (a set: each
 // stream once). Uses on the block's own stream need no synchronization.
@@ -74,7 +79,7 @@ void free_blocks_of_completed_events(StreamEventQueues& queues, BackendOf backen
       queue.pop_front();
       if (--block->event_count == 0) free_block(block);
     }
-    if (queue.empty()) queues.erase(it++);
+    if (queue.empty()) it = queues.erase(it);  // B-tree: erase invalidates `it`
     else ++it;
   }
 }

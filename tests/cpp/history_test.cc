@@ -1,5 +1,6 @@
 // HistoryRecorder: native's entries for engine events, the bounded ring, and
 // timestamps (cheap ticks while recording, Unix microseconds when read).
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -93,6 +94,40 @@ TEST(History, ASetClockStampsEntriesExactly) {
   const std::vector<TraceEntry> t = h.history.entries();
   ASSERT_EQ(t.size(), 4u);
   for (size_t i = 0; i < t.size(); ++i) EXPECT_EQ(t[i].time_us, 1234 + static_cast<int64_t>(i));
+}
+
+}  // namespace
+}  // namespace cachealloc::testing
+
+namespace cachealloc::testing {
+namespace {
+
+// Blocks waiting on different streams are freed in stream order, the same in
+// every run (the queues were once a hash map with a per-process seed).
+TEST(History, BlocksWaitingOnSeveralStreamsAreFreedInStreamOrder) {
+  Recorded h;
+  h.history.enable(100, true);
+  h.device.hold_events(true);
+  // Twelve streams in scrambled order: a hash map's order would not be
+  // sorted (and would change between runs).
+  std::vector<StreamId> streams;
+  for (uint64_t i = 0; i < 12; ++i) streams.push_back(0x1000 + ((i * 7) % 12) * 0x100);
+  std::vector<std::pair<StreamId, uintptr_t>> waiting;  // (stream, block address)
+  for (StreamId s : streams) {
+    Block* b = h.engine.malloc(12 * kMiB, kStreamA);
+    h.engine.record_stream(b, s);
+    waiting.emplace_back(s, b->address);
+    h.engine.free(b);
+  }
+  h.device.complete_events();
+  h.engine.malloc(512, kStreamA);  // collects every completed event
+  std::vector<uintptr_t> completed;
+  for (const TraceEntry& t : h.history.entries())
+    if (t.action == TraceAction::kFreeCompleted) completed.push_back(t.address);
+  std::sort(waiting.begin(), waiting.end());  // by stream
+  std::vector<uintptr_t> expected;
+  for (const auto& [stream, address] : waiting) expected.push_back(address);
+  EXPECT_EQ(completed, expected);
 }
 
 }  // namespace
