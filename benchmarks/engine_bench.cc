@@ -7,8 +7,8 @@
 //   BM_EnginePair    the same pair on the bare DeviceCachingAllocator (no
 //                    lock, no pointer table): the difference is the front's cost;
 //   BM_LockAndPointerTable  only what the front adds (two uncontended
-//                    std::mutex lock/unlock, one flat_hash_map emplace, find
-//                    and erase), to attribute that difference;
+//                    DeviceMutex lock/unlock, one PointerTable insert and
+//                    erase), to attribute that difference;
 //   BM_FrontMixed / BM_EngineMixed  a 64-live-block workload: each pair frees
 //                    a random live block and allocates a random size from
 //                    kMixedSizes in its place (native: 1,115 ns per pair).
@@ -25,10 +25,11 @@
 #include <random>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
 #include "allocator/device_allocator.h"
+#include "allocator/device_mutex.h"
+#include "allocator/pointer_table.h"
 #include "allocator/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
@@ -164,24 +165,22 @@ BENCHMARK_CAPTURE(BM_EnginePair, stats, Observers::kStats)->Apply(HitSizes);
 
 // ---- what the front adds, alone ------------------------------------------
 
-// CachingAllocator::allocate + deallocate minus the engine: lock, emplace,
-// unlock; lock, find, erase, unlock; same types as the front uses.
+// CachingAllocator::allocate + deallocate minus the engine: lock, insert,
+// unlock; lock, erase, unlock; the same types as the front uses.
 void BM_LockAndPointerTable(benchmark::State& state) {
-  std::mutex mutex;
-  absl::flat_hash_map<uintptr_t, Block*> blocks;
+  DeviceMutex mutex;
+  PointerTable blocks;
   Block block;
   block.address = SimulatedDevice::kDefaultBase;
   for (auto _ : state) {
     {
-      std::lock_guard<std::mutex> lock(mutex);
-      blocks.emplace(block.address, &block);
+      std::lock_guard<DeviceMutex> lock(mutex);
+      blocks.insert(block.address, &block);
     }
     {
-      std::lock_guard<std::mutex> lock(mutex);
-      auto it = blocks.find(block.address);
-      Block* const found = it->second;
+      std::lock_guard<DeviceMutex> lock(mutex);
+      Block* const found = blocks.erase(block.address);
       benchmark::DoNotOptimize(found);
-      blocks.erase(it);
     }
   }
   report_pairs(state, 0);
