@@ -7,7 +7,8 @@
 //       sum(b.size over the chain) == segment size.
 //   - No two neighbours are both free (free neighbours are merged at once);
 //     "free" means !allocated && event_count == 0 && stream_uses empty.
-//   - A block is in its pool's free index  <=>  it is free.
+//   - Between engine operations: a block is in its pool's free index  <=>
+//     it is free (block_pool.h says how an operation may bend this).
 //   - size is a multiple of kMinBlockSize (512 bytes).
 //   - All blocks of a segment share stream and pool.
 #pragma once

@@ -5,9 +5,13 @@
 // lowest address among equals, exactly the block native picks. A B-tree
 // keeps the keys inline, so a search touches few cache lines: O(log n).
 //
-// Invariant: every Block in the index is free, and its key fields (stream,
-// size, address) are not changed while it is indexed; callers erase first,
-// then edit, then insert.
+// Invariant: between engine operations, every Block in the index is free
+// and its entry's key equals its (stream, size, address). Each entry keeps
+// its own copy of the key, so within one operation the engine may edit a
+// block's fields while its entry still holds the old key (a found block is
+// split, a neighbour grows by a merge) and then re-key the entry through
+// replace(); only the key-based lookups (erase(Block*), find, contains)
+// need the block's fields to equal its entry's key.
 //
 // The index always holds one sentinel entry ordered after every real one
 // (stream UINTPTR_MAX, block nullptr), and end() points at it. It keeps the

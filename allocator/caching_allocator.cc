@@ -59,7 +59,9 @@ uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
   try {
     d.blocks.insert(b->address, b);
   } catch (...) {
-    d.engine->free(b, context);  // out of host memory: hand the block back
+    // Out of host memory: hand the block back. Observers see an alloc and a
+    // free for a block the caller never received; the state stays exact.
+    d.engine->free(b, context);
     throw;
   }
   return b->address;

@@ -8,15 +8,18 @@
 // This lock inlines to one compare-and-swap to lock and one exchange to
 // unlock when nobody waits.
 //
-// Contended, it neither spins forever nor busy-yields: after a short spin it
-// sleeps on the lock word (std::atomic::wait, a futex on Linux), so a thread
-// waiting while another reserves a segment from the device (which can take
-// milliseconds) uses no CPU.
+// Contended, it does not spin for long: after a short spin it waits on the
+// lock word with std::atomic::wait (libstdc++ pauses and yields a few times,
+// then sleeps on a futex), so a thread waiting while another reserves a
+// segment from the device (which can take milliseconds) uses little CPU.
 //
 // State of `word_` (the classic three-state futex mutex):
-//   0 unlocked; 1 locked, no sleeper; 2 locked, a sleeper may exist.
-// Invariant: a thread sleeps only after setting 2, so an unlock that finds
-// 2 wakes one sleeper; finding 1 means nobody can be asleep.
+//   0 unlocked; 1 locked; 2 locked and a sleeper may exist.
+// Invariant: a thread sleeps only after setting 2, and a woken thread sets 2
+// again before it sleeps or takes the lock. So an unlock that finds 2 wakes
+// one sleeper, and a sleeper left behind when an unlock finds 1 (possible
+// after the spin phase took the lock with 1) is still woken later: the
+// sleeper woken before it re-marks the word 2.
 //
 // Not recursive; not fair. Satisfies BasicLockable (std::lock_guard works).
 #pragma once

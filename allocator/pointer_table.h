@@ -16,7 +16,8 @@
 //     slots starting at home(k): lookups stop at the first empty slot.
 //
 // Not thread-safe (the device lock guards it). Memory: 16 bytes per slot,
-// 2 to 4 slots per live block.
+// 2 to 4 slots per block at the high-water mark of live blocks (the table
+// grows and never shrinks).
 #pragma once
 
 #include <cstddef>

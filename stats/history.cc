@@ -47,7 +47,7 @@ void HistoryRecorder::disable() {
   next_ = 0;
 }
 
-void HistoryRecorder::record(TraceEntry entry) {
+void HistoryRecorder::store(TraceEntry entry) {
   if (!enabled_) return;
   if (!keep_context_) entry.context.reset();
   if (ring_.size() < max_entries_) {
@@ -81,7 +81,7 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
   t.stream = e.stream;
   t.time_us = now();
   if (e.context) t.context = *e.context;
-  record(std::move(t));
+  store(std::move(t));
 }
 
 std::vector<TraceEntry> HistoryRecorder::ordered() const {

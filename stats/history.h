@@ -63,8 +63,12 @@ class HistoryRecorder : public EngineObserver {
   void set_clock(Clock clock) { clock_ = std::move(clock); }
 
   void on_event(const EngineEvent& e) override;
-  // Adds an entry that did not come from the engine (snapshot, annotation).
-  void record(TraceEntry entry);
+  // Adds an entry that did not come from the engine (snapshot, annotation),
+  // stamped with the current time (entry.time_us is overwritten).
+  void record(TraceEntry entry) {
+    entry.time_us = now();
+    store(std::move(entry));
+  }
   // Records that a snapshot was taken, as native does after building one:
   // action "snapshot", addr 0, size = active bytes in the snapshot.
   void record_snapshot(int device, size_t active_bytes) {
@@ -72,7 +76,6 @@ class HistoryRecorder : public EngineObserver {
     t.action = TraceAction::kSnapshot;
     t.device = device;
     t.size = active_bytes;
-    t.time_us = now();
     record(std::move(t));
   }
   // Oldest first, times in Unix microseconds.
@@ -80,6 +83,8 @@ class HistoryRecorder : public EngineObserver {
   size_t size() const { return ring_.size(); }
 
  private:
+  // Appends to the ring (dropping the oldest when full); time_us as stored.
+  void store(TraceEntry entry);
   // The ring oldest first, times as stored.
   std::vector<TraceEntry> ordered() const;
   // What goes into time_us while recording: clock_() or raw ticks.

@@ -55,7 +55,8 @@ class TraceClock {
       uint64_t ticks;
     };
     Converter(Pair start, Pair end) : start_(start) {
-      const auto dticks = static_cast<double>(end.ticks - start.ticks);
+      // Signed: a TSC read on another socket may be a little behind.
+      const auto dticks = static_cast<double>(static_cast<int64_t>(end.ticks - start.ticks));
       // No ticks elapsed (or a clock that does not move): every entry is at
       // the start time.
       ns_per_tick_ = dticks > 0 ? static_cast<double>(end.unix_ns - start.unix_ns) / dticks : 0.0;

@@ -78,11 +78,22 @@ TEST(History, TimesAreUnixMicrosecondsInOrderAndSurviveRingRebuilds) {
   const int64_t gap = t[4].time_us - t[3].time_us;
   EXPECT_GE(gap, 30000 - kSlackUs);
   EXPECT_LE(gap, 30000 + 20000);  // a loaded machine may oversleep
-  // Rebuilding the ring (enable with another size) must not convert twice.
+  // Rebuilding the ring must not convert twice: shrinking it (7 -> 3)...
   const int64_t last = t.back().time_us;
+  h.history.enable(3, true);
+  std::vector<TraceEntry> kept = h.history.entries();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_NEAR(static_cast<double>(kept.back().time_us), static_cast<double>(last), 1000.0);
+  // ...and growing it after it wrapped (its oldest entry is mid-ring).
+  h.engine.free(h.engine.malloc(512, kStreamA));
+  const int64_t newest = h.history.entries().back().time_us;
+  EXPECT_GE(newest, last);
   h.history.enable(50, true);
-  EXPECT_NEAR(static_cast<double>(h.history.entries().back().time_us),
-              static_cast<double>(last), 1000.0);
+  kept = h.history.entries();
+  ASSERT_EQ(kept.size(), 3u);
+  EXPECT_EQ(kept.back().action, TraceAction::kFreeCompleted);
+  EXPECT_NEAR(static_cast<double>(kept.back().time_us), static_cast<double>(newest), 1000.0);
+  EXPECT_LE(kept.back().time_us, unix_us() + kSlackUs);
 }
 
 TEST(History, ASetClockStampsEntriesExactly) {
