@@ -3,7 +3,12 @@ allocator and under cachealloc, each in its own process, alternating
 A B A B ... to spread drift over both. Prints per-step time (median over
 timed steps), the step-time ratio cachealloc/native, and peak reserved.
 
-    python benchmarks/ab_train.py [--workload transformer] [--rounds 3] [--steps 30]
+    python benchmarks/ab_train.py [--workload transformer] [--rounds 3] [--steps 30] [--cpus 2,3]
+
+Also prints each round's ratio (cachealloc run / the native run just before
+it) and their median, which cancels drift slower than a round. --cpus pins
+every child process to the same CPUs, so both allocators run on the same
+cores (process placement was a large share of the run-to-run spread).
 
 Target: cachealloc's step time within 1 % of native's.
 """
@@ -19,7 +24,9 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def child(allocator, workload, steps, warmup):
+def child(allocator, workload, steps, warmup, cpus):
+    if cpus:
+        os.sched_setaffinity(0, cpus)
     sys.path.insert(0, str(ROOT / "bindings" / "python"))
     import torch
 
@@ -75,24 +82,33 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--cpus", default="", help="comma-separated CPUs to pin every run to")
     p.add_argument("--child", choices=["native", "cachealloc"])
     a = p.parse_args()
+    try:
+        cpus = {int(c) for c in a.cpus.split(",") if c.strip()}
+    except ValueError:
+        p.error(f"--cpus: expected comma-separated CPU numbers, got {a.cpus!r}")
     if a.child:
-        return child(a.child, a.workload, a.steps, a.warmup)
+        return child(a.child, a.workload, a.steps, a.warmup, cpus)
     results = {"native": [], "cachealloc": []}
     for _ in range(a.rounds):
         for alloc in ("native", "cachealloc"):
             out = subprocess.run([sys.executable, __file__, "--child", alloc, "--workload", a.workload,
-                                  "--steps", str(a.steps), "--warmup", str(a.warmup)],
+                                  "--steps", str(a.steps), "--warmup", str(a.warmup), "--cpus", a.cpus],
                                  capture_output=True, text=True, check=True)
             results[alloc].append(json.loads(out.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(r["step_ms"] for r in v) for k, v in results.items()}
-    print(f"workload={a.workload} rounds={a.rounds} steps={a.steps}")
+    print(f"workload={a.workload} rounds={a.rounds} steps={a.steps} cpus={a.cpus or 'any'}")
     for k, v in results.items():
-        print(f"  {k:10s} step {med[k]:8.3f} ms (runs: {', '.join(f'{r['step_ms']:.3f}' for r in v)})"
+        runs = ", ".join(f"{r['step_ms']:.3f}" for r in v)
+        print(f"  {k:10s} step {med[k]:8.3f} ms (runs: {runs})"
               f"  peak reserved {v[0]['peak_reserved'] / 2**20:.1f} MiB"
               f"  peak allocated {v[0]['peak_allocated'] / 2**20:.1f} MiB")
     print(f"  step-time ratio cachealloc/native = {med['cachealloc'] / med['native']:.4f}")
+    paired = [c["step_ms"] / n["step_ms"] for n, c in zip(results["native"], results["cachealloc"])]
+    print(f"  per-round ratios: {', '.join(f'{r:.4f}' for r in paired)}; "
+          f"median {statistics.median(paired):.4f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench
+#   bash scripts/gpu_session.sh tests|bench|ab|record|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +42,13 @@ case "$stage" in
     TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
     (cmake -S benchmarks/gpu -B /tmp/gpu-bench -DCMAKE_PREFIX_PATH="$TP" -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" >/tmp/gpu-bench.cfg 2>&1 \
       && cmake --build /tmp/gpu-bench -j16 2>&1 | tail -3 && /tmp/gpu-bench/pair_bench 1000000) 2>&1 | tee "$OUT/pair_bench.log" || tail -30 /tmp/gpu-bench.cfg
+    ;;
+  ab)
+    # A/B step time only: AB_WORKLOADS, AB_ROUNDS, AB_STEPS, AB_CPUS (pin).
+    for w in ${AB_WORKLOADS:-smallops transformer resnet18}; do
+      python3 benchmarks/ab_train.py --workload $w --rounds ${AB_ROUNDS:-8} --steps ${AB_STEPS:-60} \
+        ${AB_CPUS:+--cpus $AB_CPUS} 2>&1 | tee -a "$OUT/ab_train.log"
+    done
     ;;
   record)
     for w in transformer; do
