@@ -205,11 +205,4 @@ AllocatorConfig AllocatorConfig::from_environment() {
   return parse(env ? env : "");
 }
 
-size_t AllocatorConfig::divisions_for(size_t bytes) const {
-  // Interval index = floor(log2(bytes)) - 20, clamped to the table.
-  int index = static_cast<int>(std::bit_width(bytes)) - 1 - 20;
-  index = std::clamp(index, 0, static_cast<int>(kRoundupIntervals) - 1);
-  return roundup_power2_divisions[static_cast<size_t>(index)];
-}
-
 }  // namespace cachealloc

@@ -8,7 +8,9 @@
 // applied (parse() returns a new config or throws).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -55,8 +57,14 @@ struct AllocatorConfig {
   // Parses $PYTORCH_CUDA_ALLOC_CONF (defaults when unset).
   static AllocatorConfig from_environment();
 
-  // Divisions in force for a request of `bytes` (0 or 1 = no power-2 rounding).
-  size_t divisions_for(size_t bytes) const;
+  // Divisions in force for a request of `bytes` (0 or 1 = no power-2
+  // rounding). Inline: every malloc asks.
+  size_t divisions_for(size_t bytes) const {
+    // Interval index = floor(log2(bytes)) - 20, clamped to the table.
+    const int index = std::clamp(static_cast<int>(std::bit_width(bytes)) - 1 - 20, 0,
+                                 static_cast<int>(kRoundupIntervals) - 1);
+    return roundup_power2_divisions[static_cast<size_t>(index)];
+  }
   // max_split_size as PyTorch's memory_stats reports it: -1 when unlimited.
   int64_t max_split_size_stat() const {
     return max_split_size == kUnlimitedSplit ? -1

@@ -14,12 +14,7 @@ namespace cachealloc {
 DeviceCachingAllocator::DeviceCachingAllocator(int device,
                                                const AllocatorConfig& config,
                                                DeviceBackend& backend)
-    : device_(device),
-      config_(config),
-      plain_rounding_(std::all_of(config_.roundup_power2_divisions.begin(),
-                                  config_.roundup_power2_divisions.end(),
-                                  [](size_t d) { return d <= 1; })),
-      backend_(backend) {
+    : device_(device), config_(config), backend_(backend) {
   if (config_.per_process_memory_fraction >= 0.0)
     set_memory_fraction(config_.per_process_memory_fraction);
 }
@@ -86,8 +81,7 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
   process_events(ctx);
 
   Request r;
-  r.size = plain_rounding_ ? round_to_min_block(orig_size)
-                           : round_request_size(orig_size, config_);
+  r.size = round_request_size(orig_size, config_);
   r.pool = &pool_for(r.size);
   r.alloc_size = segment_size_for(r.size);
   r.stream = stream;

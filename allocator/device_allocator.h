@@ -162,9 +162,6 @@ class DeviceCachingAllocator {
 
   const int device_;
   const AllocatorConfig config_;
-  // No roundup_power2_divisions configured: requests round to 512 B
-  // multiples (round_to_min_block), the common case, without a table lookup.
-  const bool plain_rounding_;
   DeviceBackend& backend_;
   std::vector<EngineObserver*> observers_;
 

@@ -14,12 +14,4 @@ size_t roundup_power2_next_division(size_t size, size_t divisions) {
   return down == size ? size : down + step;
 }
 
-size_t round_request_size(size_t size, const AllocatorConfig& config) {
-  if (size < kMinBlockSize) return kMinBlockSize;
-  const size_t divisions = config.divisions_for(size);
-  if (divisions > 1 && size > kMinBlockSize * divisions)
-    return roundup_power2_next_division(size, divisions);
-  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
-}
-
 }  // namespace cachealloc

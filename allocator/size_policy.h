@@ -27,13 +27,13 @@ size_t roundup_power2_next_division(size_t size, size_t divisions);
 
 // Block size for a request: at least kMinBlockSize; power-of-two divisions
 // where the config asks for them, else a multiple of kMinBlockSize.
-// Precondition: size <= kMaxRequestSize.
-size_t round_request_size(size_t size, const AllocatorConfig& config);
-// round_request_size for a config without roundup_power2_divisions: the
-// next multiple of kMinBlockSize (at least kMinBlockSize).
-inline size_t round_to_min_block(size_t size) {
-  return size < kMinBlockSize ? kMinBlockSize
-                              : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+// Precondition: size <= kMaxRequestSize. Inline: every malloc rounds.
+inline size_t round_request_size(size_t size, const AllocatorConfig& config) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  const size_t divisions = config.divisions_for(size);
+  if (divisions > 1 && size > kMinBlockSize * divisions)
+    return roundup_power2_next_division(size, divisions);
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
 }
 
 // Whether a rounded request is served from the small pool.
