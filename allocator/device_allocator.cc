@@ -4,6 +4,7 @@
 #include "allocator/device_allocator.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 
 #include "allocator/errors.h"
@@ -42,20 +43,8 @@ void DeviceCachingAllocator::remove_observer(EngineObserver* observer) {
 
 Block* DeviceCachingAllocator::new_block() {
   if (spare_blocks_.empty()) return new Block();
-  Block* b = spare_blocks_.back();
+  Block* b = spare_blocks_.back();  // a default Block (delete_block)
   spare_blocks_.pop_back();
-  // Plain fields back to their defaults; the owning ones were emptied in
-  // delete_block.
-  b->address = 0;
-  b->size = 0;
-  b->requested_size = 0;
-  b->stream = 0;
-  b->pool = nullptr;
-  b->prev = nullptr;
-  b->next = nullptr;
-  b->allocated = false;
-  b->event_count = 0;
-  b->gc_count_base = 0;
   return b;
 }
 
@@ -64,11 +53,11 @@ void DeviceCachingAllocator::delete_block(Block* block) {
     delete block;
     return;
   }
-  // Release what the block owns now (contexts hold Python frames); a spare
-  // Block keeps no references.
-  if (block->context_when_allocated) block->context_when_allocated.reset();
-  if (block->context_when_segment_allocated) block->context_when_segment_allocated.reset();
-  block->stream_uses.clear();
+  // Back to a default Block in place: what it owns (contexts hold Python
+  // frames) is released now, and new_block can hand it out as it is.
+  // Cheaper than assigning Block(), which builds a temporary and moves it.
+  std::destroy_at(block);
+  std::construct_at(block);
   spare_blocks_.push_back(block);
 }
 
@@ -334,23 +323,21 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
   }
   if (prev) slot = pool.find(prev);
 
-  if (prev) {
+  // `lower` takes over its upper neighbour's bytes; `upper` is recycled.
+  // The free neighbour absorbed leaves the inactive split stats.
+  auto absorb = [&](Block* lower, Block* upper, const Block* free_neighbour) {
     split.blocks -= 1;
-    split.bytes -= static_cast<int64_t>(prev->size);
-    prev->size += block->size;
-    prev->next = block->next;
-    if (prev->next) prev->next->prev = prev;
-    delete_block(block);
+    split.bytes -= static_cast<int64_t>(free_neighbour->size);
+    lower->size += upper->size;
+    lower->next = upper->next;
+    if (lower->next) lower->next->prev = lower;
+    delete_block(upper);
+  };
+  if (prev) {
+    absorb(prev, block, prev);
     block = prev;
   }
-  if (next) {
-    split.blocks -= 1;
-    split.bytes -= static_cast<int64_t>(next->size);
-    block->size += next->size;
-    block->next = next->next;
-    if (block->next) block->next->prev = block;
-    delete_block(next);
-  }
+  if (next) absorb(block, next, next);
   block->requested_size = requested;
   block->context_when_allocated = nullptr;
   if (BlockPool::is_end(slot)) pool.insert(block);
