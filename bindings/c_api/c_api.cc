@@ -32,6 +32,18 @@ int guarded(Fn&& fn) {
   return -1;
 }
 
+// Runs a free. PyTorch's free entry point returns void, so a failure (an
+// unknown pointer) cannot reach the caller: it goes to last_error and stderr.
+template <typename Fn>
+void report_free_errors(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    std::fprintf(stderr, "%s\n", e.what());
+  }
+}
+
 // Takes ownership of a framework context object (see cachealloc.h).
 cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
   if (!context) return nullptr;
@@ -104,24 +116,17 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
 
 void cachealloc_free(void* ptr, ssize_t, int device, void*) {
   // The hot path PyTorch calls: no context to wrap.
-  try {
-    initialized_runtime().deallocate(reinterpret_cast<uintptr_t>(ptr), device);
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    std::fprintf(stderr, "%s\n", e.what());
-  }
+  report_free_errors(
+      [&] { initialized_runtime().deallocate(reinterpret_cast<uintptr_t>(ptr), device); });
 }
 
 void cachealloc_free_ctx(void* ptr, int device, void* context, void (*release)(void*)) {
   cachealloc::ContextPtr ctx = wrap_context(context, release);
-  try {
+  report_free_errors([&] {
     Runtime& r = initialized_runtime();
     if (context) r.deallocate_with(reinterpret_cast<uintptr_t>(ptr), device, ctx);
     else r.deallocate(reinterpret_cast<uintptr_t>(ptr), device);
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    std::fprintf(stderr, "%s\n", e.what());
-  }
+  });
 }
 
 int cachealloc_block_size(void* ptr, size_t* size) {
