@@ -430,3 +430,16 @@ def test_without_cachealloc_the_profiler_warns_once_that_peaks_are_not_exact(ca,
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         profiler_scopes.make_scope_source(0)  # no second warning
+
+
+def test_c_api_free_of_unknown_pointer_reports_and_changes_nothing(ca, capfd):
+    lib = ca.lib()
+    p = ca._malloc(4096)
+    before = ca.memory_stats()
+    lib.cachealloc_free(ctypes.c_void_p(0x12345000), 0, 0, None)        # PyTorch's entry point
+    assert b"did not allocate" in lib.cachealloc_last_error()
+    lib.cachealloc_free_ctx(ctypes.c_void_p(0x12346000), 0, None, None)
+    assert b"0x12346000" in lib.cachealloc_last_error()
+    assert capfd.readouterr().err.count("did not allocate") == 2
+    assert ca.memory_stats() == before
+    ca._free(p)
