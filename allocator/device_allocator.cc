@@ -8,6 +8,7 @@
 #include <string>
 
 #include "allocator/errors.h"
+#include "allocator/oom_report.h"
 #include "allocator/size_policy.h"
 
 namespace cachealloc {
@@ -235,27 +236,17 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
 
 void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
                                        const ContextPtr& ctx) {
-  const DeviceMemoryInfo info = backend_.memory_info(device_);
-  EngineEvent e{EngineEventKind::kOom};
-  e.pool = kind_of(*r.pool);
-  e.stream = r.stream;
-  e.address = info.free_bytes;
-  e.size = r.size;
-  e.requested = orig_size;
-  e.context = &ctx;
-  emit(e);
-
-  OutOfMemoryError::Details d;
-  d.device = device_;
-  d.requested_bytes = orig_size;
-  d.allocation_bytes = r.alloc_size;
-  d.device_total = info.total_bytes;
-  d.device_free = info.free_bytes;
-  d.limit_set = limit_.is_set();
-  d.allowed_bytes = limit_.allowed_bytes();
-  d.reserved_bytes = reserved_bytes_;
-  d.allocated_bytes = allocated_bytes_;
-  throw OutOfMemoryError(d);
+  OomFacts f;
+  f.device = device_;
+  f.pool = kind_of(*r.pool);
+  f.stream = r.stream;
+  f.rounded = r.size;
+  f.requested = orig_size;
+  f.allocation = r.alloc_size;
+  f.reserved = reserved_bytes_;
+  f.allocated = allocated_bytes_;
+  report_out_of_memory(f, backend_.memory_info(device_), limit_, ctx,
+                       [this](EngineEvent& e) { emit(e); });
 }
 
 // native: free

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "allocator/errors.h"
+#include "allocator/oom_report.h"
 #include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
 
@@ -259,28 +260,18 @@ Block* ExpandableSegmentsAllocator::alloc_found_block(Request& r, size_t orig_si
 
 void ExpandableSegmentsAllocator::raise_oom(const Request& r, size_t orig_size,
                                             const ContextPtr& ctx) {
-  const DeviceMemoryInfo info = backend_.memory_info(device_);
-  EngineEvent e{EngineEventKind::kOom};
-  e.pool = r.pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = r.stream;
-  e.address = info.free_bytes;
-  e.size = r.size;
-  e.requested = orig_size;
-  e.context = &ctx;
-  emit(e);
-
-  OutOfMemoryError::Details d;
-  d.device = device_;
-  d.requested_bytes = orig_size;
-  d.allocation_bytes = r.size;
-  d.device_total = info.total_bytes;
-  d.device_free = info.free_bytes;
-  d.limit_set = limit_.is_set();
-  d.allowed_bytes = limit_.allowed_bytes();
-  d.reserved_bytes = reserved_bytes_;
+  OomFacts f;
+  f.device = device_;
+  f.pool = r.pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
+  f.stream = r.stream;
+  f.rounded = r.size;
+  f.requested = orig_size;
+  f.allocation = r.size;
+  f.reserved = reserved_bytes_;
   for (const Block* b : active_blocks_)
-    if (b->allocated) d.allocated_bytes += b->size;
-  throw OutOfMemoryError(d);
+    if (b->allocated) f.allocated += b->size;
+  report_out_of_memory(f, backend_.memory_info(device_), limit_, ctx,
+                       [this](EngineEvent& e) { emit(e); });
 }
 
 // native: free
