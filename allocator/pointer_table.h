@@ -46,22 +46,15 @@ class PointerTable {
 
   // The block under `address`, or nullptr.
   Block* find(uintptr_t address) const {
-    if (capacity_ == 0) return nullptr;
-    for (size_t i = home(address);; i = (i + 1) & mask()) {
-      if (slots_[i].address == address) return slots_[i].block;
-      if (slots_[i].address == 0) return nullptr;
-    }
+    const size_t i = slot_of(address);
+    return i == kAbsent ? nullptr : slots_[i].block;
   }
 
   // Removes `address` and returns its block, or nullptr if absent (the
   // table is unchanged then).
   Block* erase(uintptr_t address) {
-    if (capacity_ == 0) return nullptr;
-    size_t i = home(address);
-    for (;; i = (i + 1) & mask()) {
-      if (slots_[i].address == address) break;
-      if (slots_[i].address == 0) return nullptr;
-    }
+    size_t i = slot_of(address);
+    if (i == kAbsent) return nullptr;
     Block* const found = slots_[i].block;
     // Backward shift: pull later entries of the run into the hole when the
     // hole lies on their probe path (between their home and their slot).
@@ -85,6 +78,15 @@ class PointerTable {
     Block* block = nullptr;
   };
 
+  static constexpr size_t kAbsent = ~size_t{0};
+  // Index of the slot holding `address`, or kAbsent.
+  size_t slot_of(uintptr_t address) const {
+    if (capacity_ == 0) return kAbsent;
+    for (size_t i = home(address);; i = (i + 1) & mask()) {
+      if (slots_[i].address == address) return i;
+      if (slots_[i].address == 0) return kAbsent;
+    }
+  }
   size_t mask() const { return capacity_ - 1; }
   // Fibonacci hashing of address / 512: consecutive blocks spread out.
   size_t home(uintptr_t address) const {
