@@ -42,42 +42,22 @@ void DeviceCachingAllocator::remove_observer(EngineObserver* observer) {
   std::erase(observers_, observer);
 }
 
-Block* DeviceCachingAllocator::new_block() {
-  if (spare_blocks_.empty()) return new Block();
-  Block* b = spare_blocks_.back();  // a default Block (delete_block)
-  spare_blocks_.pop_back();
-  return b;
-}
-
-void DeviceCachingAllocator::delete_block(Block* block) {
-  if (spare_blocks_.size() >= 4096) {
-    delete block;
-    return;
-  }
-  // Back to a default Block in place: what it owns (contexts hold Python
-  // frames) is released now, and new_block can hand it out as it is.
-  // Cheaper than assigning Block(), which builds a temporary and moves it.
-  std::destroy_at(block);
-  std::construct_at(block);
-  spare_blocks_.push_back(block);
-}
-
 Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
                                       const ContextPtr& ctx) {
   if (orig_size > kMaxRequestSize)
     throw SizeOverflowError("allocation of " + std::to_string(orig_size) +
                             " bytes exceeds the largest supported request (" +
                             std::to_string(kMaxRequestSize) + " bytes)");
-  process_events(ctx);
+  if (!events_.empty()) process_events(ctx);  // cross-stream frees are rare
 
   Request r;
   r.size = round_request_size(orig_size, config_);
   r.pool = &pool_for(r.size);
-  r.alloc_size = segment_size_for(r.size);
   r.stream = stream;
 
   bool found = get_free_block(r);
   if (!found) {
+    r.alloc_size = segment_size_for(r.size);
     if (gc_active()) garbage_collect_cached_blocks(ctx);
     found = alloc_block(r, false, ctx) ||
             (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
@@ -253,6 +233,11 @@ void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
 void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
   block->allocated = false;
   allocated_bytes_ -= block->size;
+  if (block->stream_uses.empty()) [[likely]] {
+    // Back in the cache at once: one kFree event for native's two steps.
+    cache_freed_block(block, ctx, EngineEventKind::kFree);
+    return;
+  }
   EngineEvent e{EngineEventKind::kFreeRequested};
   e.pool = kind_of(*block->pool);
   e.stream = block->stream;
@@ -262,22 +247,24 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
   e.oversize = oversize(block->size);
   e.context = ctx ? &ctx : &block->context_when_allocated;
   emit(e);
+  insert_events(block);
+}
 
-  if (!block->stream_uses.empty()) {
-    insert_events(block);
-  } else {
-    free_block(block, ctx);
-  }
+// native: free_block, for a block whose stream events have completed.
+void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
+  cache_freed_block(block, ctx, EngineEventKind::kFreeCompleted);
 }
 
 // native: free_block
-void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  EngineEvent e(EngineEventKind::kFreeCompleted);
+void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
+                                               EngineEventKind kind) {
+  EngineEvent e(kind);
   e.pool = kind_of(*block->pool);
   e.stream = block->stream;
   e.address = block->address;
   e.size = block->size;
   e.requested = block->requested_size;
+  e.oversize = oversize(block->size);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
 

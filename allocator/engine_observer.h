@@ -29,8 +29,13 @@ enum class EngineEventKind : uint8_t {
   kSegmentAlloc,    // a segment was reserved from the device
   kSegmentFree,     // a segment was returned to the device
   kAlloc,           // a block was handed out
-  kFreeRequested,   // the caller freed a block (it may wait for streams)
-  kFreeCompleted,   // the block is back in the cache
+  kFreeRequested,   // the caller freed a block that waits for stream events
+  kFreeCompleted,   // a block that waited for stream events is back in the cache
+  // The caller freed a block that needed no stream events, so it went back
+  // to the cache at once: kFreeRequested and kFreeCompleted in one event
+  // (native updates and traces both, in that order, at this moment). The
+  // common free; one event instead of two keeps the hot path short.
+  kFree,
   kOom,             // a request failed; the caller gets OutOfMemoryError
   kAllocRetry,      // the device was asked again after the cache was emptied
   kSyncAllStreams,  // all outstanding cross-stream events were waited on
@@ -52,7 +57,7 @@ struct EngineEvent {
   size_t requested = 0;
   // size >= max_split_size (alloc/free/segment events).
   bool oversize = false;
-  // kAlloc, kFreeCompleted: change in inactive split blocks.
+  // kAlloc, kFreeCompleted, kFree: change in inactive split blocks.
   InactiveSplitChange split;
   // Caller's context, when the bindings captured one; may be null.
   const ContextPtr* context = nullptr;

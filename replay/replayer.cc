@@ -33,6 +33,10 @@ class EmitLog : public EngineObserver {
       case EngineEventKind::kAlloc: add(RecordedAction::kAlloc, e.address, e.requested, e); break;
       case EngineEventKind::kFreeRequested: add(RecordedAction::kFreeRequested, e.address, e.requested, e); break;
       case EngineEventKind::kFreeCompleted: add(RecordedAction::kFreeCompleted, e.address, e.requested, e); break;
+      case EngineEventKind::kFree:
+        add(RecordedAction::kFreeRequested, e.address, e.requested, e);
+        add(RecordedAction::kFreeCompleted, e.address, e.requested, e);
+        break;
       case EngineEventKind::kOom: add(RecordedAction::kOom, 0, e.size, e); break;
       case EngineEventKind::kAllocRetry:
       case EngineEventKind::kSyncAllStreams: break;

@@ -38,10 +38,12 @@ void StatsCollector::on_event(const EngineEvent& e) {
       break;
     }
     case EngineEventKind::kFreeRequested:
+    case EngineEventKind::kFree:
       f[kAllocation].decrease(p, 1);
       f[kAllocatedBytes].decrease(p, size);
       if (e.oversize) scalars_.oversize_allocations.decrease(1);
-      break;
+      if (e.kind == EngineEventKind::kFreeRequested) break;
+      [[fallthrough]];  // kFree: the block is back in the cache too
     case EngineEventKind::kFreeCompleted:
       f[kInactiveSplit].apply(p, e.split.blocks);
       f[kInactiveSplitBytes].apply(p, e.split.bytes);

@@ -83,9 +83,11 @@ class StatsCollector : public EngineObserver {
       PoolCounter& c = pool[static_cast<size_t>(p)];
       c.current += amount;
       c.allocated += amount;
-      c.peak = c.peak < c.current ? c.current : c.peak;
+      // Branches, not selects: in steady state no new peak is set, so the
+      // predicted branch skips both stores.
+      if (c.current > c.peak) [[unlikely]] c.peak = c.current;
       const int64_t all = pool[0].current + pool[1].current;
-      all_peak = all_peak < all ? all : all_peak;
+      if (all > all_peak) [[unlikely]] all_peak = all;
     }
     void decrease(PoolKind p, int64_t amount) { pool[static_cast<size_t>(p)].current -= amount; }
     // Native's signed form: > 0 increases, < 0 decreases, 0 does nothing.

@@ -67,6 +67,15 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
     case EngineEventKind::kAlloc: t.action = TraceAction::kAlloc; break;
     case EngineEventKind::kFreeRequested: t.action = TraceAction::kFreeRequested; break;
     case EngineEventKind::kFreeCompleted: t.action = TraceAction::kFreeCompleted; break;
+    case EngineEventKind::kFree: {
+      // Native's two entries, in its order.
+      EngineEvent half = e;
+      half.kind = EngineEventKind::kFreeRequested;
+      on_event(half);
+      half.kind = EngineEventKind::kFreeCompleted;
+      on_event(half);
+      return;
+    }
     case EngineEventKind::kOom: t.action = TraceAction::kOom; break;
     case EngineEventKind::kAllocRetry:
     case EngineEventKind::kSyncAllStreams:

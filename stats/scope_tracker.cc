@@ -25,6 +25,7 @@ void ScopeTracker::on_event(const EngineEvent& e) {
       }
       break;
     case EngineEventKind::kFreeRequested:
+    case EngineEventKind::kFree:
       // As allocated_bytes: memory stops counting when the caller frees it,
       // even if the block still waits for stream events.
       allocated_ -= size;

@@ -10,7 +10,7 @@
 // Units: bytes for *_bytes and peaks (block sizes, as memory_stats counts
 // "allocated_bytes": a 1000 B request is a 1024 B block), plain counts for
 // allocations/frees. "Allocated" is the device's allocated_bytes.all.current
-// (up on kAlloc, down on kFreeRequested); "reserved" is
+// (up on kAlloc, down on kFreeRequested or kFree); "reserved" is
 // reserved_bytes.all.current (segment events).
 //
 // Invariants, for every open scope S:

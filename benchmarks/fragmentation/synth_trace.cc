@@ -61,6 +61,14 @@ class TraceStreamWriter : public EngineObserver {
       case EngineEventKind::kAlloc: action = "alloc", block_event = true; break;
       case EngineEventKind::kFreeRequested: action = "free_requested", block_event = true; break;
       case EngineEventKind::kFreeCompleted: action = "free_completed", block_event = true; break;
+      case EngineEventKind::kFree: {  // native's two entries, in its order
+        EngineEvent half = e;
+        half.kind = EngineEventKind::kFreeRequested;
+        on_event(half);
+        half.kind = EngineEventKind::kFreeCompleted;
+        on_event(half);
+        return;
+      }
       case EngineEventKind::kOom: action = "oom"; break;
       case EngineEventKind::kAllocRetry:
       case EngineEventKind::kSyncAllStreams: return;  // not traced, as native

@@ -283,7 +283,7 @@ class Oracle : public EngineObserver {
         ++x.allocations;
         if (i + 1 == open_.size()) { x.self_bytes_allocated += size; ++x.self_allocations; }
       }
-    } else if (ev.kind == EngineEventKind::kFreeRequested) {
+    } else if (ev.kind == EngineEventKind::kFreeRequested || ev.kind == EngineEventKind::kFree) {
       allocated_ -= size;
       for (size_t i = 0; i < open_.size(); ++i) {
         Expected& x = expected_[open_[i]];
