@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocator/errors.h"
+#include "allocator/hot_inline.h"
 #include "bindings/runtime/runtime.h"
 #include "stats/pickle_writer.h"
 
@@ -52,7 +53,8 @@ cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
   return ctx;
 }
 
-Runtime& initialized_runtime() {
+// Inline: on every malloc and free.
+CACHEALLOC_HOT_INLINE Runtime& initialized_runtime() {
   Runtime& r = Runtime::instance();
   r.ensure_initialized();
   return r;

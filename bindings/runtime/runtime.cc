@@ -14,11 +14,6 @@
 
 namespace cachealloc {
 
-Runtime& Runtime::instance() {
-  static Runtime* runtime = new Runtime();  // never destroyed (see header)
-  return *runtime;
-}
-
 namespace {
 
 std::vector<std::string> split(const std::string& s, char sep) {
@@ -113,24 +108,14 @@ void Runtime::init(const std::string& conf, const std::string& backend) {
   backend_name_ = kind;
 }
 
-void Runtime::ensure_initialized() {
-  if (allocator_) return;
+void Runtime::init_from_environment() {
   const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
   init(env ? env : "", "");
 }
 
-ContextPtr Runtime::capture(ContextLevel needed) const {
-  if (context_level_.load(std::memory_order_relaxed) < static_cast<int>(needed)) return nullptr;
+ContextPtr Runtime::capture_stack() const {
   if (!python_stacks_.load(std::memory_order_relaxed)) return nullptr;
   return capture_python_frames();
-}
-
-uintptr_t Runtime::allocate(size_t size, int device, uintptr_t stream) {
-  return allocator_->allocate(size, device, stream, capture(ContextLevel::kState));
-}
-
-void Runtime::deallocate(uintptr_t address, int device) {
-  allocator_->deallocate(address, device, capture(ContextLevel::kAll));
 }
 
 DeviceStats Runtime::stats(int device) {
