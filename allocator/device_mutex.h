@@ -1,31 +1,37 @@
 // The lock that serialises calls into one device's allocator.
 //
 // Why not std::mutex: the critical sections are short (a cache-hit malloc or
-// free is ~100 ns) and almost always uncontended, so the lock's own cost is
-// a large share of the hot path. glibc's pthread_mutex_lock/unlock are out-of-
-// line calls that dispatch on the mutex kind: about 150 instructions per
-// lock+unlock+lock+unlock of an allocate/free pair, measured with callgrind.
-// This lock inlines to one compare-and-swap to lock and one exchange to
-// unlock when nobody waits.
+// free is well under 100 ns) and almost always uncontended, so the lock's own
+// cost is a large share of the hot path. glibc's pthread_mutex_lock/unlock
+// are out-of-line calls that dispatch on the mutex kind (about 150
+// instructions per allocate+free pair, measured with callgrind), and any
+// lock that can wake sleepers must make its unlock an atomic
+// read-modify-write (to learn whether someone sleeps), which costs as much
+// as the lock's compare-and-swap.
 //
-// Contended, it does not spin for long: after a short spin it waits on the
-// lock word with std::atomic::wait (libstdc++ pauses and yields a few times,
-// then sleeps on a futex), so a thread waiting while another reserves a
-// segment from the device (which can take milliseconds) uses little CPU.
+// This lock is one compare-and-swap to lock and one plain release store to
+// unlock. Waiters are never woken; they look again:
+//   1. spin (with pause) for about a microsecond: the usual holder is
+//      leaving a sub-100 ns critical section;
+//   2. yield the CPU a few times: the holder may be descheduled;
+//   3. sleep in growing naps (up to kMaxNap): the holder is reserving or
+//      releasing device memory, which takes milliseconds.
+// Cost of the design: after a long hold, a sleeping waiter may take up to
+// about one nap (plus the kernel's timer slack, ~50 us) to notice the lock
+// is free. Contention is rare in PyTorch (one thread allocates at a time on
+// a device, as a rule), and a long hold is a device call that takes longer.
 //
-// State of `word_` (the classic three-state futex mutex):
-//   0 unlocked; 1 locked; 2 locked and a sleeper may exist.
-// Invariant: a thread sleeps only after setting 2, and a woken thread sets 2
-// again before it sleeps or takes the lock. So an unlock that finds 2 wakes
-// one sleeper, and a sleeper left behind when an unlock finds 1 (possible
-// after the spin phase took the lock with 1) is still woken later: the
-// sleeper woken before it re-marks the word 2.
+// State of `word_`: 0 unlocked, 1 locked. Invariant: only the holder stores
+// 0, only a successful CAS from 0 stores 1.
 //
 // Not recursive; not fair. Satisfies BasicLockable (std::lock_guard works).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 namespace cachealloc {
 
@@ -36,34 +42,42 @@ class DeviceMutex {
   DeviceMutex& operator=(const DeviceMutex&) = delete;
 
   void lock() {
-    uint32_t expected = 0;
-    if (word_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
-                                      std::memory_order_relaxed)) [[likely]]
-      return;
+    if (try_lock()) [[likely]] return;
     lock_contended();
   }
 
-  void unlock() {
-    if (word_.exchange(0, std::memory_order_release) == 2) [[unlikely]]
-      word_.notify_one();
+  bool try_lock() {
+    uint32_t expected = 0;
+    return word_.compare_exchange_strong(expected, 1, std::memory_order_acquire,
+                                         std::memory_order_relaxed);
   }
 
+  // Release store: everything written while holding the lock is visible to
+  // the next holder (its CAS acquires). No wake-up to send.
+  void unlock() { word_.store(0, std::memory_order_release); }
+
  private:
-  void lock_contended() {
-    // A short spin catches the common case of a holder that is about to
-    // leave a ~100 ns critical section, without a system call.
-    for (int i = 0; i < 64; ++i) {
-      uint32_t expected = 0;
-      if (word_.load(std::memory_order_relaxed) == 0 &&
-          word_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
-                                      std::memory_order_relaxed))
-        return;
+  static constexpr int kSpins = 1000;     // pause ~10-40 ns each: ~1 us in all
+  static constexpr int kYields = 16;
+  static constexpr std::chrono::microseconds kMaxNap{200};
+
+  bool free_now_and_taken() {
+    return word_.load(std::memory_order_relaxed) == 0 && try_lock();
+  }
+
+  [[gnu::noinline]] void lock_contended() {
+    for (int i = 0; i < kSpins; ++i) {
       pause();
+      if (free_now_and_taken()) return;
     }
-    // Mark "may have sleepers" and sleep until the word leaves 2; taking the
-    // lock from here always leaves it at 2, so the next unlock wakes the
-    // remaining sleepers one by one.
-    while (word_.exchange(2, std::memory_order_acquire) != 0) word_.wait(2, std::memory_order_relaxed);
+    for (int i = 0; i < kYields; ++i) {
+      std::this_thread::yield();
+      if (free_now_and_taken()) return;
+    }
+    for (std::chrono::microseconds nap{1};; nap = std::min(nap * 2, kMaxNap)) {
+      std::this_thread::sleep_for(nap);
+      if (free_now_and_taken()) return;
+    }
   }
 
   static void pause() {

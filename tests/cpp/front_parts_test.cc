@@ -2,6 +2,7 @@
 // (checked against std::unordered_map under random operations, with
 // clustered addresses that collide and wrap around the table) and the device
 // lock (mutual exclusion under contention).
+#include <chrono>
 #include <cstdint>
 #include <random>
 #include <thread>
@@ -83,6 +84,30 @@ TEST(DeviceMutex, KeepsAContendedCounterExact) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(counter, int64_t{kThreads} * kRounds);
+}
+
+// Holds of milliseconds (a device call under the lock) push waiters into
+// their sleeping phase; each must still get the lock, exactly once per round.
+TEST(DeviceMutex, WaitersSleepingThroughLongHoldsStillGetIn) {
+  DeviceMutex m;
+  int64_t counter = 0;
+  constexpr int kThreads = 3, kRounds = 20;
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        std::lock_guard<DeviceMutex> lock(m);
+        const int64_t seen = counter;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        counter = seen + 1;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(counter, int64_t{kThreads} * kRounds);
+  // 60 holds of >= 1 ms; a waiter notices a release within a nap (<= 0.2 ms
+  // plus timer slack), so far less than 60 * 5 ms even on a loaded machine.
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
 }
 
 }  // namespace
