@@ -76,13 +76,12 @@ class BlockPool {
   // invalidated. Precondition: `it` is not end(); `b` is not indexed under
   // another entry.
   void replace(iterator it, Block* b) {
-    if (index_.rekey_in_place(it, entry_of(b))) {
+    if (index_.rekey_in_place(it, entry_of(b))) [[likely]] {
       b->gc_count_base = free_block_searches_;
       remember(it, b);
       return;
     }
-    erase(it);
-    insert(b);
+    reinsert(it, b);
   }
 
   // First block not ordered before (stream, size, address 0); end() if none.
@@ -129,6 +128,11 @@ class BlockPool {
  private:
   static Entry entry_of(const Block* b) {
     return Entry{b->stream, b->size, b->address, const_cast<Block*>(b)};
+  }
+  // replace()'s fallback, out of line so that the in-place path stays short.
+  [[gnu::noinline]] void reinsert(iterator it, Block* b) {
+    erase(it);
+    insert(b);
   }
   void remember(iterator it, const Block* b) {
     hint_ = it;
