@@ -12,7 +12,7 @@
 // Keys: 4 streams, sizes of 512 B to 2 MiB, random addresses; the probed
 // entries cycle through 4,096 random ones, so large indexes miss the caches
 // as a busy allocator would. Results and the choice of node size:
-// docs/benchmarks.md.
+// docs/free_index.md.
 #include <cstdint>
 #include <iterator>
 #include <random>
