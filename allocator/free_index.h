@@ -128,16 +128,18 @@ class BasicFreeIndex {
   iterator find(const Entry& key) const {
     Leaf* leaf = leaf_for(key);
     const uint32_t pos = position_in(leaf, key);
-    // Exact descent: a key sorting after all of this leaf is in no leaf.
+    // The separators route a key to the only leaf that could hold it, so a
+    // key sorting after all of this leaf is in no leaf.
     if (pos < leaf->count && !sorts_before(key, leaf->entries[pos])) return iterator(leaf, pos);
     return end();
   }
   bool contains(const Entry& key) const { return !is_end(find(key)); }
 
   // Adds `e` unless an entry with its key exists. Returns the entry with that
-  // key and whether `e` was added. O(log n); O(kLeafCapacity) when the leaf
-  // has room. Invalidates iterators. Throws std::bad_alloc (index unchanged)
-  // only when a split needs a node and none is spare.
+  // key and whether `e` was added. O(log n): a descent, a shift of up to
+  // kLeafCapacity entries, and splits only when the leaf is full.
+  // Invalidates iterators. Throws std::bad_alloc (index unchanged) only when
+  // a split needs a node and none is spare.
   std::pair<iterator, bool> insert(const Entry& e) {
     Leaf* leaf = leaf_for(e);
     const uint32_t pos = position_in(leaf, e);
