@@ -2,8 +2,9 @@
 //
 // Order is (stream, size, address): lower_bound(stream, size) is the
 // smallest free block on that stream that can hold `size` bytes, with the
-// lowest address among equals, exactly the block native picks. A B-tree
-// keeps the keys inline, so a search touches few cache lines: O(log n).
+// lowest address among equals, exactly the block native picks. The index is
+// a B+tree specialised for this key (free_index.h): O(log n) for every
+// operation, a leaf scan for the few-block pools of the cache-hit path.
 //
 // Invariant: between engine operations, every Block in the index is free
 // and its entry's key equals its (stream, size, address). Each entry keeps
@@ -13,42 +14,28 @@
 // replace(); only the key-based lookups (erase(Block*), find, contains)
 // need the block's fields to equal its entry's key.
 //
-// The index always holds one sentinel entry ordered after every real one
-// (stream UINTPTR_MAX, block nullptr), and end() points at it. It keeps the
-// B-tree's root node alive when the last free block is taken, so a cache
-// hit pair (take the only free block, give it back) costs no heap traffic.
+// The index keeps its root node when the last free block is taken, and a
+// few spare nodes, so a cache hit pair (take the only free block, give it
+// back) costs no heap traffic.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
-#include <iterator>
+#include <string>
 
-#include "absl/container/btree_set.h"
 #include "allocator/block.h"
+#include "allocator/free_index.h"
 
 namespace cachealloc {
 
 class BlockPool {
  public:
-  struct Entry {
-    StreamId stream;
-    size_t size;
-    uintptr_t address;
-    Block* block;
-  };
-  struct EntryLess {
-    bool operator()(const Entry& a, const Entry& b) const {
-      if (a.stream != b.stream) return a.stream < b.stream;
-      // (size, address) as one 128-bit number: one compare, no branch.
-      using Rank = unsigned __int128;
-      return ((Rank{a.size} << 64) | a.address) < ((Rank{b.size} << 64) | b.address);
-    }
-  };
-  using Index = absl::btree_set<Entry, EntryLess>;
+  using Entry = FreeEntry;
+  using Index = FreeIndex;
   using iterator = Index::iterator;
 
-  explicit BlockPool(bool is_small) : is_small_(is_small) { index_.insert(kSentinel); }
+  explicit BlockPool(bool is_small) : is_small_(is_small) {}
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
@@ -78,30 +65,23 @@ class BlockPool {
   // O(log n) otherwise.
   iterator find(const Block* b) {
     if (hint_block_ == b && hint_version_ == shape_version_ && hint_->block == b) return hint_;
-    auto it = index_.find(entry_of(b));
-    return it == index_.end() ? end() : it;
+    return index_.find(entry_of(b));
   }
-  // Makes the real entry at `it` index block `b` instead, whose key may
+  // Makes the entry at `it` index block `b` instead, whose key may
   // differ, and stamps b's GC age base as insert() does. Same result as
   // erase(it) + insert(b), but when b's key still sorts strictly between the
   // entry's neighbours (the common case: a block split or merged in place
   // keeps its rank among the free blocks) the entry is rewritten where it
-  // is, and the tree's shape does not change. Invalidates iterators.
-  // Precondition: `b` is not indexed under another entry.
+  // is, and the tree's shape does not change; else iterators are
+  // invalidated. Precondition: `it` is not end(); `b` is not indexed under
+  // another entry.
   void replace(iterator it, Block* b) {
-    const Entry e = entry_of(b);
-    const EntryLess less;
-    // A real entry always has a successor: at worst the sentinel.
-    if (less(e, *std::next(it)) && (it == index_.begin() || less(*std::prev(it), e))) {
+    if (index_.rekey_in_place(it, entry_of(b))) [[likely]] {
       b->gc_count_base = free_block_searches_;
-      // Sound: the set stores non-const Entry slots, and the order of all
-      // entries is unchanged by this write (checked just above).
-      const_cast<Entry&>(*it) = e;
       remember(it, b);
       return;
     }
-    erase(it);
-    insert(b);
+    reinsert(it, b);
   }
 
   // First block not ordered before (stream, size, address 0); end() if none.
@@ -109,20 +89,32 @@ class BlockPool {
     return index_.lower_bound(Entry{stream, size, 0, nullptr});
   }
   iterator begin() { return index_.begin(); }
-  // The sentinel: one past the last real entry.
-  iterator end() { return std::prev(index_.end()); }
-  static bool is_end(iterator it) { return it->block == nullptr; }
+  // One past the last entry; --end() is the last entry.
+  iterator end() { return index_.end(); }
+  // True for end() of the pool `it` came from. O(1).
+  static bool is_end(iterator it) { return Index::is_end(it); }
 
-  // The real entries, in order (for range-for).
+  // The entries, in order (for range-for).
   struct Entries {
     Index::const_iterator first, last;
     Index::const_iterator begin() const { return first; }
     Index::const_iterator end() const { return last; }
   };
-  Entries entries() const { return {index_.begin(), std::prev(index_.end())}; }
-  size_t size() const { return index_.size() - 1; }
+  Entries entries() const { return {index_.begin(), index_.end()}; }
+  size_t size() const { return index_.size(); }
   bool contains(const Block* b) const {
     return index_.contains(entry_of(b));
+  }
+  // Empty when the index's tree is well formed (FreeIndex::check_invariants)
+  // and every entry's key equals its block's fields, else what is wrong.
+  // O(n); for invariant checks between engine operations.
+  std::string check_index() const {
+    if (std::string broken = index_.check_invariants(); !broken.empty()) return broken;
+    for (const Entry& e : entries())
+      if (e.block->stream != e.stream || e.block->size != e.size ||
+          e.block->address != e.address)
+        return "an entry's key differs from its block's stream, size or address";
+    return "";
   }
 
   // GC clock: counts best-fit searches while garbage collection is active.
@@ -134,9 +126,13 @@ class BlockPool {
   }
 
  private:
-  static constexpr Entry kSentinel{~StreamId{0}, ~size_t{0}, ~uintptr_t{0}, nullptr};
   static Entry entry_of(const Block* b) {
     return Entry{b->stream, b->size, b->address, const_cast<Block*>(b)};
+  }
+  // replace()'s fallback, out of line so that the in-place path stays short.
+  [[gnu::noinline]] void reinsert(iterator it, Block* b) {
+    erase(it);
+    insert(b);
   }
   void remember(iterator it, const Block* b) {
     hint_ = it;
@@ -146,10 +142,10 @@ class BlockPool {
   const bool is_small_;
   int64_t free_block_searches_ = 0;
   Index index_;
-  // find()'s shortcut. B-tree iterators stay valid until an insert or erase
-  // (which may move entries between or within nodes), so every insert and
-  // erase bumps shape_version_, and hint_ is used only while its version is
-  // current. An in-place re-key moves nothing but may give hint_'s entry
+  // find()'s shortcut. FreeIndex iterators stay valid until an insert or
+  // erase (which may move entries between or within nodes), so every insert
+  // and erase bumps shape_version_, and hint_ is used only while its version
+  // is current. An in-place re-key moves nothing but may give hint_'s entry
   // another block, hence the check of hint_->block in find().
   uint64_t shape_version_ = 0;
   uint64_t hint_version_ = ~uint64_t{0};

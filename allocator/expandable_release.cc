@@ -120,11 +120,14 @@ namespace {
 
 void ExpandableSegmentsAllocator::check_invariants() const {
   absl::flat_hash_map<uintptr_t, const Block*> by_address;
-  for (const BlockPool* pool : {&large_blocks_, &small_blocks_, &large_unmapped_, &small_unmapped_})
+  for (const BlockPool* pool : {&large_blocks_, &small_blocks_, &large_unmapped_, &small_unmapped_}) {
+    if (std::string broken = pool->check_index(); !broken.empty())
+      throw InvariantViolation("expandable segments: pool index: " + broken);
     for (const auto& e : pool->entries()) {
       if (!e.block->is_free()) violated("busy block present in a pool", e.block);
       by_address[e.block->address] = e.block;
     }
+  }
   for (const Block* b : active_blocks_) {
     if (b->is_free()) violated("free block in the active set", b);
     if (!is_mapped(b)) violated("active block is not mapped", b);

@@ -24,6 +24,9 @@ namespace {
 }  // namespace
 
 void DeviceCachingAllocator::check_invariants() const {
+  for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
+    if (std::string broken = pool->check_index(); !broken.empty())
+      throw InvariantViolation("invariant broken: pool index: " + broken);
   size_t reserved = 0, free_blocks = 0, allocated = 0;
   uintptr_t previous_end = 0;
   for (const SegmentView& s : segments()) {
