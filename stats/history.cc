@@ -50,47 +50,50 @@ void HistoryRecorder::disable() {
 void HistoryRecorder::store(TraceEntry entry) {
   if (!enabled_) return;
   if (!keep_context_) entry.context.reset();
-  if (ring_.size() < max_entries_) {
-    ring_.push_back(std::move(entry));
-  } else {
-    ring_[next_] = std::move(entry);
-    if (++next_ == max_entries_) next_ = 0;
-  }
+  next_slot() = std::move(entry);
+}
+
+TraceEntry& HistoryRecorder::next_slot() {
+  if (ring_.size() < max_entries_) return ring_.emplace_back();
+  TraceEntry& slot = ring_[next_];  // the oldest entry, dropped
+  if (++next_ == max_entries_) next_ = 0;
+  return slot;
 }
 
 void HistoryRecorder::on_event(const EngineEvent& e) {
   if (!enabled_) return;
-  TraceEntry t;
+  TraceAction action = TraceAction::kAlloc;
+  bool block_event = true;  // size is the caller's request, not the block's
   switch (e.kind) {
-    case EngineEventKind::kSegmentAlloc: t.action = TraceAction::kSegmentAlloc; break;
-    case EngineEventKind::kSegmentFree: t.action = TraceAction::kSegmentFree; break;
-    case EngineEventKind::kAlloc: t.action = TraceAction::kAlloc; break;
-    case EngineEventKind::kFreeRequested: t.action = TraceAction::kFreeRequested; break;
-    case EngineEventKind::kFreeCompleted: t.action = TraceAction::kFreeCompleted; break;
-    case EngineEventKind::kFree: {
-      // Native's two entries, in its order.
-      EngineEvent half = e;
-      half.kind = EngineEventKind::kFreeRequested;
-      on_event(half);
-      half.kind = EngineEventKind::kFreeCompleted;
-      on_event(half);
-      return;
-    }
-    case EngineEventKind::kOom: t.action = TraceAction::kOom; break;
+    case EngineEventKind::kSegmentAlloc: action = TraceAction::kSegmentAlloc, block_event = false; break;
+    case EngineEventKind::kSegmentFree: action = TraceAction::kSegmentFree, block_event = false; break;
+    case EngineEventKind::kAlloc: action = TraceAction::kAlloc; break;
+    case EngineEventKind::kFreeRequested: action = TraceAction::kFreeRequested; break;
+    case EngineEventKind::kFreeCompleted: action = TraceAction::kFreeCompleted; break;
+    case EngineEventKind::kFree: action = TraceAction::kFreeRequested; break;  // + completed
+    case EngineEventKind::kOom: action = TraceAction::kOom, block_event = false; break;
     case EngineEventKind::kAllocRetry:
     case EngineEventKind::kSyncAllStreams:
       return;  // counted in stats, not traced (as native)
   }
-  const bool block_event = t.action == TraceAction::kAlloc ||
-                           t.action == TraceAction::kFreeRequested ||
-                           t.action == TraceAction::kFreeCompleted;
-  t.device = e.device;
-  t.address = e.address;
-  t.size = block_event ? e.requested : e.size;
-  t.stream = e.stream;
-  t.time_us = now();
-  if (e.context) t.context = *e.context;
-  store(std::move(t));
+  // Written into the ring slot in place: no temporary entry to move, and the
+  // dropped entry's context is released by the assignment. Each entry reads
+  // the clock, as native stamps each of its entries.
+  const ContextPtr* context = keep_context_ ? e.context : nullptr;
+  auto write = [&](TraceAction a) {
+    TraceEntry& t = next_slot();
+    t.action = a;
+    t.device = e.device;
+    t.address = e.address;
+    t.size = block_event ? e.requested : e.size;
+    t.stream = e.stream;
+    t.time_us = now();
+    if (context) t.context = *context;
+    else t.context.reset();
+  };
+  write(action);
+  // kFree is native's two entries: requested, then completed.
+  if (e.kind == EngineEventKind::kFree) write(TraceAction::kFreeCompleted);
 }
 
 std::vector<TraceEntry> HistoryRecorder::ordered() const {

@@ -85,6 +85,9 @@ class HistoryRecorder : public EngineObserver {
  private:
   // Appends to the ring (dropping the oldest when full); time_us as stored.
   void store(TraceEntry entry);
+  // The slot the next entry goes to: a new one while the ring grows, else
+  // the oldest entry's. Precondition: enabled (max_entries_ >= 1).
+  TraceEntry& next_slot();
   // The ring oldest first, times as stored.
   std::vector<TraceEntry> ordered() const;
   // What goes into time_us while recording: clock_() or raw ticks.
