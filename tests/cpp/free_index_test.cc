@@ -291,19 +291,24 @@ TEST(FreeIndex, SwingingByOneEntryTakesNoNodeFromTheHeap) {
 }
 
 // An index that fills to a few nodes and empties again, over and over, takes
-// its nodes from the spares kept when it emptied.
+// its nodes from the spares kept when it emptied. The tree a fill builds
+// depends on the keys drawn (round 0's may be smaller than a later one's),
+// so the check is a bound, not "no allocation after round 0": a tree of
+// these sizes never needs more leaves or inner nodes than the spares kept
+// (plus the root leaf), whereas dropping the spares costs nodes every round.
 template <class Index>
 void ExpectRefillsReuseSpares(size_t entries) {
   Index index;
   Keys keys(kManyStreams, BaseSeed());
-  size_t allocations = 0;
+  size_t after_first_round = 0;
   for (int round = 0; round < 1'000; ++round) {
     while (index.size() < entries) index.insert(keys.any());
     while (!index.empty()) index.erase(index.begin());
-    if (round == 0) allocations = index.node_allocations();
+    if (round == 0) after_first_round = index.node_allocations();
   }
-  EXPECT_GT(allocations, 1u) << "the index never outgrew its root leaf";
-  EXPECT_EQ(index.node_allocations(), allocations) << entries << " entries";
+  EXPECT_GT(after_first_round, 1u) << "the index never outgrew its root leaf";
+  EXPECT_LE(index.node_allocations(), size_t{1} + 2 * Index::kSpareNodes)
+      << entries << " entries";
 }
 TEST(FreeIndex, RefillingAfterEmptyingReusesSpareNodes) {
   ExpectRefillsReuseSpares<FreeIndex>(30);  // <= 3 leaves under one root
