@@ -11,15 +11,18 @@
 //
 // This lock is one compare-and-swap to lock and one plain release store to
 // unlock. Waiters are never woken; they look again:
-//   1. spin (with pause) for about a microsecond: the usual holder is
-//      leaving a sub-100 ns critical section;
+//   1. spin: 1000 pause instructions, 7-40 us depending on the CPU's pause
+//      latency; the usual holder is leaving a sub-100 ns critical section;
 //   2. yield the CPU a few times: the holder may be descheduled;
 //   3. sleep in growing naps (up to kMaxNap): the holder is reserving or
 //      releasing device memory, which takes milliseconds.
-// Cost of the design: after a long hold, a sleeping waiter may take up to
-// about one nap (plus the kernel's timer slack, ~50 us) to notice the lock
-// is free. Contention is rare in PyTorch (one thread allocates at a time on
-// a device, as a rule), and a long hold is a device call that takes longer.
+// Cost of the design: after a long hold, a sleeping waiter takes up to about
+// one nap (plus the kernel's timer slack, ~50 us) to notice the lock is
+// free, and a napping waiter checks only once per nap, so a thread that
+// re-locks quickly can pass it over again and again: no fairness and no
+// bound on waiting (the futex lock this replaced let threads barge in too).
+// Contention is rare in PyTorch (one thread allocates at a time on a device,
+// as a rule), and a long hold is a device call that takes longer.
 //
 // State of `word_`: 0 unlocked, 1 locked. Invariant: only the holder stores
 // 0, only a successful CAS from 0 stores 1.
@@ -57,7 +60,7 @@ class DeviceMutex {
   void unlock() { word_.store(0, std::memory_order_release); }
 
  private:
-  static constexpr int kSpins = 1000;     // pause ~10-40 ns each: ~1 us in all
+  static constexpr int kSpins = 1000;     // pause ~7-40 ns each
   static constexpr int kYields = 16;
   static constexpr std::chrono::microseconds kMaxNap{200};
 
