@@ -37,6 +37,10 @@ size_t parse_count(const std::string& text, const std::string& what) {
 
 void Runtime::init(const std::string& conf, const std::string& backend) {
   std::lock_guard<std::mutex> lock(init_mutex_);
+  init_locked(conf, backend);
+}
+
+void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   AllocatorConfig config = AllocatorConfig::parse(conf);
   std::string kind = backend.empty()
                          ? (config.backend == BackendKind::kCudaMallocAsync ? "async" : "cuda")
@@ -106,11 +110,14 @@ void Runtime::init(const std::string& conf, const std::string& backend) {
   backends_ = std::move(backends);
   config_ = std::move(config);
   backend_name_ = kind;
+  ready_.store(true, std::memory_order_release);
 }
 
 void Runtime::init_from_environment() {
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  if (allocator_) return;  // another thread's first call got here first
   const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  init(env ? env : "", "");
+  init_locked(env ? env : "", "");
 }
 
 ContextPtr Runtime::capture_stack() const {

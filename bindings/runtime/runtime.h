@@ -50,11 +50,13 @@ class Runtime {
   // block is allocated; it replaces the allocator.
   void init(const std::string& conf, const std::string& backend);
   // init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA backend, once.
+  // Safe to race: the first callers serialise on the init lock and only one
+  // initializes.
   void ensure_initialized() {
-    if (allocator_) [[likely]] return;
+    if (ready_.load(std::memory_order_acquire)) [[likely]] return;
     init_from_environment();
   }
-  bool initialized() const { return allocator_ != nullptr; }
+  bool initialized() const { return ready_.load(std::memory_order_acquire); }
   const std::string& backend_name() const { return backend_name_; }
 
   CachingAllocator& allocator() { return *allocator_; }
@@ -113,6 +115,8 @@ class Runtime {
  private:
   Runtime() = default;
   void init_from_environment();
+  // init() with init_mutex_ held.
+  void init_locked(const std::string& conf, const std::string& backend);
   // The caller's context if the history settings ask for it at `needed`;
   // null (the common case: history off) without a call.
   ContextPtr capture(ContextLevel needed) const {
@@ -131,6 +135,9 @@ class Runtime {
   std::vector<std::unique_ptr<StatsCollector>> stats_;
   std::vector<std::unique_ptr<HistoryRecorder>> history_;
   std::vector<std::unique_ptr<ScopeTracker>> scopes_;
+  // Set (release) once allocator_ and the rest are in place; the hot path
+  // reads it (acquire) instead of allocator_, which init writes.
+  std::atomic<bool> ready_{false};
   std::atomic<int> context_level_{0};
   std::atomic<bool> python_stacks_{false};
   OomHandler oom_handler_ = nullptr;
