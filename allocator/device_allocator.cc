@@ -201,13 +201,7 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
   block->context_when_allocated = ctx;
   allocated_bytes_ += block->size;
 
-  EngineEvent e(EngineEventKind::kAlloc);
-  e.pool = kind_of(*r.pool);
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.requested = orig_size;
-  e.oversize = oversize(block->size);
+  EngineEvent e = block_event(EngineEventKind::kAlloc, block);
   e.split = split;
   e.context = &ctx;
   emit(e);
@@ -238,13 +232,7 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
     cache_freed_block(block, ctx, EngineEventKind::kFree);
     return;
   }
-  EngineEvent e{EngineEventKind::kFreeRequested};
-  e.pool = kind_of(*block->pool);
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.requested = block->requested_size;
-  e.oversize = oversize(block->size);
+  EngineEvent e = block_event(EngineEventKind::kFreeRequested, block);
   e.context = ctx ? &ctx : &block->context_when_allocated;
   emit(e);
   insert_events(block);
@@ -255,16 +243,10 @@ void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
   cache_freed_block(block, ctx, EngineEventKind::kFreeCompleted);
 }
 
-// native: free_block
+// native: free_block's body, shared by free() (kFree) and free_block().
 void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
                                                EngineEventKind kind) {
-  EngineEvent e(kind);
-  e.pool = kind_of(*block->pool);
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.requested = block->requested_size;
-  e.oversize = oversize(block->size);
+  EngineEvent e = block_event(kind, block);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
 

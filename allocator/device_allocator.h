@@ -185,6 +185,18 @@ class DeviceCachingAllocator {
     spare_blocks_.push_back(block);
   }
   static constexpr size_t kMaxSpareBlocks = 4096;
+  // An event about `block` as it stands: pool, stream, address, size,
+  // requested bytes and the oversize flag filled in.
+  EngineEvent block_event(EngineEventKind kind, const Block* block) const {
+    EngineEvent e(kind);
+    e.pool = kind_of(*block->pool);
+    e.stream = block->stream;
+    e.address = block->address;
+    e.size = block->size;
+    e.requested = block->requested_size;
+    e.oversize = oversize(block->size);
+    return e;
+  }
   void emit(EngineEvent& e) {
     e.device = device_;
     for (EngineObserver* o : observers_) o->on_event(e);

@@ -11,7 +11,7 @@
 //       attached: the difference to scopes:0 is the tracker's cost when no
 //       scope is open.
 //   BM_TrackerEventsOnly/scopes:K  ScopeTracker::on_event alone for the
-//       two events of a pair (kAlloc, kFreeRequested) with K scopes open:
+//       two events of a pair (kAlloc, kFree) with K scopes open:
 //       the tracker's own share of the pair, below the pair's run-to-run
 //       spread in the benchmarks above.
 //   BM_ScopeOpenClose  opening and closing one scope under the device lock

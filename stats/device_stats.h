@@ -47,7 +47,7 @@ struct DeviceStats {
 // read stats() under the same lock.
 //
 // The counters are kept in a cheaper form than DeviceStats and turned into
-// one on request, because on_event runs on every allocate and free (3 events
+// one on request, because on_event runs on every allocate and free (2 events
 // per pair) and DeviceStats updates three Stats (aggregate and pool) of four
 // fields for every change. Here, per family:
 //   - only the two pools are counted; the aggregate's current, allocated and
