@@ -130,9 +130,15 @@ class BlockPool {
     return Entry{b->stream, b->size, b->address, const_cast<Block*>(b)};
   }
   // replace()'s fallback, out of line so that the in-place path stays short.
+  // Inserts first and then erases the old entry by its stored key (which may
+  // no longer match its block's fields): if the insert throws for want of a
+  // node, the index is unchanged. Keys differ (replace rewrites equal keys in
+  // place), so both entries can be in the index for a moment.
   [[gnu::noinline]] void reinsert(iterator it, Block* b) {
-    erase(it);
+    const Entry old = *it;
     insert(b);
+    ++shape_version_;
+    index_.erase(old);
   }
   void remember(iterator it, const Block* b) {
     hint_ = it;
