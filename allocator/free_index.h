@@ -266,10 +266,8 @@ class BasicFreeIndex {
   Leaf* rightmost_ = nullptr;  // last leaf (end())
   size_t size_ = 0;  // entries
   // Freed nodes kept for reuse: leaves chained by next, inner nodes by parent.
-  Leaf* spare_leaves_ = nullptr;
-  Inner* spare_inners_ = nullptr;
-  int spare_leaf_count_ = 0;
-  int spare_inner_count_ = 0;
+  SpareNodes<Leaf, &Leaf::next> spare_leaves_;
+  SpareNodes<Inner, &Node::parent> spare_inners_;
   size_t node_allocations_ = 0;
 };
 

@@ -36,12 +36,10 @@ std::string BasicFreeIndex<C, F>::check_invariants() const {
     if (after && !sorts_before(leaf->entries[leaf->count - 1], after->entries[0]))
       return "leaf " + std::to_string(i) + "'s last entry is not below the next leaf's first";
   }
-  int spares = 0;
-  for (const Leaf* l = spare_leaves_; l; l = l->next) ++spares;
-  if (spares != spare_leaf_count_ || spares > kSpareNodes) return "spare leaf count is wrong";
-  spares = 0;
-  for (const Inner* n = spare_inners_; n; n = n->parent) ++spares;
-  if (spares != spare_inner_count_ || spares > kSpareNodes) return "spare inner count is wrong";
+  if (spare_leaves_.walk() != spare_leaves_.count() || spare_leaves_.count() > kSpareNodes)
+    return "spare leaf count is wrong";
+  if (spare_inners_.walk() != spare_inners_.count() || spare_inners_.count() > kSpareNodes)
+    return "spare inner count is wrong";
   return "";
 }
 

@@ -78,4 +78,42 @@ struct FreeIndexNodes {
   };
 };
 
+// Freed nodes of one kind, kept for reuse: a stack chained through a node
+// field that a spare does not otherwise use (`Link`: &Leaf::next for leaves,
+// &Node::parent for inner nodes). Owns the nodes it holds.
+template <class N, auto Link>
+class SpareNodes {
+ public:
+  SpareNodes() = default;
+  SpareNodes(const SpareNodes&) = delete;
+  SpareNodes& operator=(const SpareNodes&) = delete;
+  ~SpareNodes() {
+    while (head_) delete pop();
+  }
+
+  int count() const { return count_; }
+  void push(N* n) {
+    n->*Link = head_;
+    head_ = n;
+    ++count_;
+  }
+  // Precondition: count() > 0.
+  N* pop() {
+    N* n = head_;
+    head_ = static_cast<N*>(n->*Link);
+    --count_;
+    return n;
+  }
+  // Nodes reachable through the chain; equals count() unless corrupted.
+  int walk() const {
+    int k = 0;
+    for (const N* n = head_; n; n = static_cast<const N*>(n->*Link)) ++k;
+    return k;
+  }
+
+ private:
+  N* head_ = nullptr;
+  int count_ = 0;
+};
+
 }  // namespace cachealloc

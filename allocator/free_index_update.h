@@ -8,7 +8,6 @@
 // separator moved up or down unchanged, so it sits between its subtrees.
 #pragma once
 
-#include <utility>
 
 namespace cachealloc {
 
@@ -275,19 +274,13 @@ void BasicFreeIndex<C, F>::remove_child(Inner* node, uint32_t k) {
 // kSpareNodes if need be), so the caller's next new_*() calls cannot fail.
 template <int C, int F>
 void BasicFreeIndex<C, F>::reserve_spares(int leaves, int inners) {
-  while (spare_leaf_count_ < leaves) {
-    Leaf* leaf = new Leaf;
+  while (spare_leaves_.count() < leaves) {
+    spare_leaves_.push(new Leaf);
     ++node_allocations_;
-    leaf->next = spare_leaves_;
-    spare_leaves_ = leaf;
-    ++spare_leaf_count_;
   }
-  while (spare_inner_count_ < inners) {
-    Inner* node = new Inner;
+  while (spare_inners_.count() < inners) {
+    spare_inners_.push(new Inner);
     ++node_allocations_;
-    node->parent = spare_inners_;
-    spare_inners_ = node;
-    ++spare_inner_count_;
   }
 }
 
@@ -295,9 +288,7 @@ void BasicFreeIndex<C, F>::reserve_spares(int leaves, int inners) {
 template <int C, int F>
 typename BasicFreeIndex<C, F>::Leaf* BasicFreeIndex<C, F>::new_leaf() {
   reserve_spares(1, 0);
-  Leaf* leaf = spare_leaves_;
-  spare_leaves_ = leaf->next;
-  --spare_leaf_count_;
+  Leaf* leaf = spare_leaves_.pop();
   leaf->parent = nullptr;
   leaf->count = 0;
   leaf->prev = leaf->next = nullptr;
@@ -307,9 +298,7 @@ typename BasicFreeIndex<C, F>::Leaf* BasicFreeIndex<C, F>::new_leaf() {
 template <int C, int F>
 typename BasicFreeIndex<C, F>::Inner* BasicFreeIndex<C, F>::new_inner() {
   reserve_spares(0, 1);
-  Inner* node = spare_inners_;
-  spare_inners_ = node->parent;
-  --spare_inner_count_;
+  Inner* node = spare_inners_.pop();
   node->parent = nullptr;
   node->count = 0;
   return node;
@@ -318,24 +307,14 @@ typename BasicFreeIndex<C, F>::Inner* BasicFreeIndex<C, F>::new_inner() {
 // Keeps up to kSpareNodes freed nodes of each kind; returns the rest.
 template <int C, int F>
 void BasicFreeIndex<C, F>::free_leaf(Leaf* leaf) {
-  if (spare_leaf_count_ >= kSpareNodes) {
-    delete leaf;
-    return;
-  }
-  leaf->next = spare_leaves_;
-  spare_leaves_ = leaf;
-  ++spare_leaf_count_;
+  if (spare_leaves_.count() >= kSpareNodes) delete leaf;
+  else spare_leaves_.push(leaf);
 }
 
 template <int C, int F>
 void BasicFreeIndex<C, F>::free_inner(Inner* node) {
-  if (spare_inner_count_ >= kSpareNodes) {
-    delete node;
-    return;
-  }
-  node->parent = spare_inners_;
-  spare_inners_ = node;
-  ++spare_inner_count_;
+  if (spare_inners_.count() >= kSpareNodes) delete node;
+  else spare_inners_.push(node);
 }
 
 template <int C, int F>
@@ -351,9 +330,7 @@ void BasicFreeIndex<C, F>::free_subtree(Node* n) {
 
 template <int C, int F>
 BasicFreeIndex<C, F>::~BasicFreeIndex() {
-  free_subtree(root_);
-  while (spare_leaves_) delete std::exchange(spare_leaves_, spare_leaves_->next);
-  while (spare_inners_) delete std::exchange(spare_inners_, spare_inners_->parent);
+  free_subtree(root_);  // the spares go with spare_leaves_ and spare_inners_
 }
 
 }  // namespace cachealloc
