@@ -26,6 +26,12 @@ def main():
     p.add_argument("--backend", default=None)
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--plain", action="store_true", help="plain C entry points, no PyTorch glue")
+    p.add_argument("--sequence-out", default=None,
+                   help="record history (no frames) and write device 0's allocator calls here, "
+                        "one 'action size address' line each")
+    p.add_argument("--dump-snapshot", default=None,
+                   help="record history (no frames) and dump the snapshot pickle here (a trace "
+                        "that `cachealloc replay` reads)")
     args = p.parse_args()
     if args.conf:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = args.conf
@@ -46,10 +52,25 @@ def main():
             stats, snap = mem.memory_stats, mem.snapshot
     else:
         stats, snap = torch.cuda.memory_stats, torch.cuda.memory._snapshot
+    record = bool(args.sequence_out or args.dump_snapshot)
+    if record:
+        if snap is torch.cuda.memory._snapshot:
+            torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python")
+        else:
+            mem.record_memory_history(enabled="all", context=None)
     kwargs = {} if args.steps is None else {"steps": args.steps}
     losses = WORKLOADS[args.workload]("cuda", **kwargs)
     torch.cuda.synchronize()
     s = snap()
+    if args.dump_snapshot:
+        if snap is torch.cuda.memory._snapshot:
+            torch.cuda.memory._dump_snapshot(args.dump_snapshot)
+        else:
+            mem.dump_snapshot(args.dump_snapshot)
+    if args.sequence_out:
+        with open(args.sequence_out, "w") as f:
+            for e in s["device_traces"][0]:
+                f.write(f"{e['action']} {e['size']} {e['addr']}\n")
     print(json.dumps({
         "losses": losses,
         "memory_stats": dict(stats(0)),
