@@ -16,8 +16,9 @@ du -sh .carry/lib
 # (gpu_session.sh bench runs them when present).
 if [ -x "$build/benchmarks/engine_bench" ]; then
   mkdir -p .carry/bin .carry/traces
-  cp "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" .carry/bin/
-  ldd "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" \
+  # The CLI too: the GPU tests replay native's recordings with it.
+  cp "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" "$build/tools/cachealloc" .carry/bin/
+  ldd "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" "$build/tools/cachealloc" \
     | awk '/libabsl|libbenchmark/ {print $3}' | sort -u | xargs -r -I{} cp -L {} .carry/lib/
   strip --strip-debug .carry/bin/* .carry/lib/*.so*
   cp ../shared/traces/*.pickle.gz ../shared/traces/*.json .carry/traces/ 2>/dev/null || true

@@ -8,26 +8,41 @@ import sys
 
 import pytest
 
+import call_sequence
+
 HERE = pathlib.Path(__file__).resolve().parent
 RUNNER = HERE / "run_workload.py"
+# Fresh pairs of runs tried before a difference that is not the allocator's
+# doing (the driver placed segments differently, see call_sequence.py) fails
+# the parity test.
+PARITY_ATTEMPTS = 3
 
 
-def run(allocator, workload, *extra, env=None):
-    proc = subprocess.run([sys.executable, str(RUNNER), allocator, workload, *extra],
+def run(allocator, workload, *extra, env=None, sequence=None):
+    """One fresh process. With `sequence` (a path), history is recorded and
+    the result's "entries" are its allocator calls (call_sequence.read)."""
+    more = ["--sequence-out", str(sequence)] if sequence else []
+    proc = subprocess.run([sys.executable, str(RUNNER), allocator, workload, *extra, *more],
                           capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if sequence:
+        result["entries"] = call_sequence.read(sequence)
+    return result
 
 
 @pytest.fixture(scope="module")
-def runs():
-    """Each workload once under each allocator, shared by the tests below."""
+def runs(tmp_path_factory):
+    """Each workload under each allocator (attempt 0 shared by the tests
+    below; later attempts are fresh pairs of runs)."""
     cache = {}
+    tmp = tmp_path_factory.mktemp("sequences")
 
-    def get(allocator, workload, *extra):
-        key = (allocator, workload, extra)
+    def get(allocator, workload, *extra, attempt=0):
+        key = (allocator, workload, extra, attempt)
         if key not in cache:
-            cache[key] = run(allocator, workload, *extra)
+            path = tmp / f"{len(cache)}.txt"
+            cache[key] = run(allocator, workload, *extra, sequence=path)
         return cache[key]
     return get
 
@@ -46,13 +61,52 @@ def test_training_losses_equal_native(runs, workload, mode):
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("workload", ["mlp", "resnet18", "transformer", "random"])
 def test_memory_stats_and_segments_equal_native(runs, workload, mode):
-    native, ours = runs("native", workload), runs("cachealloc", workload, *MODES[mode])
-    assert len(ours["memory_stats"]) == 122
-    diff = {k: (ours["memory_stats"][k], v) for k, v in native["memory_stats"].items()
-            if ours["memory_stats"].get(k) != v}
-    print(f"{workload} [{ours['mode']}]: {len(diff)} of 122 keys differ: {diff}")
-    assert not diff
-    assert ours["segment_sizes"] == native["segment_sizes"]
+    """All 122 keys and the segment sizes equal native's. A pair of runs may
+    differ without either allocator being at fault: CUDA does not always
+    place segments at the same relative addresses, and best fit (native's
+    and ours) breaks ties by address. Such a pair is explained from the two
+    runs' call sequences and a fresh pair is tried; a difference on the same
+    requests and the same placement fails at once."""
+    for attempt in range(PARITY_ATTEMPTS):
+        native = runs("native", workload, attempt=attempt)
+        ours = runs("cachealloc", workload, *MODES[mode], attempt=attempt)
+        assert len(ours["memory_stats"]) == 122
+        diff = {k: (ours["memory_stats"][k], v) for k, v in native["memory_stats"].items()
+                if ours["memory_stats"].get(k) != v}
+        same_segments = ours["segment_sizes"] == native["segment_sizes"]
+        why = call_sequence.explain(native["entries"], ours["entries"])
+        print(f"{workload} [{ours['mode']}] attempt {attempt + 1}: {len(diff)} of 122 keys "
+              f"differ: {diff}; segment sizes {'equal' if same_segments else 'differ'}; "
+              f"call sequences: {why}")
+        # Same requests on the same placement must give the same choices,
+        # whatever the counters say.
+        assert why.verdict != "allocator", why
+        if not diff and same_segments:
+            return
+    pytest.fail(f"{PARITY_ATTEMPTS} pairs of runs all differed; the last: {why}")
+
+
+@pytest.mark.parametrize("workload", ["mlp", "resnet18", "transformer", "random"])
+def test_native_trace_of_workload_replays_exactly(tmp_path, workload):
+    """Placement-independent parity: native's own recording of the workload,
+    replayed through the engine with native's segment addresses, lands every
+    allocation where native put it and ends with native's 122 values."""
+    cli = HERE.parents[1] / ".carry" / "bin" / "cachealloc"
+    if os.environ.get("CACHEALLOC_CLI"):
+        cli = pathlib.Path(os.environ["CACHEALLOC_CLI"])
+    if not cli.is_file():
+        pytest.skip(f"GPU test skipped: no cachealloc CLI at {cli} (set CACHEALLOC_CLI)")
+    trace = tmp_path / f"{workload}.pickle"
+    native = run("native", workload, "--dump-snapshot", str(trace))
+    proc = subprocess.run([str(cli), "replay", "--json", str(trace)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    replay = json.loads(proc.stdout)
+    print(f"{workload}: {replay['events']} events replayed, divergence {replay['divergence']}")
+    assert replay["divergence"] is None
+    diff = {k: (replay["memory_stats"].get(k), v) for k, v in native["memory_stats"].items()
+            if replay["memory_stats"].get(k) != v}
+    assert not diff, diff
 
 
 def test_async_backend_trains_like_native(runs):
