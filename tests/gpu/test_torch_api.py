@@ -42,6 +42,12 @@ def test_unmodified_api_prints_the_same_stats(both):
     assert not diff
 
 
+def test_cudnn_benchmark_mode_trains(both):
+    """cuDNN's benchmark mode sizes workspaces from the allocator's cacheInfo."""
+    native, ours, _ = both
+    assert native["cudnn_benchmark_losses_finite"] and ours["cudnn_benchmark_losses_finite"]
+
+
 def test_record_stream_protects_blocks_used_on_another_stream(both):
     native, ours, _ = both
     assert ours["record_stream_reused_while_busy"] is False
