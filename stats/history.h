@@ -85,9 +85,17 @@ class HistoryRecorder : public EngineObserver {
  private:
   // Appends to the ring (dropping the oldest when full); time_us as stored.
   void store(TraceEntry entry);
-  // The slot the next entry goes to: a new one while the ring grows, else
-  // the oldest entry's. Precondition: enabled (max_entries_ >= 1).
-  TraceEntry& next_slot();
+  // The slot the next entry goes to: the oldest entry's once the ring is
+  // full (the steady state: an index step, no size arithmetic), else a new
+  // one. Precondition: enabled (max_entries_ >= 1).
+  TraceEntry& next_slot() {
+    if (!full_) [[unlikely]] return grow_slot();
+    TraceEntry& slot = ring_[next_];  // the oldest entry, dropped
+    if (++next_ == max_entries_) next_ = 0;
+    return slot;
+  }
+  // Appends a slot while the ring is below max_entries_.
+  TraceEntry& grow_slot();
   // The ring oldest first, times as stored.
   std::vector<TraceEntry> ordered() const;
   // What goes into time_us while recording: clock_() or raw ticks.
@@ -100,6 +108,9 @@ class HistoryRecorder : public EngineObserver {
   bool enabled_ = false;
   bool keep_context_ = true;
   size_t max_entries_ = 0;
+  // ring_.size() == max_entries_: entries now overwrite the oldest. While
+  // false, next_ is 0 and entries are appended.
+  bool full_ = false;
   std::vector<TraceEntry> ring_;
   size_t next_ = 0;  // index of the oldest entry once the ring is full
 };
