@@ -180,8 +180,11 @@ class DeviceCachingAllocator {
     // Back to a default Block in place: what it owns (contexts hold Python
     // frames) is released now, and new_block can hand it out as it is.
     // Cheaper than assigning Block(), which builds a temporary and moves it.
+    // Default-initialised (`new Block`, not `Block()`): every member has an
+    // initializer, so that is a default Block already; value-initialisation
+    // would zero-fill all 128 bytes first (a 16-word rep stos).
     std::destroy_at(block);
-    std::construct_at(block);
+    ::new (static_cast<void*>(block)) Block;
     spare_blocks_.push_back(block);
   }
   static constexpr size_t kMaxSpareBlocks = 4096;
