@@ -16,7 +16,10 @@ namespace cachealloc {
 DeviceCachingAllocator::DeviceCachingAllocator(int device,
                                                const AllocatorConfig& config,
                                                DeviceBackend& backend)
-    : device_(device), config_(config), backend_(backend) {
+    : device_(device),
+      config_(config),
+      power2_divisions_(has_power2_divisions(config_)),
+      backend_(backend) {
   if (config_.per_process_memory_fraction >= 0.0)
     set_memory_fraction(config_.per_process_memory_fraction);
 }
@@ -51,7 +54,7 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
   if (!events_.empty()) process_events(ctx);  // cross-stream frees are rare
 
   Request r;
-  r.size = round_request_size(orig_size, config_);
+  r.size = rounded_request(orig_size);
   r.pool = &pool_for(r.size);
   r.stream = stream;
 
@@ -98,7 +101,7 @@ bool DeviceCachingAllocator::get_free_block(Request& r) {
 
 bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) const {
   if (orig_size > kMaxRequestSize) return false;
-  const size_t size = round_request_size(orig_size, config_);
+  const size_t size = rounded_request(orig_size);
   // Lookups do not change the pool; pool_for just has no const overload.
   BlockPool& pool = const_cast<DeviceCachingAllocator&>(*this).pool_for(size);
   return !BlockPool::is_end(find_free_block(pool, stream, size));
@@ -106,7 +109,7 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {
   if (orig_size > kMaxRequestSize) return true;
-  const size_t size = round_request_size(orig_size, config_);
+  const size_t size = rounded_request(orig_size);
   return limit_.refuses(reserved_bytes_, segment_size_for(size));
 }
 

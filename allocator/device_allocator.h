@@ -33,6 +33,7 @@
 #include "allocator/engine_observer.h"
 #include "allocator/hot_inline.h"
 #include "allocator/memory_limit.h"
+#include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
 
 namespace cachealloc {
@@ -154,6 +155,10 @@ class DeviceCachingAllocator {
   void process_events(const ContextPtr& ctx);
   void synchronize_and_free_events(const ContextPtr& ctx);
 
+  // round_request_size(size, config_).
+  size_t rounded_request(size_t size) const {
+    return power2_divisions_ ? round_request_size(size, config_) : round_to_min_blocks(size);
+  }
   BlockPool& pool_for(size_t rounded) {
     return rounded <= kSmallSizeForPool ? small_blocks_ : large_blocks_;
   }
@@ -209,6 +214,9 @@ class DeviceCachingAllocator {
 
   const int device_;
   const AllocatorConfig config_;
+  // has_power2_divisions(config_), decided once: without divisions (the
+  // default) malloc rounds with round_to_min_blocks.
+  const bool power2_divisions_;
   DeviceBackend& backend_;
   std::vector<EngineObserver*> observers_;
 

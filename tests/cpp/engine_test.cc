@@ -52,6 +52,23 @@ TEST(Rounding, PowerOfTwoDivisionsApplyOnlyAboveDivisionsTimes512) {
   EXPECT_EQ(h.now(h.stats().requested_bytes, kLargePool), int64_t(kMiB + 100 * kKiB));
 }
 
+TEST(Rounding, WithoutDivisionsAboveOneRoundingIsToMultiplesOf512) {
+  // The engine skips the divisions table when has_power2_divisions is false;
+  // that is exact only if round_to_min_blocks then agrees everywhere.
+  const AllocatorConfig plain;
+  const AllocatorConfig ones = AllocatorConfig::parse("roundup_power2_divisions:1");
+  for (const AllocatorConfig* c : {&plain, &ones}) {
+    EXPECT_FALSE(has_power2_divisions(*c));
+    for (size_t size : {size_t{0}, size_t{1}, size_t{511}, size_t{512}, size_t{513},
+                        size_t{4097}, kMiB - 1, kMiB + 1, 3 * kMiB + 7, kGiB + 1,
+                        64 * kGiB + 513, kMaxRequestSize})
+      EXPECT_EQ(round_to_min_blocks(size), round_request_size(size, *c)) << size;
+  }
+  EXPECT_TRUE(has_power2_divisions(AllocatorConfig::parse("roundup_power2_divisions:4")));
+  EXPECT_TRUE(has_power2_divisions(
+      AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]")));
+}
+
 TEST(Rounding, DivisionsFollowTheRequestsPowerOfTwoInterval) {
   // Intervals 0..8 get 1 (off); 512 MiB and up get 8 (see config_test).
   const AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]");
