@@ -32,13 +32,21 @@ class CachingAllocator {
   // `stream`; 0 for size 0 (as PyTorch, no block is made). Throws
   // OutOfMemoryError, SizeOverflowError, BackendError, or
   // std::out_of_range for a bad device index.
-  uintptr_t allocate(size_t size, int device, StreamId stream,
-                     const ContextPtr& context = nullptr);
+  uintptr_t allocate(size_t size, int device, StreamId stream, const ContextPtr& context);
   // Takes back an address from allocate(); 0 is ignored. `device` is where
   // to look first (-1: search all). Throws InvalidPointerError for an
   // address this allocator does not hold; nothing changes then.
-  void deallocate(uintptr_t address, int device = -1,
-                  const ContextPtr& context = nullptr);
+  void deallocate(uintptr_t address, int device, const ContextPtr& context);
+  // The same without a caller context (the common case: history off).
+  // Overloads, not a default `= nullptr`, which would build and destroy a
+  // temporary ContextPtr in the caller on every call: these pass a null
+  // one that the allocator keeps.
+  uintptr_t allocate(size_t size, int device, StreamId stream) {
+    return allocate(size, device, stream, no_context_);
+  }
+  void deallocate(uintptr_t address, int device = -1) {
+    deallocate(address, device, no_context_);
+  }
   // See DeviceCachingAllocator::record_stream. Throws InvalidPointerError.
   void record_stream(uintptr_t address, StreamId stream);
   // Bytes of the block behind an address; throws InvalidPointerError.
@@ -77,6 +85,7 @@ class CachingAllocator {
 
   const AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;
+  const ContextPtr no_context_;  // always null
 };
 
 }  // namespace cachealloc

@@ -125,6 +125,14 @@ ContextPtr Runtime::capture_stack() const {
   return capture_python_frames();
 }
 
+uintptr_t Runtime::allocate_capturing(size_t size, int device, uintptr_t stream) {
+  return allocator_->allocate(size, device, stream, capture_stack());
+}
+
+void Runtime::deallocate_capturing(uintptr_t address, int device) {
+  allocator_->deallocate(address, device, capture_stack());
+}
+
 DeviceStats Runtime::stats(int device) {
   return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
     return stats_[static_cast<size_t>(device)]->stats();

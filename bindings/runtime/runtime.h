@@ -64,10 +64,12 @@ class Runtime {
 
   // Hot path: context per the history settings, then allocate/free.
   uintptr_t allocate(size_t size, int device, uintptr_t stream) {
-    return allocator_->allocate(size, device, stream, capture(ContextLevel::kState));
+    if (captures(ContextLevel::kState)) [[unlikely]] return allocate_capturing(size, device, stream);
+    return allocator_->allocate(size, device, stream);
   }
   void deallocate(uintptr_t address, int device) {
-    allocator_->deallocate(address, device, capture(ContextLevel::kAll));
+    if (captures(ContextLevel::kAll)) [[unlikely]] deallocate_capturing(address, device);
+    else allocator_->deallocate(address, device);
   }
   // The same with a context the caller captured (framework glue).
   uintptr_t allocate_with(size_t size, int device, uintptr_t stream, const ContextPtr& ctx) {
@@ -117,15 +119,18 @@ class Runtime {
   void init_from_environment();
   // init() with init_mutex_ held.
   void init_locked(const std::string& conf, const std::string& backend);
-  // The caller's context if the history settings ask for it at `needed`;
-  // null (the common case: history off) without a call.
-  ContextPtr capture(ContextLevel needed) const {
-    if (context_level_.load(std::memory_order_relaxed) < static_cast<int>(needed)) [[likely]]
-      return nullptr;
-    return capture_stack();
+  // Whether the history settings ask for the caller's context at `needed`
+  // (not in the common case: history off).
+  bool captures(ContextLevel needed) const {
+    return context_level_.load(std::memory_order_relaxed) >= static_cast<int>(needed);
   }
   // Python frames if stacks were requested, else null.
   ContextPtr capture_stack() const;
+  // allocate/deallocate with capture_stack()'s context. Out of line, so
+  // that the inlined common case needs no ContextPtr (nor the registers and
+  // stack to keep one across the call).
+  [[gnu::noinline]] uintptr_t allocate_capturing(size_t size, int device, uintptr_t stream);
+  [[gnu::noinline]] void deallocate_capturing(uintptr_t address, int device);
 
   std::mutex init_mutex_;
   AllocatorConfig config_;
