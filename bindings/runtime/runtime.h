@@ -64,7 +64,8 @@ class Runtime {
 
   // Hot path: context per the history settings, then allocate/free.
   uintptr_t allocate(size_t size, int device, uintptr_t stream) {
-    if (captures(ContextLevel::kState)) [[unlikely]] return allocate_capturing(size, device, stream);
+    if (captures(ContextLevel::kState)) [[unlikely]]
+      return allocate_capturing(size, device, stream);
     return allocator_->allocate(size, device, stream);
   }
   void deallocate(uintptr_t address, int device) {
