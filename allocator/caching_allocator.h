@@ -14,6 +14,7 @@
 #include "allocator/config.h"
 #include "allocator/device_allocator.h"
 #include "allocator/device_mutex.h"
+#include "allocator/hot_inline.h"
 #include "allocator/pointer_table.h"
 
 namespace cachealloc {
@@ -79,9 +80,20 @@ class CachingAllocator {
   }
   [[noreturn]] void bad_device(int device) const;
   // Finds the device holding `address` and runs fn(device, block) locked;
-  // with `take`, the address leaves the device's table first.
+  // with `take`, the address leaves the device's table first. Looks on
+  // device `hint` first (unless -1), then on the others; throws
+  // InvalidPointerError naming `what` when no device holds it.
   template <typename Fn>
-  void with_block(uintptr_t address, int hint, bool take, const char* what, Fn&& fn);
+  CACHEALLOC_HOT_INLINE void with_block(uintptr_t address, int hint, bool take,
+                                        const char* what, Fn&& fn);
+  // with_block's steps: one device (false if it does not hold `address`),
+  // inline, as deallocate's common case; and the search of the others, out
+  // of line.
+  template <typename Fn>
+  CACHEALLOC_HOT_INLINE bool with_block_on(Device& d, uintptr_t address, bool take, Fn& fn);
+  template <typename Fn>
+  [[gnu::noinline]] void with_block_elsewhere(uintptr_t address, int hint, bool take,
+                                              const char* what, Fn& fn);
 
   const AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -66,10 +66,13 @@ class DeviceCachingAllocator {
   // (after the cache was emptied and the device still refused) or
   // BackendError. On any throw the cache is still consistent; on OOM cached
   // blocks may have been returned to the device, as native does.
-  Block* malloc(size_t size, StreamId stream, const ContextPtr& context = nullptr);
+  // malloc and free are forced inline into their callers (the front's
+  // allocate and deallocate); see device_allocator_hot.h.
+  CACHEALLOC_HOT_INLINE Block* malloc(size_t size, StreamId stream,
+                                      const ContextPtr& context = nullptr);
   // Takes a block back. Precondition: `block` came from malloc() and was not
   // freed since (CachingAllocator checks pointers before calling this).
-  void free(Block* block, const ContextPtr& context = nullptr);
+  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr);
   // Marks `block` as used on `stream` too: its memory is not reused before
   // the work queued on `stream` at free() time has finished.
   void record_stream(Block* block, StreamId stream);
@@ -119,13 +122,18 @@ class DeviceCachingAllocator {
     BlockPool::iterator slot;
   };
 
-  // malloc path (device_allocator.cc). The steps of a cache hit are forced
-  // inline into malloc and free (CACHEALLOC_HOT_INLINE): as calls, their
-  // prologues and epilogues cost about 80 instructions per allocate+free
-  // pair. They are used only inside device_allocator.cc.
+  // malloc path. The steps of a cache hit (device_allocator_hot.h) are
+  // forced inline into malloc and free (CACHEALLOC_HOT_INLINE): as calls,
+  // their prologues and epilogues cost about 80 instructions per
+  // allocate+free pair. The rest is in device_allocator.cc, out of line.
   CACHEALLOC_HOT_INLINE BlockPool::iterator find_free_block(BlockPool& pool, StreamId stream,
                                                             size_t size) const;
   CACHEALLOC_HOT_INLINE bool get_free_block(Request& r);
+  // Throws SizeOverflowError for a request of `size` bytes.
+  [[noreturn]] static void refuse_size(size_t size);
+  // malloc's miss, out of line: reserves a segment for `r` (collecting
+  // garbage and emptying the cache as needed), or raises OOM.
+  void reserve_segment(Request& r, size_t orig_size, const ContextPtr& ctx);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
   CACHEALLOC_HOT_INLINE Block* alloc_found_block(Request& r, size_t orig_size,
@@ -169,15 +177,16 @@ class DeviceCachingAllocator {
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
-  // A default Block, recycled when one is spare.
-  Block* new_block() {
+  // A default Block, recycled when one is spare. new_block and delete_block
+  // are steps of a cache hit too (a split makes a Block, a merge drops one).
+  CACHEALLOC_HOT_INLINE Block* new_block() {
     if (spare_blocks_.empty()) return new Block();
     Block* b = spare_blocks_.back();  // a default Block (delete_block)
     spare_blocks_.pop_back();
     return b;
   }
   // Drops a Block that is no longer part of any segment.
-  void delete_block(Block* block) {
+  CACHEALLOC_HOT_INLINE void delete_block(Block* block) {
     if (spare_blocks_.size() >= kMaxSpareBlocks) {
       delete block;
       return;
@@ -238,3 +247,5 @@ class DeviceCachingAllocator {
 };
 
 }  // namespace cachealloc
+
+#include "allocator/device_allocator_hot.h"
