@@ -108,7 +108,9 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
 
   block->allocated = true;
   block->requested_size = orig_size;
-  block->context_when_allocated = ctx;
+  // A free block holds no allocation context (block.h): without one from
+  // the caller (history off) there is nothing to store.
+  if (ctx) block->context_when_allocated = ctx;
   allocated_bytes_ += block->size;
 
   EngineEvent e = block_event(EngineEventKind::kAlloc, block);
@@ -190,7 +192,8 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
   }
   if (next) absorb(block, next, next);
   block->requested_size = requested;
-  block->context_when_allocated = nullptr;
+  // block->context_when_allocated is null already: `block` is the freed
+  // block (cache_freed_block moved its context out) or a free neighbour.
   if (BlockPool::is_end(slot)) pool.insert(block);
   else pool.replace(slot, block);
   return block;
