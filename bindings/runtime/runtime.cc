@@ -110,7 +110,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   backends_ = std::move(backends);
   config_ = std::move(config);
   backend_name_ = kind;
-  ready_.store(true, std::memory_order_release);
+  ready_.store(this, std::memory_order_release);
 }
 
 void Runtime::init_from_environment() {

@@ -36,7 +36,8 @@ class Runtime {
  public:
   // Inline, as the hot-path members below: every cachealloc_malloc and
   // cachealloc_free goes through them (C API overhead per allocate+free
-  // pair: about 95 instructions as calls, about 40 inline).
+  // pair: about 95 instructions as calls, about 40 inline). The hot path
+  // itself uses initialized_instance().
   static Runtime& instance() {
     static Runtime* const runtime = new Runtime();  // never destroyed (see above)
     return *runtime;
@@ -49,14 +50,18 @@ class Runtime {
   // BackendError (no CUDA device). Calling again is allowed only while no
   // block is allocated; it replaces the allocator.
   void init(const std::string& conf, const std::string& backend);
-  // init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA backend, once.
-  // Safe to race: the first callers serialise on the init lock and only one
-  // initializes.
-  void ensure_initialized() {
-    if (ready_.load(std::memory_order_acquire)) [[likely]] return;
-    init_from_environment();
+  // The runtime, after init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA
+  // backend if nothing initialized it yet. Safe to race: the first callers
+  // serialise on the init lock and only one initializes. Once initialized,
+  // one acquire load: neither instance()'s guard nor a flag of the instance
+  // to check (every cachealloc_malloc and cachealloc_free starts here).
+  static Runtime& initialized_instance() {
+    if (Runtime* r = ready_.load(std::memory_order_acquire)) [[likely]] return *r;
+    Runtime& r = instance();
+    r.init_from_environment();
+    return r;
   }
-  bool initialized() const { return ready_.load(std::memory_order_acquire); }
+  bool initialized() const { return ready_.load(std::memory_order_acquire) != nullptr; }
   const std::string& backend_name() const { return backend_name_; }
 
   CachingAllocator& allocator() { return *allocator_; }
@@ -141,9 +146,10 @@ class Runtime {
   std::vector<std::unique_ptr<StatsCollector>> stats_;
   std::vector<std::unique_ptr<HistoryRecorder>> history_;
   std::vector<std::unique_ptr<ScopeTracker>> scopes_;
-  // Set (release) once allocator_ and the rest are in place; the hot path
-  // reads it (acquire) instead of allocator_, which init writes.
-  std::atomic<bool> ready_{false};
+  // The instance, set (release) once its allocator_ and the rest are in
+  // place; null before. The hot path reads it (acquire) instead of
+  // allocator_, which init writes.
+  static inline std::atomic<Runtime*> ready_{nullptr};
   std::atomic<int> context_level_{0};
   std::atomic<bool> python_stacks_{false};
   OomHandler oom_handler_ = nullptr;
