@@ -11,6 +11,9 @@
 //     it is free (block_pool.h says how an operation may bend this).
 //   - size is a multiple of kMinBlockSize (512 bytes).
 //   - All blocks of a segment share stream and pool.
+//   - A free block holds no allocation context (context_when_allocated is
+//     null): free() moves it out for its event, and blocks made by splits
+//     and merges start without one.
 #pragma once
 
 #include <cstddef>
@@ -41,7 +44,7 @@ struct Block {
   absl::InlinedVector<StreamId, 2> stream_uses;
   // Pool's free-block search count when the block was last cached (GC age).
   int64_t gc_count_base = 0;
-  ContextPtr context_when_allocated;          // last hand-out
+  ContextPtr context_when_allocated;          // this hand-out; null while free
   ContextPtr context_when_segment_allocated;  // head block: segment creation
 
   bool is_split() const { return prev != nullptr || next != nullptr; }

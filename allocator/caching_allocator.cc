@@ -32,22 +32,31 @@ static std::string hex(uintptr_t a) {
 }
 
 template <typename Fn>
-void CachingAllocator::with_block(uintptr_t address, int hint, bool take, const char* what,
-                                  Fn&& fn) {
-  auto try_device = [&](Device& d) {
-    std::lock_guard<DeviceMutex> lock(d.mutex);
-    Block* b = take ? d.blocks.erase(address) : d.blocks.find(address);
-    if (!b) return false;
-    fn(d, b);
-    return true;
-  };
-  if (hint >= 0 && try_device(at(hint))) return;
+bool CachingAllocator::with_block_on(Device& d, uintptr_t address, bool take, Fn& fn) {
+  std::lock_guard<DeviceMutex> lock(d.mutex);
+  Block* b = take ? d.blocks.erase(address) : d.blocks.find(address);
+  if (!b) return false;
+  fn(d, b);
+  return true;
+}
+
+template <typename Fn>
+void CachingAllocator::with_block_elsewhere(uintptr_t address, int hint, bool take,
+                                            const char* what, Fn& fn) {
   for (int i = 0; i < device_count(); ++i)
-    if (i != hint && try_device(*devices_[static_cast<size_t>(i)])) return;
+    if (i != hint && with_block_on(*devices_[static_cast<size_t>(i)], address, take, fn))
+      return;
   throw InvalidPointerError(std::string("cachealloc: ") + what + " of " +
                             hex(address) +
                             ", which this allocator did not allocate or has "
                             "already freed");
+}
+
+template <typename Fn>
+void CachingAllocator::with_block(uintptr_t address, int hint, bool take, const char* what,
+                                  Fn&& fn) {
+  if (hint >= 0 && with_block_on(at(hint), address, take, fn)) [[likely]] return;
+  with_block_elsewhere(address, hint, take, what, fn);
 }
 
 uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
@@ -71,7 +80,9 @@ void CachingAllocator::deallocate(uintptr_t address, int device,
                                   const ContextPtr& context) {
   if (address == 0) return;
   with_block(address, device, true, "free",
-             [&](Device& d, Block* b) { d.engine->free(b, context); });
+             [&](Device& d, Block* b) CACHEALLOC_HOT_INLINE_LAMBDA {
+               d.engine->free(b, context);  // inline too: the hot path
+             });
 }
 
 void CachingAllocator::record_stream(uintptr_t address, StreamId stream) {

@@ -14,6 +14,7 @@
 #include "allocator/config.h"
 #include "allocator/device_allocator.h"
 #include "allocator/device_mutex.h"
+#include "allocator/hot_inline.h"
 #include "allocator/pointer_table.h"
 
 namespace cachealloc {
@@ -32,13 +33,21 @@ class CachingAllocator {
   // `stream`; 0 for size 0 (as PyTorch, no block is made). Throws
   // OutOfMemoryError, SizeOverflowError, BackendError, or
   // std::out_of_range for a bad device index.
-  uintptr_t allocate(size_t size, int device, StreamId stream,
-                     const ContextPtr& context = nullptr);
+  uintptr_t allocate(size_t size, int device, StreamId stream, const ContextPtr& context);
   // Takes back an address from allocate(); 0 is ignored. `device` is where
   // to look first (-1: search all). Throws InvalidPointerError for an
   // address this allocator does not hold; nothing changes then.
-  void deallocate(uintptr_t address, int device = -1,
-                  const ContextPtr& context = nullptr);
+  void deallocate(uintptr_t address, int device, const ContextPtr& context);
+  // The same without a caller context (the common case: history off).
+  // Overloads, not a default `= nullptr`, which would build and destroy a
+  // temporary ContextPtr in the caller on every call: these pass a null
+  // one that the allocator keeps.
+  uintptr_t allocate(size_t size, int device, StreamId stream) {
+    return allocate(size, device, stream, no_context_);
+  }
+  void deallocate(uintptr_t address, int device = -1) {
+    deallocate(address, device, no_context_);
+  }
   // See DeviceCachingAllocator::record_stream. Throws InvalidPointerError.
   void record_stream(uintptr_t address, StreamId stream);
   // Bytes of the block behind an address; throws InvalidPointerError.
@@ -71,12 +80,24 @@ class CachingAllocator {
   }
   [[noreturn]] void bad_device(int device) const;
   // Finds the device holding `address` and runs fn(device, block) locked;
-  // with `take`, the address leaves the device's table first.
+  // with `take`, the address leaves the device's table first. Looks on
+  // device `hint` first (unless -1), then on the others; throws
+  // InvalidPointerError naming `what` when no device holds it.
   template <typename Fn>
-  void with_block(uintptr_t address, int hint, bool take, const char* what, Fn&& fn);
+  CACHEALLOC_HOT_INLINE void with_block(uintptr_t address, int hint, bool take,
+                                        const char* what, Fn&& fn);
+  // with_block's steps: one device (false if it does not hold `address`),
+  // inline, as deallocate's common case; and the search of the others, out
+  // of line.
+  template <typename Fn>
+  CACHEALLOC_HOT_INLINE bool with_block_on(Device& d, uintptr_t address, bool take, Fn& fn);
+  template <typename Fn>
+  [[gnu::noinline]] void with_block_elsewhere(uintptr_t address, int hint, bool take,
+                                              const char* what, Fn& fn);
 
   const AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;
+  const ContextPtr no_context_;  // always null
 };
 
 }  // namespace cachealloc

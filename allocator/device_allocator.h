@@ -33,6 +33,7 @@
 #include "allocator/engine_observer.h"
 #include "allocator/hot_inline.h"
 #include "allocator/memory_limit.h"
+#include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
 
 namespace cachealloc {
@@ -65,10 +66,13 @@ class DeviceCachingAllocator {
   // (after the cache was emptied and the device still refused) or
   // BackendError. On any throw the cache is still consistent; on OOM cached
   // blocks may have been returned to the device, as native does.
-  Block* malloc(size_t size, StreamId stream, const ContextPtr& context = nullptr);
+  // malloc and free are forced inline into their callers (the front's
+  // allocate and deallocate); see device_allocator_hot.h.
+  CACHEALLOC_HOT_INLINE Block* malloc(size_t size, StreamId stream,
+                                      const ContextPtr& context = nullptr);
   // Takes a block back. Precondition: `block` came from malloc() and was not
   // freed since (CachingAllocator checks pointers before calling this).
-  void free(Block* block, const ContextPtr& context = nullptr);
+  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr);
   // Marks `block` as used on `stream` too: its memory is not reused before
   // the work queued on `stream` at free() time has finished.
   void record_stream(Block* block, StreamId stream);
@@ -118,13 +122,18 @@ class DeviceCachingAllocator {
     BlockPool::iterator slot;
   };
 
-  // malloc path (device_allocator.cc). The steps of a cache hit are forced
-  // inline into malloc and free (CACHEALLOC_HOT_INLINE): as calls, their
-  // prologues and epilogues cost about 80 instructions per allocate+free
-  // pair. They are used only inside device_allocator.cc.
+  // malloc path. The steps of a cache hit (device_allocator_hot.h) are
+  // forced inline into malloc and free (CACHEALLOC_HOT_INLINE): as calls,
+  // their prologues and epilogues cost about 80 instructions per
+  // allocate+free pair. The rest is in device_allocator.cc, out of line.
   CACHEALLOC_HOT_INLINE BlockPool::iterator find_free_block(BlockPool& pool, StreamId stream,
                                                             size_t size) const;
   CACHEALLOC_HOT_INLINE bool get_free_block(Request& r);
+  // Throws SizeOverflowError for a request of `size` bytes.
+  [[noreturn]] static void refuse_size(size_t size);
+  // malloc's miss, out of line: reserves a segment for `r` (collecting
+  // garbage and emptying the cache as needed), or raises OOM.
+  void reserve_segment(Request& r, size_t orig_size, const ContextPtr& ctx);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
   CACHEALLOC_HOT_INLINE Block* alloc_found_block(Request& r, size_t orig_size,
@@ -154,6 +163,10 @@ class DeviceCachingAllocator {
   void process_events(const ContextPtr& ctx);
   void synchronize_and_free_events(const ContextPtr& ctx);
 
+  // round_request_size(size, config_).
+  size_t rounded_request(size_t size) const {
+    return power2_divisions_ ? round_request_size(size, config_) : round_to_min_blocks(size);
+  }
   BlockPool& pool_for(size_t rounded) {
     return rounded <= kSmallSizeForPool ? small_blocks_ : large_blocks_;
   }
@@ -164,15 +177,16 @@ class DeviceCachingAllocator {
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
-  // A default Block, recycled when one is spare.
-  Block* new_block() {
+  // A default Block, recycled when one is spare. new_block and delete_block
+  // are steps of a cache hit too (a split makes a Block, a merge drops one).
+  CACHEALLOC_HOT_INLINE Block* new_block() {
     if (spare_blocks_.empty()) return new Block();
     Block* b = spare_blocks_.back();  // a default Block (delete_block)
     spare_blocks_.pop_back();
     return b;
   }
   // Drops a Block that is no longer part of any segment.
-  void delete_block(Block* block) {
+  CACHEALLOC_HOT_INLINE void delete_block(Block* block) {
     if (spare_blocks_.size() >= kMaxSpareBlocks) {
       delete block;
       return;
@@ -180,8 +194,11 @@ class DeviceCachingAllocator {
     // Back to a default Block in place: what it owns (contexts hold Python
     // frames) is released now, and new_block can hand it out as it is.
     // Cheaper than assigning Block(), which builds a temporary and moves it.
+    // Default-initialised (`new Block`, not `Block()`): every member has an
+    // initializer, so that is a default Block already; value-initialisation
+    // would zero-fill all 128 bytes first (a 16-word rep stos).
     std::destroy_at(block);
-    std::construct_at(block);
+    ::new (static_cast<void*>(block)) Block;
     spare_blocks_.push_back(block);
   }
   static constexpr size_t kMaxSpareBlocks = 4096;
@@ -206,6 +223,9 @@ class DeviceCachingAllocator {
 
   const int device_;
   const AllocatorConfig config_;
+  // has_power2_divisions(config_), decided once: without divisions (the
+  // default) malloc rounds with round_to_min_blocks.
+  const bool power2_divisions_;
   DeviceBackend& backend_;
   std::vector<EngineObserver*> observers_;
 
@@ -227,3 +247,5 @@ class DeviceCachingAllocator {
 };
 
 }  // namespace cachealloc
+
+#include "allocator/device_allocator_hot.h"

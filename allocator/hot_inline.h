@@ -7,8 +7,15 @@
 // every file that calls it; keep its callers in its own .cc file.
 #pragma once
 
+//
+// CACHEALLOC_HOT_INLINE_LAMBDA does the same for a lambda, written after its
+// parameter list: [&](Block* b) CACHEALLOC_HOT_INLINE_LAMBDA { ... }. Needed
+// where a lambda's body is a hot step: once the front has inlined malloc and
+// free, GCC's growth limits leave such a lambda as a call.
 #if defined(__GNUC__) || defined(__clang__)
 #define CACHEALLOC_HOT_INLINE [[gnu::always_inline]] inline
+#define CACHEALLOC_HOT_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define CACHEALLOC_HOT_INLINE inline
+#define CACHEALLOC_HOT_INLINE_LAMBDA
 #endif

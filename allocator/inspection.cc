@@ -50,6 +50,8 @@ void DeviceCachingAllocator::check_invariants() const {
         violated(b->is_free() ? "free block missing from its pool"
                               : "busy block present in a pool", b);
       if (b == head && b->prev) violated("segment head has a lower neighbour", b);
+      if (b->is_free() && b->context_when_allocated)
+        violated("free block holds an allocation context", b);
       if (b->is_free()) ++free_blocks;
       if (b->allocated) allocated += b->size;
       segment_bytes += b->size;

@@ -25,6 +25,14 @@ inline constexpr size_t kMaxRequestSize = size_t{1} << 60;
 // Example: size 1200, divisions 4 -> steps 1024,1280,1536,1792 -> 1280.
 size_t roundup_power2_next_division(size_t size, size_t divisions);
 
+// `size` rounded up to a multiple of kMinBlockSize, at least kMinBlockSize:
+// round_request_size for a config without power-of-two divisions.
+// Precondition: size <= kMaxRequestSize.
+inline size_t round_to_min_blocks(size_t size) {
+  const size_t rounded = (size + kMinBlockSize - 1) & ~(kMinBlockSize - 1);
+  return rounded < kMinBlockSize ? kMinBlockSize : rounded;
+}
+
 // Block size for a request: at least kMinBlockSize; power-of-two divisions
 // where the config asks for them, else a multiple of kMinBlockSize.
 // Precondition: size <= kMaxRequestSize. Inline: every malloc rounds.
@@ -33,7 +41,16 @@ inline size_t round_request_size(size_t size, const AllocatorConfig& config) {
   const size_t divisions = config.divisions_for(size);
   if (divisions > 1 && size > kMinBlockSize * divisions)
     return roundup_power2_next_division(size, divisions);
-  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+  return round_to_min_blocks(size);
+}
+
+// Whether any request size gets power-of-two divisions under `config`;
+// when not, round_request_size(size, config) == round_to_min_blocks(size)
+// for every size, which skips the table lookup (the default config).
+inline bool has_power2_divisions(const AllocatorConfig& config) {
+  for (size_t d : config.roundup_power2_divisions)
+    if (d > 1) return true;
+  return false;
 }
 
 // Whether a rounded request is served from the small pool.

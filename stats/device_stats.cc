@@ -8,48 +8,70 @@ StatsCollector::StatsCollector(int64_t max_split_size_stat) {
 }
 
 void StatsCollector::on_event(const EngineEvent& e) {
+  // Read before any counter changes: the compiler cannot tell that the
+  // event and the counters never overlap.
   const auto size = static_cast<int64_t>(e.size);
-  const PoolKind p = e.pool;
-  Family* const f = families_;
+  const auto requested = static_cast<int64_t>(e.requested);
+  const InactiveSplitChange split = e.split;
+  const bool oversize = e.oversize;
+  const auto p = static_cast<size_t>(e.pool);
+  PoolUpdate u{pools_[p], pools_, all_peak_};
+  // Native's updates for each step. Within a step, each family changes at
+  // most once, so only the order of steps matters (for peaks).
+  auto alloc = [&] {
+    u.apply(kInactiveSplit, split.blocks);
+    u.apply(kInactiveSplitBytes, split.bytes);
+    u.increase(kAllocation, 1);
+    u.increase(kAllocatedBytes, size);
+    u.increase(kActive, 1);
+    u.increase(kActiveBytes, size);
+    u.increase(kRequestedBytes, requested);
+    if (oversize) scalars_.oversize_allocations.increase(1);
+  };
+  auto free_requested = [&] {
+    u.decrease(kAllocation, 1);
+    u.decrease(kAllocatedBytes, size);
+    if (oversize) scalars_.oversize_allocations.decrease(1);
+  };
+  auto free_completed = [&] {
+    u.apply(kInactiveSplit, split.blocks);
+    u.apply(kInactiveSplitBytes, split.bytes);
+    u.decrease(kActive, 1);
+    u.decrease(kActiveBytes, size);
+    u.decrease(kRequestedBytes, requested);
+  };
+  // The two kinds of a cache-hit pair are tested first, one compare each;
+  // a switch over all kinds is an indirect jump through a table.
+  if (e.kind == EngineEventKind::kAlloc) [[likely]] {
+    alloc();
+    return;
+  }
+  if (e.kind == EngineEventKind::kFree) [[likely]] {
+    free_requested();  // native's two steps, back to back
+    free_completed();
+    return;
+  }
   switch (e.kind) {
     case EngineEventKind::kSegmentAlloc:
-      f[kSegment].increase(p, 1);
-      f[kReservedBytes].increase(p, size);
-      if (e.oversize) scalars_.oversize_segments.increase(1);
+      u.increase(kSegment, 1);
+      u.increase(kReservedBytes, size);
+      if (oversize) scalars_.oversize_segments.increase(1);
       ++scalars_.num_device_alloc;
       break;
     case EngineEventKind::kSegmentFree:
       ++scalars_.num_device_free;
-      f[kSegment].decrease(p, 1);
-      f[kReservedBytes].decrease(p, size);
-      if (e.oversize) scalars_.oversize_segments.decrease(1);
+      u.decrease(kSegment, 1);
+      u.decrease(kReservedBytes, size);
+      if (oversize) scalars_.oversize_segments.decrease(1);
       break;
-    case EngineEventKind::kAlloc: {
-      // Native's order; each family is independent, so only the per-family
-      // order of changes matters for peaks, and each family changes once.
-      f[kInactiveSplit].apply(p, e.split.blocks);
-      f[kInactiveSplitBytes].apply(p, e.split.bytes);
-      f[kAllocation].increase(p, 1);
-      f[kAllocatedBytes].increase(p, size);
-      f[kActive].increase(p, 1);
-      f[kActiveBytes].increase(p, size);
-      f[kRequestedBytes].increase(p, static_cast<int64_t>(e.requested));
-      if (e.oversize) scalars_.oversize_allocations.increase(1);
-      break;
-    }
-    case EngineEventKind::kFreeRequested:
+    case EngineEventKind::kAlloc:
     case EngineEventKind::kFree:
-      f[kAllocation].decrease(p, 1);
-      f[kAllocatedBytes].decrease(p, size);
-      if (e.oversize) scalars_.oversize_allocations.decrease(1);
-      if (e.kind == EngineEventKind::kFreeRequested) break;
-      [[fallthrough]];  // kFree: the block is back in the cache too
+      break;  // above
+    case EngineEventKind::kFreeRequested:
+      free_requested();
+      break;
     case EngineEventKind::kFreeCompleted:
-      f[kInactiveSplit].apply(p, e.split.blocks);
-      f[kInactiveSplitBytes].apply(p, e.split.bytes);
-      f[kActive].decrease(p, 1);
-      f[kActiveBytes].decrease(p, size);
-      f[kRequestedBytes].decrease(p, static_cast<int64_t>(e.requested));
+      free_completed();
       break;
     case EngineEventKind::kOom:
       ++scalars_.num_ooms;
@@ -63,19 +85,7 @@ void StatsCollector::on_event(const EngineEvent& e) {
   }
 }
 
-void StatsCollector::Family::reset_peak() {
-  for (PoolCounter& c : pool) c.peak = c.current;
-  all_peak = pool[0].current + pool[1].current;
-}
-
-void StatsCollector::Family::reset_accumulated() {
-  for (PoolCounter& c : pool) {
-    c.allocated = 0;
-    c.base = c.current;
-  }
-}
-
-StatArray StatsCollector::Family::materialize() const {
+StatArray StatsCollector::materialize(FamilyIndex f) const {
   auto one = [](const PoolCounter& c) {
     Stat s;
     s.current = c.current;
@@ -85,12 +95,12 @@ StatArray StatsCollector::Family::materialize() const {
     return s;
   };
   StatArray out;
-  const Stat large = one(pool[static_cast<size_t>(PoolKind::kLarge)]);
-  const Stat small = one(pool[static_cast<size_t>(PoolKind::kSmall)]);
+  const Stat large = one(pools_[static_cast<size_t>(PoolKind::kLarge)][f]);
+  const Stat small = one(pools_[static_cast<size_t>(PoolKind::kSmall)][f]);
   out[kLargePool] = large;
   out[kSmallPool] = small;
   out[kAllPools].current = large.current + small.current;
-  out[kAllPools].peak = all_peak;
+  out[kAllPools].peak = all_peak_[f];
   out[kAllPools].allocated = large.allocated + small.allocated;
   out[kAllPools].freed = large.freed + small.freed;
   return out;
@@ -98,25 +108,32 @@ StatArray StatsCollector::Family::materialize() const {
 
 DeviceStats StatsCollector::stats() const {
   DeviceStats s = scalars_;
-  s.allocation = families_[kAllocation].materialize();
-  s.segment = families_[kSegment].materialize();
-  s.active = families_[kActive].materialize();
-  s.inactive_split = families_[kInactiveSplit].materialize();
-  s.allocated_bytes = families_[kAllocatedBytes].materialize();
-  s.reserved_bytes = families_[kReservedBytes].materialize();
-  s.active_bytes = families_[kActiveBytes].materialize();
-  s.inactive_split_bytes = families_[kInactiveSplitBytes].materialize();
-  s.requested_bytes = families_[kRequestedBytes].materialize();
+  s.allocation = materialize(kAllocation);
+  s.segment = materialize(kSegment);
+  s.active = materialize(kActive);
+  s.inactive_split = materialize(kInactiveSplit);
+  s.allocated_bytes = materialize(kAllocatedBytes);
+  s.reserved_bytes = materialize(kReservedBytes);
+  s.active_bytes = materialize(kActiveBytes);
+  s.inactive_split_bytes = materialize(kInactiveSplitBytes);
+  s.requested_bytes = materialize(kRequestedBytes);
   return s;
 }
 
 void StatsCollector::reset_peak() {
-  for (Family& f : families_) f.reset_peak();
+  for (PoolCounters& pool : pools_)
+    for (PoolCounter& c : pool) c.peak = c.current;
+  for (size_t f = 0; f < kFamilyCount; ++f)
+    all_peak_[f] = pools_[0][f].current + pools_[1][f].current;
   scalars_.reset_peak();
 }
 
 void StatsCollector::reset_accumulated() {
-  for (Family& f : families_) f.reset_accumulated();
+  for (PoolCounters& pool : pools_)
+    for (PoolCounter& c : pool) {
+      c.allocated = 0;
+      c.base = c.current;
+    }
   scalars_.reset_accumulated();
 }
 

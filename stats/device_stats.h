@@ -57,6 +57,11 @@ struct DeviceStats {
 //   - freed is not counted: freed == allocated - (current - base), where
 //     base is current at the last accumulated reset.
 // A decrease is then one subtraction, an increase three updates.
+//
+// Layout: counters grouped by pool, then family. An event changes one
+// pool's families, so on_event finds that pool's counters (and the other
+// pool's, for the aggregate) once, and each change is a fixed offset from
+// there.
 class StatsCollector : public EngineObserver {
  public:
   explicit StatsCollector(int64_t max_split_size_stat);
@@ -68,44 +73,49 @@ class StatsCollector : public EngineObserver {
   void reset_accumulated();
 
  private:
+  // The families, in DeviceStats order.
+  enum FamilyIndex : size_t {
+    kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes,
+    kActiveBytes, kInactiveSplitBytes, kRequestedBytes, kFamilyCount
+  };
   struct PoolCounter {
     int64_t current = 0;
     int64_t peak = 0;
     int64_t allocated = 0;  // added since the last accumulated reset
     int64_t base = 0;       // current at the last accumulated reset
   };
-  // One family (allocation, active_bytes, ...). Indexed by PoolKind.
-  struct Family {
-    PoolCounter pool[2];
-    int64_t all_peak = 0;  // peak of pool[0].current + pool[1].current
+  // One pool's counters, by family. Indexed by PoolKind.
+  using PoolCounters = std::array<PoolCounter, kFamilyCount>;
 
-    void increase(PoolKind p, int64_t amount) {
-      PoolCounter& c = pool[static_cast<size_t>(p)];
+  // The changes one event makes to its pool's counters (`mine`) and to the
+  // aggregate's peaks. The aggregate's current is the two pools' sum, read
+  // at fixed offsets from `pools`.
+  struct PoolUpdate {
+    PoolCounters& mine;
+    const PoolCounters* pools;
+    std::array<int64_t, kFamilyCount>& all_peak;
+
+    void increase(FamilyIndex f, int64_t amount) {
+      PoolCounter& c = mine[f];
       c.current += amount;
       c.allocated += amount;
       // Branches, not selects: in steady state no new peak is set, so the
       // predicted branch skips both stores.
       if (c.current > c.peak) [[unlikely]] c.peak = c.current;
-      const int64_t all = pool[0].current + pool[1].current;
-      if (all > all_peak) [[unlikely]] all_peak = all;
+      const int64_t all = pools[0][f].current + pools[1][f].current;
+      if (all > all_peak[f]) [[unlikely]] all_peak[f] = all;
     }
-    void decrease(PoolKind p, int64_t amount) { pool[static_cast<size_t>(p)].current -= amount; }
+    void decrease(FamilyIndex f, int64_t amount) { mine[f].current -= amount; }
     // Native's signed form: > 0 increases, < 0 decreases, 0 does nothing.
-    void apply(PoolKind p, int64_t change) {
-      if (change > 0) increase(p, change);
-      else if (change < 0) decrease(p, -change);
+    void apply(FamilyIndex f, int64_t change) {
+      if (change > 0) increase(f, change);
+      else if (change < 0) decrease(f, -change);
     }
-    void reset_peak();
-    void reset_accumulated();
-    StatArray materialize() const;
   };
-  // The families, in DeviceStats order.
-  enum FamilyIndex : size_t {
-    kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes,
-    kActiveBytes, kInactiveSplitBytes, kRequestedBytes, kFamilyCount
-  };
+  StatArray materialize(FamilyIndex f) const;
 
-  Family families_[kFamilyCount];
+  PoolCounters pools_[2];
+  std::array<int64_t, kFamilyCount> all_peak_{};  // peak of the pools' summed current
   // Everything without pools (oversize stats, counters, max_split_size):
   // rarely updated, kept as DeviceStats keeps them; the pooled families of
   // this copy are unused.

@@ -54,11 +54,7 @@ cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
 }
 
 // Inline: on every malloc and free.
-CACHEALLOC_HOT_INLINE Runtime& initialized_runtime() {
-  Runtime& r = Runtime::instance();
-  r.ensure_initialized();
-  return r;
-}
+CACHEALLOC_HOT_INLINE Runtime& initialized_runtime() { return Runtime::initialized_instance(); }
 
 const std::vector<std::string>& stat_names() {
   static const auto* names = [] {

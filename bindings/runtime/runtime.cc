@@ -110,7 +110,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   backends_ = std::move(backends);
   config_ = std::move(config);
   backend_name_ = kind;
-  ready_.store(true, std::memory_order_release);
+  ready_.store(this, std::memory_order_release);
 }
 
 void Runtime::init_from_environment() {
@@ -123,6 +123,14 @@ void Runtime::init_from_environment() {
 ContextPtr Runtime::capture_stack() const {
   if (!python_stacks_.load(std::memory_order_relaxed)) return nullptr;
   return capture_python_frames();
+}
+
+uintptr_t Runtime::allocate_capturing(size_t size, int device, uintptr_t stream) {
+  return allocator_->allocate(size, device, stream, capture_stack());
+}
+
+void Runtime::deallocate_capturing(uintptr_t address, int device) {
+  allocator_->deallocate(address, device, capture_stack());
 }
 
 DeviceStats Runtime::stats(int device) {

@@ -36,7 +36,8 @@ class Runtime {
  public:
   // Inline, as the hot-path members below: every cachealloc_malloc and
   // cachealloc_free goes through them (C API overhead per allocate+free
-  // pair: about 95 instructions as calls, about 40 inline).
+  // pair: about 95 instructions as calls, about 40 inline). The hot path
+  // itself uses initialized_instance().
   static Runtime& instance() {
     static Runtime* const runtime = new Runtime();  // never destroyed (see above)
     return *runtime;
@@ -49,14 +50,18 @@ class Runtime {
   // BackendError (no CUDA device). Calling again is allowed only while no
   // block is allocated; it replaces the allocator.
   void init(const std::string& conf, const std::string& backend);
-  // init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA backend, once.
-  // Safe to race: the first callers serialise on the init lock and only one
-  // initializes.
-  void ensure_initialized() {
-    if (ready_.load(std::memory_order_acquire)) [[likely]] return;
-    init_from_environment();
+  // The runtime, after init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA
+  // backend if nothing initialized it yet. Safe to race: the first callers
+  // serialise on the init lock and only one initializes. Once initialized,
+  // one acquire load: neither instance()'s guard nor a flag of the instance
+  // to check (every cachealloc_malloc and cachealloc_free starts here).
+  static Runtime& initialized_instance() {
+    if (Runtime* r = ready_.load(std::memory_order_acquire)) [[likely]] return *r;
+    Runtime& r = instance();
+    r.init_from_environment();
+    return r;
   }
-  bool initialized() const { return ready_.load(std::memory_order_acquire); }
+  bool initialized() const { return ready_.load(std::memory_order_acquire) != nullptr; }
   const std::string& backend_name() const { return backend_name_; }
 
   CachingAllocator& allocator() { return *allocator_; }
@@ -64,10 +69,13 @@ class Runtime {
 
   // Hot path: context per the history settings, then allocate/free.
   uintptr_t allocate(size_t size, int device, uintptr_t stream) {
-    return allocator_->allocate(size, device, stream, capture(ContextLevel::kState));
+    if (captures(ContextLevel::kState)) [[unlikely]]
+      return allocate_capturing(size, device, stream);
+    return allocator_->allocate(size, device, stream);
   }
   void deallocate(uintptr_t address, int device) {
-    allocator_->deallocate(address, device, capture(ContextLevel::kAll));
+    if (captures(ContextLevel::kAll)) [[unlikely]] deallocate_capturing(address, device);
+    else allocator_->deallocate(address, device);
   }
   // The same with a context the caller captured (framework glue).
   uintptr_t allocate_with(size_t size, int device, uintptr_t stream, const ContextPtr& ctx) {
@@ -117,15 +125,18 @@ class Runtime {
   void init_from_environment();
   // init() with init_mutex_ held.
   void init_locked(const std::string& conf, const std::string& backend);
-  // The caller's context if the history settings ask for it at `needed`;
-  // null (the common case: history off) without a call.
-  ContextPtr capture(ContextLevel needed) const {
-    if (context_level_.load(std::memory_order_relaxed) < static_cast<int>(needed)) [[likely]]
-      return nullptr;
-    return capture_stack();
+  // Whether the history settings ask for the caller's context at `needed`
+  // (not in the common case: history off).
+  bool captures(ContextLevel needed) const {
+    return context_level_.load(std::memory_order_relaxed) >= static_cast<int>(needed);
   }
   // Python frames if stacks were requested, else null.
   ContextPtr capture_stack() const;
+  // allocate/deallocate with capture_stack()'s context. Out of line, so
+  // that the inlined common case needs no ContextPtr (nor the registers and
+  // stack to keep one across the call).
+  [[gnu::noinline]] uintptr_t allocate_capturing(size_t size, int device, uintptr_t stream);
+  [[gnu::noinline]] void deallocate_capturing(uintptr_t address, int device);
 
   std::mutex init_mutex_;
   AllocatorConfig config_;
@@ -135,9 +146,10 @@ class Runtime {
   std::vector<std::unique_ptr<StatsCollector>> stats_;
   std::vector<std::unique_ptr<HistoryRecorder>> history_;
   std::vector<std::unique_ptr<ScopeTracker>> scopes_;
-  // Set (release) once allocator_ and the rest are in place; the hot path
-  // reads it (acquire) instead of allocator_, which init writes.
-  std::atomic<bool> ready_{false};
+  // The instance, set (release) once its allocator_ and the rest are in
+  // place; null before. The hot path reads it (acquire) instead of
+  // allocator_, which init writes.
+  static inline std::atomic<Runtime*> ready_{nullptr};
   std::atomic<int> context_level_{0};
   std::atomic<bool> python_stacks_{false};
   OomHandler oom_handler_ = nullptr;

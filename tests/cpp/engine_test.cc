@@ -5,6 +5,8 @@
 // offsets from the simulated device's base, which places segments first fit.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "allocator/size_policy.h"
 #include "tests/cpp/engine_harness.h"
 
@@ -50,6 +52,23 @@ TEST(Rounding, PowerOfTwoDivisionsApplyOnlyAboveDivisionsTimes512) {
   EXPECT_EQ(b->size, kMiB + 256 * kKiB);
   EXPECT_EQ(h.now(h.stats().allocated_bytes, kLargePool), int64_t(kMiB + 256 * kKiB));
   EXPECT_EQ(h.now(h.stats().requested_bytes, kLargePool), int64_t(kMiB + 100 * kKiB));
+}
+
+TEST(Rounding, WithoutDivisionsAboveOneRoundingIsToMultiplesOf512) {
+  // The engine skips the divisions table when has_power2_divisions is false;
+  // that is exact only if round_to_min_blocks then agrees everywhere.
+  const AllocatorConfig plain;
+  const AllocatorConfig ones = AllocatorConfig::parse("roundup_power2_divisions:1");
+  for (const AllocatorConfig* c : {&plain, &ones}) {
+    EXPECT_FALSE(has_power2_divisions(*c));
+    for (size_t size : {size_t{0}, size_t{1}, size_t{511}, size_t{512}, size_t{513},
+                        size_t{4097}, kMiB - 1, kMiB + 1, 3 * kMiB + 7, kGiB + 1,
+                        64 * kGiB + 513, kMaxRequestSize})
+      EXPECT_EQ(round_to_min_blocks(size), round_request_size(size, *c)) << size;
+  }
+  EXPECT_TRUE(has_power2_divisions(AllocatorConfig::parse("roundup_power2_divisions:4")));
+  EXPECT_TRUE(has_power2_divisions(
+      AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]")));
 }
 
 TEST(Rounding, DivisionsFollowTheRequestsPowerOfTwoInterval) {
@@ -198,6 +217,34 @@ TEST(Streams, CachedBlocksServeOnlyTheirOwnStream) {
   EXPECT_EQ(h.engine.malloc(12 * kMiB, kStreamA)->address, kBase + 28 * kMiB);
   EXPECT_EQ(h.stats().num_device_alloc, 5);
   EXPECT_EQ(h.now(h.stats().reserved_bytes), int64_t(40 * kMiB));
+}
+
+TEST(Merge, FreeBlocksHoldNoAllocationContext) {
+  // The engine relies on it: a hand-out without a context stores none, and
+  // a merge does not clear the merged block's (block.h).
+  Harness h;
+  h.device.hold_events(true);
+  const ContextPtr ctx = std::make_shared<CallContext>();
+  Block* a = h.engine.malloc(512, kStreamA, ctx);
+  Block* b = h.engine.malloc(512, kStreamA, ctx);
+  EXPECT_EQ(a->context_when_allocated, ctx);
+  h.engine.free(a);  // no free neighbour: no merge
+  EXPECT_EQ(a->context_when_allocated, nullptr);
+  h.engine.free(b);  // merges with a below and the rest above
+  EXPECT_EQ(a->context_when_allocated, nullptr);
+  EXPECT_NO_THROW(h.engine.check_invariants());
+
+  // Freed after stream events: the context stays while the block waits.
+  Block* c = h.engine.malloc(512, kStreamA, ctx);
+  h.engine.record_stream(c, kStreamB);
+  h.engine.free(c);
+  EXPECT_EQ(c->context_when_allocated, ctx);
+  h.device.complete_events();
+  Block* d = h.engine.malloc(512, kStreamA);  // collects c first, then reuses it
+  EXPECT_EQ(d, c);
+  EXPECT_EQ(d->context_when_allocated, nullptr);
+  h.engine.free(d);
+  EXPECT_NO_THROW(h.engine.check_invariants());
 }
 
 TEST(Merge, FreedBlockMergesWithBothFreeNeighbours) {
