@@ -2,11 +2,11 @@
 
 Runs tests/gpu/run_workload.py many times per allocator, each in a fresh
 process with history recording on (no frames), and groups the runs by the
-exact sequence of allocator calls they made (action, size, address). If
-native PyTorch itself issues its calls in a different order from run to run
-(threads racing), final memory_stats can differ between two native runs, and
-a native-vs-cachealloc comparison of one run each can differ for that reason
-alone. This tells the two cases apart.
+exact sequence of allocator calls they made (action, size, address). Two
+native runs can differ (the driver places segments differently, and best
+fit breaks ties by address), so a native-vs-cachealloc comparison of one
+run each can differ for that reason alone. This tells such differences
+from the allocator's own.
 
     python benchmarks/call_order.py --workload transformer --runs 40 --jobs 8 \
         --allocators native cachealloc
@@ -44,17 +44,18 @@ def one_run(allocator, workload, extra, path):
 
 
 def report(name, raw_runs, window):
-    runs = [(tuple(call_sequence.canonical(e)), stats) for e, stats in raw_runs]
-    entries_of = {}
-    for (seq, _), (e, _) in zip(runs, raw_runs):
-        entries_of.setdefault(seq, e)
-    groups = collections.Counter(seq for seq, _ in runs)
-    common, common_count = groups.most_common(1)[0]
-    print(f"== {name}: {len(runs)} runs, {len(groups)} distinct call sequence(s); "
-          f"most common: {common_count} runs, {len(common)} entries")
-    stats_of = {}
-    for seq, stats in runs:
+    """Prints the runs of one allocator grouped by call sequence; returns
+    (a summary dict, the Counter of canonical sequences)."""
+    groups = collections.Counter()
+    entries_of, stats_of = {}, {}  # per sequence: its first run's
+    for entries, stats in raw_runs:
+        seq = tuple(call_sequence.canonical(entries))
+        groups[seq] += 1
+        entries_of.setdefault(seq, entries)
         stats_of.setdefault(seq, stats)
+    common, common_count = groups.most_common(1)[0]
+    print(f"== {name}: {len(raw_runs)} runs, {len(groups)} distinct call sequence(s); "
+          f"most common: {common_count} runs, {len(common)} entries")
     base_stats = stats_of[common]
     verdicts = collections.Counter()
     for seq, count in groups.most_common()[1:]:
@@ -64,15 +65,15 @@ def report(name, raw_runs, window):
         diff = sorted(k for k in base_stats if base_stats[k] != stats_of[seq].get(k))
         print(f"-- variant seen {count}x, {len(seq)} entries: {why}; "
               f"{len(diff)} memory_stats keys differ: {diff[:12]}")
-        lo, hi = max(0, i - window), i + window
+        lo, hi = max(0, i - window), min(i + window, max(len(common), len(seq)))
         print("   most common        | variant")
         for j in range(lo, hi):
             x = common[j] if j < len(common) else ""
             y = seq[j] if j < len(seq) else ""
             mark = "*" if x != y else " "
             print(f" {mark} {j:6d} {x:<40} | {y}")
-    return {"runs": len(runs), "distinct": len(groups), "most_common": common_count,
-            "variant_runs_by_cause": dict(verdicts)}
+    return {"runs": len(raw_runs), "distinct": len(groups), "most_common": common_count,
+            "variant_runs_by_cause": dict(verdicts)}, groups
 
 
 def main():
@@ -101,18 +102,16 @@ def main():
         runs = collections.defaultdict(list)
         for fut in concurrent.futures.as_completed(futures):
             runs[futures[fut]].append(fut.result())
+    groups = {}
     for name in args.allocators:
-        summary[name] = report(name, runs[name], args.window)
+        summary[name], groups[name] = report(name, runs[name], args.window)
     # Across allocators: is cachealloc's most common sequence native's?
-    if "native" in runs:
-        def canon(name):
-            return collections.Counter(tuple(call_sequence.canonical(e)) for e, _ in runs[name])
-        native_common = canon("native").most_common(1)[0][0]
+    if "native" in groups:
+        native_common = groups["native"].most_common(1)[0][0]
         for name in args.allocators:
             if name == "native":
                 continue
-            seqs = canon(name)
-            same = seqs.get(native_common, 0)
+            same = groups[name].get(native_common, 0)
             print(f"== {name}: {same} of {len(runs[name])} runs made exactly native's most "
                   f"common call sequence")
             summary[name]["same_as_native_common"] = same

@@ -6,6 +6,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
+# The CLI the GPU tests replay native's recordings with (cachealloc.lab.cli_path).
+[ -x .carry/bin/cachealloc ] && export CACHEALLOC_CLI=$PWD/.carry/bin/cachealloc
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 stage=${1:-tests}
 # The PyTorch glue must be built against the torch installed there.

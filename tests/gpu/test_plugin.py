@@ -31,6 +31,12 @@ def run(allocator, workload, *extra, env=None, sequence=None):
     return result
 
 
+def stats_diff(ours, native):
+    """{key: (ours, native)} for every memory_stats key whose values differ."""
+    return {k: (ours["memory_stats"].get(k), v) for k, v in native["memory_stats"].items()
+            if ours["memory_stats"].get(k) != v}
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """Each workload under each allocator (attempt 0 shared by the tests
@@ -71,8 +77,7 @@ def test_memory_stats_and_segments_equal_native(runs, workload, mode):
         native = runs("native", workload, attempt=attempt)
         ours = runs("cachealloc", workload, *MODES[mode], attempt=attempt)
         assert len(ours["memory_stats"]) == 122
-        diff = {k: (ours["memory_stats"][k], v) for k, v in native["memory_stats"].items()
-                if ours["memory_stats"].get(k) != v}
+        diff = stats_diff(ours, native)
         same_segments = ours["segment_sizes"] == native["segment_sizes"]
         why = call_sequence.explain(native["entries"], ours["entries"])
         print(f"{workload} [{ours['mode']}] attempt {attempt + 1}: {len(diff)} of 122 keys "
@@ -91,11 +96,12 @@ def test_native_trace_of_workload_replays_exactly(tmp_path, workload):
     """Placement-independent parity: native's own recording of the workload,
     replayed through the engine with native's segment addresses, lands every
     allocation where native put it and ends with native's 122 values."""
-    cli = HERE.parents[1] / ".carry" / "bin" / "cachealloc"
-    if os.environ.get("CACHEALLOC_CLI"):
-        cli = pathlib.Path(os.environ["CACHEALLOC_CLI"])
-    if not cli.is_file():
-        pytest.skip(f"GPU test skipped: no cachealloc CLI at {cli} (set CACHEALLOC_CLI)")
+    from cachealloc import lab
+
+    try:
+        cli = lab.cli_path()  # $CACHEALLOC_CLI (gpu_session.sh sets it) or a build
+    except lab.LabError as e:
+        pytest.skip(f"GPU test skipped: {e}")
     trace = tmp_path / f"{workload}.pickle"
     native = run("native", workload, "--dump-snapshot", str(trace))
     proc = subprocess.run([str(cli), "replay", "--json", str(trace)],
@@ -104,8 +110,7 @@ def test_native_trace_of_workload_replays_exactly(tmp_path, workload):
     replay = json.loads(proc.stdout)
     print(f"{workload}: {replay['events']} events replayed, divergence {replay['divergence']}")
     assert replay["divergence"] is None
-    diff = {k: (replay["memory_stats"].get(k), v) for k, v in native["memory_stats"].items()
-            if replay["memory_stats"].get(k) != v}
+    diff = stats_diff(replay, native)
     assert not diff, diff
 
 
