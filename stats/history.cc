@@ -1,5 +1,6 @@
 #include "stats/history.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace cachealloc {
@@ -26,95 +27,191 @@ int64_t HistoryRecorder::system_clock_us() {
 
 void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
   if (max_entries == 0) max_entries = 1;
-  // Shrinking keeps the newest entries.
-  if (max_entries < ring_.size()) {
-    std::vector<TraceEntry> kept = ordered();
-    kept.erase(kept.begin(), kept.end() - static_cast<ptrdiff_t>(max_entries));
-    ring_ = std::move(kept);
-    next_ = 0;
-  } else if (next_ != 0) {
-    ring_ = ordered();
+  if (max_entries != max_entries_ || next_ != 0) {
+    // Rebuild oldest first. Built aside, so a bad_alloc changes nothing.
+    std::vector<size_t> order;
+    order.reserve(ring_.size());
+    for_each_index([&](size_t i) { order.push_back(i); });
+    // Exactly the entries entries() shows now, or the newest max_entries of
+    // them: the hidden excess must not reappear when the ring grows.
+    const size_t keep = std::min(size(), max_entries);
+    size_t first = order.size();
+    size_t held = 0;
+    while (first > 0 && held < keep) held += ring_[order[--first]].entries;
+    std::vector<Record> ring;
+    std::vector<ContextPtr> contexts;
+    ring.reserve(order.size() - first);
+    if (!contexts_.empty()) contexts.reserve(order.size() - first);
+    size_t entries = 0;
+    for (size_t k = first; k < order.size(); ++k) {
+      const size_t i = order[k];
+      Record& r = ring.emplace_back(ring_[i]);
+      if (k == first && held > keep) {
+        // A free straddles the cut: keep its second entry only.
+        r.action = TraceAction::kFreeCompleted;
+        r.entries = 1;
+      }
+      entries += r.entries;
+      if (!contexts_.empty()) contexts.push_back(ring_[i].has_context ? contexts_[i] : nullptr);
+    }
+    ring_ = std::move(ring);
+    contexts_ = std::move(contexts);
+    entries_in_ring_ = entries;
     next_ = 0;
   }
   max_entries_ = max_entries;
   full_ = ring_.size() == max_entries_;
   keep_context_ = keep_context;
   enabled_ = true;
+  ticking_ = !clock_;
 }
 
 void HistoryRecorder::disable() {
   enabled_ = false;
+  ticking_ = false;
   full_ = false;
   ring_.clear();
+  contexts_.clear();
   next_ = 0;
+  entries_in_ring_ = 0;
 }
 
-void HistoryRecorder::store(TraceEntry entry) {
-  if (!enabled_) return;
-  if (!keep_context_) entry.context.reset();
-  next_slot() = std::move(entry);
-}
-
-TraceEntry& HistoryRecorder::grow_slot() {
-  TraceEntry& slot = ring_.emplace_back();
+size_t HistoryRecorder::grow_slot(uint8_t entries) {
+  ring_.emplace_back();
+  entries_in_ring_ += entries;
   full_ = ring_.size() == max_entries_;
-  return slot;
+  return ring_.size() - 1;
+}
+
+void HistoryRecorder::store(const Record& r, const ContextPtr* context) {
+  // Room for the context first: a bad_alloc leaves the ring as it was.
+  if (context) [[unlikely]] {
+    const size_t need = full_ ? ring_.size() : ring_.size() + 1;  // next index + 1
+    if (contexts_.size() < need)
+      contexts_.resize(std::min(std::max(contexts_.size() * 2, need), max_entries_));
+  }
+  const size_t i = next_slot(r.entries);
+  Record& slot = ring_[i];
+  const bool had_context = slot.has_context;
+  slot = r;
+  if (context) [[unlikely]] {
+    contexts_[i] = *context;
+    slot.has_context = true;
+  } else if (had_context) [[unlikely]] {
+    contexts_[i].reset();  // the dropped record's frames
+  }
+}
+
+void HistoryRecorder::record(TraceEntry entry) {
+  if (!enabled_) return;
+  Record r;
+  r.time = now();
+  r.address = entry.address;
+  r.size = entry.size;
+  r.stream = entry.stream;
+  r.device = entry.device;
+  r.action = entry.action;
+  store(r, keep_context_ && entry.context ? &entry.context : nullptr);
 }
 
 void HistoryRecorder::on_event(const EngineEvent& e) {
-  if (!enabled_) return;
-  TraceAction action = TraceAction::kAlloc;
-  bool block_event = true;  // size is the caller's request, not the block's
-  switch (e.kind) {
-    case EngineEventKind::kSegmentAlloc: action = TraceAction::kSegmentAlloc, block_event = false; break;
-    case EngineEventKind::kSegmentFree: action = TraceAction::kSegmentFree, block_event = false; break;
-    case EngineEventKind::kAlloc: action = TraceAction::kAlloc; break;
-    case EngineEventKind::kFreeRequested: action = TraceAction::kFreeRequested; break;
-    case EngineEventKind::kFreeCompleted: action = TraceAction::kFreeCompleted; break;
-    case EngineEventKind::kFree: action = TraceAction::kFreeRequested; break;  // + completed
-    case EngineEventKind::kOom: action = TraceAction::kOom, block_event = false; break;
-    case EngineEventKind::kAllocRetry:
-    case EngineEventKind::kSyncAllStreams:
-      return;  // counted in stats, not traced (as native)
-  }
-  // Written into the ring slot in place: no temporary entry to move, and the
-  // dropped entry's context is released by the assignment.
-  // Null when no frames are kept or the call had none (the common case with
-  // context=None: the slot's old frames, if any, are just released).
-  const ContextPtr* context = keep_context_ && e.context && *e.context ? e.context : nullptr;
-  const size_t size = block_event ? e.requested : e.size;
-  auto write = [&](TraceAction a, int64_t time) {
-    TraceEntry& t = next_slot();
-    t.action = a;
-    t.device = e.device;
-    t.address = e.address;
-    t.size = size;
-    t.stream = e.stream;
-    t.time_us = time;
-    if (context) t.context = *context;
-    else if (t.context) t.context.reset();
-  };
-  const int64_t time = now();
-  write(action, time);
-  // kFree is native's two entries: requested, then completed. Native reads
-  // the clock for each; here the completed entry reuses the requested one's
-  // ticks (the two are written back to back, well under the microsecond
-  // the entries are resolved to), which saves a TSC read (~8-10 ns) per
-  // free. A set Clock is still read per entry: the replay's clock hands out
-  // one recorded time per entry.
-  if (e.kind == EngineEventKind::kFree) write(TraceAction::kFreeCompleted, clock_ ? now() : time);
+  // The steady state's cache-hit pair: a full ring, frameless events
+  // (context=None, or native's "state" level) stamped with ticks, and a
+  // slot whose old record holds no frames. Written straight into the slot
+  // with no calls, so this path needs no saved registers; everything else
+  // goes to record_event (a tail call).
+  const bool alloc = e.kind == EngineEventKind::kAlloc;
+  const bool framed = keep_context_ && e.context && *e.context;
+  if (!ticking_ || !full_ || !(alloc || e.kind == EngineEventKind::kFree) || framed)
+      [[unlikely]]
+    return record_event(e);
+  const size_t i = next_;
+  Record& slot = ring_[i];
+  if (slot.has_context) [[unlikely]] return record_event(e);
+  next_ = i + 1 == max_entries_ ? 0 : i + 1;
+  // A free is one record of two entries: native's free_requested and
+  // free_completed, which native stamps with a clock read each. Here both
+  // share one TSC read: they are written back to back, well under the
+  // microsecond entries resolve to.
+  slot.time = static_cast<int64_t>(TraceClock::ticks());
+  slot.address = e.address;
+  slot.size = e.requested;
+  slot.stream = e.stream;
+  slot.device = e.device;
+  slot.action = alloc ? TraceAction::kAlloc : TraceAction::kFreeRequested;
+  slot.entries = alloc ? 1 : 2;
 }
 
-std::vector<TraceEntry> HistoryRecorder::ordered() const {
+void HistoryRecorder::record_event(const EngineEvent& e) {
+  if (!enabled_) return;
+  Record r;
+  r.address = e.address;
+  r.size = e.requested;  // block entries show what the caller asked for
+  r.stream = e.stream;
+  r.device = e.device;
+  // Null when no frames are kept or the call had none (the common case with
+  // context=None).
+  const ContextPtr* context = keep_context_ && e.context && *e.context ? e.context : nullptr;
+  // The two kinds of a cache-hit pair are tested first, one compare each.
+  if (e.kind == EngineEventKind::kAlloc) [[likely]] {
+    r.action = TraceAction::kAlloc;
+  } else if (e.kind == EngineEventKind::kFree) {
+    // As on_event, but a set Clock (the replay's) hands out one recorded
+    // time per entry, so it gets two records.
+    r.action = TraceAction::kFreeRequested;
+    if (clock_) {
+      r.time = clock_();
+      store(r, context);
+      r.action = TraceAction::kFreeCompleted;
+    } else {
+      r.entries = 2;
+    }
+  } else {
+    switch (e.kind) {
+      case EngineEventKind::kSegmentAlloc: r.action = TraceAction::kSegmentAlloc, r.size = e.size; break;
+      case EngineEventKind::kSegmentFree: r.action = TraceAction::kSegmentFree, r.size = e.size; break;
+      case EngineEventKind::kOom: r.action = TraceAction::kOom, r.size = e.size; break;
+      case EngineEventKind::kFreeRequested: r.action = TraceAction::kFreeRequested; break;
+      case EngineEventKind::kFreeCompleted: r.action = TraceAction::kFreeCompleted; break;
+      case EngineEventKind::kAlloc:
+      case EngineEventKind::kFree:
+      case EngineEventKind::kAllocRetry:
+      case EngineEventKind::kSyncAllStreams:
+        return;  // retries and syncs are counted in stats, not traced (as native)
+    }
+  }
+  r.time = now();
+  store(r, context);
+}
+
+std::vector<TraceEntry> HistoryRecorder::expand() const {
   std::vector<TraceEntry> out;
-  out.reserve(ring_.size());
-  out.insert(out.end(), ring_.begin() + static_cast<ptrdiff_t>(next_), ring_.end());
-  out.insert(out.end(), ring_.begin(), ring_.begin() + static_cast<ptrdiff_t>(next_));
+  size_t count = 0;
+  for (const Record& r : ring_) count += r.entries;
+  out.reserve(count);
+  for_each_index([&](size_t i) {
+    const Record& r = ring_[i];
+    TraceEntry& t = out.emplace_back();
+    t.action = r.action;
+    t.device = r.device;
+    t.address = r.address;
+    t.size = r.size;
+    t.stream = r.stream;
+    t.time_us = r.time;
+    if (r.has_context) t.context = contexts_[i];
+    if (r.entries == 2) {
+      TraceEntry completed = t;
+      completed.action = TraceAction::kFreeCompleted;
+      out.push_back(std::move(completed));
+    }
+  });
   return out;
 }
 
 std::vector<TraceEntry> HistoryRecorder::entries() const {
-  std::vector<TraceEntry> out = ordered();
+  std::vector<TraceEntry> out = expand();
+  if (out.size() > max_entries_)
+    out.erase(out.begin(), out.end() - static_cast<ptrdiff_t>(max_entries_));
   if (!clock_) {
     const TraceClock::Converter c = ticks_clock_.converter();
     for (TraceEntry& t : out) t.time_us = c.unix_us(static_cast<uint64_t>(t.time_us));

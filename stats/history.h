@@ -3,8 +3,12 @@
 //
 // When full, the oldest entry is dropped for each new one. Disabling clears
 // the ring, as native does. Called under the engine's lock.
+//
+// Memory: 40 bytes per ring record (max_entries records at most), plus 16
+// bytes per record once contexts are kept, plus the contexts themselves.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -54,21 +58,23 @@ class HistoryRecorder : public EngineObserver {
 
   explicit HistoryRecorder(Clock clock = nullptr) : clock_(std::move(clock)) {}
 
-  // Starts (or keeps) recording with room for `max_entries` (>= 1); when
-  // `keep_context` is false entries carry no frames (native's "state" level).
+  // Starts (or keeps) recording with room for `max_entries` (>= 1; 0 counts
+  // as 1); when `keep_context` is false entries carry no frames (native's
+  // "state" level). Entries already recorded are kept (the newest
+  // `max_entries` of them). May throw std::bad_alloc; nothing changes then.
   void enable(size_t max_entries, bool keep_context);
   // Stops recording and drops what was recorded.
   void disable();
   bool enabled() const { return enabled_; }
-  void set_clock(Clock clock) { clock_ = std::move(clock); }
+  void set_clock(Clock clock) {
+    clock_ = std::move(clock);
+    ticking_ = enabled_ && !clock_;
+  }
 
   void on_event(const EngineEvent& e) override;
   // Adds an entry that did not come from the engine (snapshot, annotation),
   // stamped with the current time (entry.time_us is overwritten).
-  void record(TraceEntry entry) {
-    entry.time_us = now();
-    store(std::move(entry));
-  }
+  void record(TraceEntry entry);
   // Records that a snapshot was taken, as native does after building one:
   // action "snapshot", addr 0, size = active bytes in the snapshot.
   void record_snapshot(int device, size_t active_bytes) {
@@ -78,26 +84,63 @@ class HistoryRecorder : public EngineObserver {
     t.size = active_bytes;
     record(std::move(t));
   }
-  // Oldest first, times in Unix microseconds.
+  // The newest max_entries entries (or all, if fewer), oldest first, times
+  // in Unix microseconds.
   std::vector<TraceEntry> entries() const;
-  size_t size() const { return ring_.size(); }
+  // How many entries entries() returns.
+  size_t size() const { return full_ ? max_entries_ : std::min(entries_in_ring_, max_entries_); }
 
  private:
-  // Appends to the ring (dropping the oldest when full); time_us as stored.
-  void store(TraceEntry entry);
-  // The slot the next entry goes to: the oldest entry's once the ring is
+  // How the ring stores entries. Why not TraceEntry: with history on, the
+  // ring is most of the memory traffic of a cache-hit pair (a 100k-entry
+  // ring is megabytes, far beyond L2, so every new line is a miss). A Record
+  // is 40 bytes, without the 16-byte context (kept aside, only when there is
+  // one), and one Record holds a whole cache-hit free: native's
+  // free_requested and free_completed, written back to back with the same
+  // time. A pair is then 80 bytes in two Records instead of 168 in three
+  // entries.
+  struct Record {
+    int64_t time = 0;  // TraceClock ticks, or the set Clock's microseconds
+    uintptr_t address = 0;
+    size_t size = 0;
+    StreamId stream = 0;
+    int32_t device = 0;
+    TraceAction action = TraceAction::kAlloc;
+    // 1, or 2 for a free: action is kFreeRequested and a kFreeCompleted
+    // entry, same fields and time, follows it.
+    uint8_t entries = 1;
+    // contexts_ holds this record's context at the same index.
+    bool has_context = false;
+  };
+  static_assert(sizeof(Record) == 40);
+
+  // on_event for everything but the steady state's frameless cache-hit
+  // pair; out of line.
+  void record_event(const EngineEvent& e);
+  // Appends a record, overwriting the oldest once the ring is full. May
+  // throw std::bad_alloc while the ring grows; nothing changes then.
+  void store(const Record& r, const ContextPtr* context);
+  // The slot the next record goes to: the oldest record's once the ring is
   // full (the steady state: an index step, no size arithmetic), else a new
   // one. Precondition: enabled (max_entries_ >= 1).
-  TraceEntry& next_slot() {
-    if (!full_) [[unlikely]] return grow_slot();
-    TraceEntry& slot = ring_[next_];  // the oldest entry, dropped
+  size_t next_slot(uint8_t entries) {
+    if (!full_) [[unlikely]] return grow_slot(entries);
+    const size_t i = next_;
     if (++next_ == max_entries_) next_ = 0;
-    return slot;
+    return i;
   }
-  // Appends a slot while the ring is below max_entries_.
-  TraceEntry& grow_slot();
-  // The ring oldest first, times as stored.
-  std::vector<TraceEntry> ordered() const;
+  // Appends a slot for a record of `entries` entries while the ring holds
+  // fewer than max_entries_ records.
+  size_t grow_slot(uint8_t entries);
+  // Calls fn(i) for each ring index, oldest record first.
+  template <typename Fn>
+  void for_each_index(Fn&& fn) const {
+    for (size_t i = next_; i < ring_.size(); ++i) fn(i);
+    for (size_t i = 0; i < next_; ++i) fn(i);
+  }
+  // Every entry of the ring, oldest first, times as stored (the first few
+  // may lie beyond the newest max_entries_; callers trim).
+  std::vector<TraceEntry> expand() const;
   // What goes into time_us while recording: clock_() or raw ticks.
   int64_t now() const {
     return clock_ ? clock_() : static_cast<int64_t>(TraceClock::ticks());
@@ -106,13 +149,27 @@ class HistoryRecorder : public EngineObserver {
   Clock clock_;
   TraceClock ticks_clock_;  // converts ring entries when clock_ is unset
   bool enabled_ = false;
+  // enabled_ and no Clock set: on_event's fast path may stamp with ticks.
+  bool ticking_ = false;
   bool keep_context_ = true;
   size_t max_entries_ = 0;
-  // ring_.size() == max_entries_: entries now overwrite the oldest. While
-  // false, next_ is 0 and entries are appended.
+  // The ring holds up to max_entries_ records. Each record is one or two
+  // entries, so the newest max_entries_ entries always lie within it;
+  // entries() trims the excess (at most one entry per paired record).
+  // Invariant: ring_.size() <= max_entries_, and full_ == (ring_.size() ==
+  // max_entries_). While not full, next_ is 0 and records are appended;
+  // once full, next_ is the index of the oldest record, overwritten next.
   bool full_ = false;
-  std::vector<TraceEntry> ring_;
-  size_t next_ = 0;  // index of the oldest entry once the ring is full
+  std::vector<Record> ring_;
+  // contexts_[i] is ring_[i]'s context where ring_[i].has_context; empty
+  // until a context is first kept. Never shorter than needed: sized to
+  // ring_.size() when a context is stored.
+  std::vector<ContextPtr> contexts_;
+  size_t next_ = 0;
+  // Sum of ring_[i].entries while the ring is not full. Not kept once full:
+  // max_entries_ records hold at least max_entries_ entries, and that is
+  // all size() needs.
+  size_t entries_in_ring_ = 0;
 };
 
 }  // namespace cachealloc

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
+#include <memory>
+#include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -139,6 +143,125 @@ TEST(History, BlocksWaitingOnSeveralStreamsAreFreedInStreamOrder) {
   std::vector<uintptr_t> expected;
   for (const auto& [stream, address] : waiting) expected.push_back(address);
   EXPECT_EQ(completed, expected);
+}
+
+}  // namespace
+}  // namespace cachealloc::testing
+
+namespace cachealloc::testing {
+namespace {
+
+// The ring stores a cache-hit free as one record of two entries, so its
+// bound is kept by trimming when read. Against a plain list of entries
+// (native's ring): random events, contexts, snapshots and re-enables with
+// other sizes must give the same entries, field by field.
+TEST(History, RingMatchesAPlainBoundedListOfEntries) {
+  std::mt19937_64 rng(7);
+  HistoryRecorder history;
+  std::vector<TraceEntry> model;  // the newest `max` entries, oldest first
+  size_t max = 5;
+  bool keep_context = true;
+  history.enable(max, keep_context);
+  auto push = [&](TraceEntry t) {
+    if (!keep_context) t.context = nullptr;
+    model.push_back(std::move(t));
+    if (model.size() > max) model.erase(model.begin());
+  };
+  std::vector<ContextPtr> contexts;
+  for (int i = 0; i < 4; ++i)
+    contexts.push_back(std::make_shared<CallContext>(
+        CallContext{{StackFrame{"f" + std::to_string(i), "x.py", i}}, nullptr}));
+  for (int step = 0; step < 20000; ++step) {
+    const unsigned pick = static_cast<unsigned>(rng() % 100);
+    if (pick < 2) {  // resize (sometimes to the same size), keep or drop frames
+      max = 1 + rng() % 9;
+      keep_context = rng() % 4 != 0;
+      history.enable(max, keep_context);
+      if (model.size() > max) model.erase(model.begin(), model.end() - static_cast<ptrdiff_t>(max));
+    } else if (pick < 4) {
+      history.record_snapshot(0, step);
+      TraceEntry t;
+      t.action = TraceAction::kSnapshot;
+      t.size = static_cast<size_t>(step);
+      push(t);
+    } else {
+      static constexpr EngineEventKind kKinds[] = {
+          EngineEventKind::kAlloc,        EngineEventKind::kFree,
+          EngineEventKind::kAlloc,        EngineEventKind::kFree,
+          EngineEventKind::kSegmentAlloc, EngineEventKind::kSegmentFree,
+          EngineEventKind::kFreeRequested, EngineEventKind::kFreeCompleted,
+          EngineEventKind::kOom,          EngineEventKind::kAllocRetry};
+      EngineEvent e(kKinds[rng() % std::size(kKinds)]);
+      e.device = static_cast<int>(rng() % 3);
+      e.stream = rng() % 4;
+      e.address = 512 * (1 + rng() % 1000);
+      e.size = 512 * (1 + rng() % 100);
+      e.requested = e.size - rng() % 512;
+      const ContextPtr ctx = rng() % 3 ? contexts[rng() % contexts.size()] : nullptr;
+      e.context = &ctx;
+      history.on_event(e);
+      TraceEntry t;
+      t.device = e.device;
+      t.stream = e.stream;
+      t.address = e.address;
+      t.size = e.requested;
+      t.context = ctx;
+      switch (e.kind) {
+        case EngineEventKind::kAlloc: t.action = TraceAction::kAlloc; break;
+        case EngineEventKind::kFree:
+          t.action = TraceAction::kFreeRequested;
+          push(t);
+          t.action = TraceAction::kFreeCompleted;
+          break;
+        case EngineEventKind::kSegmentAlloc: t.action = TraceAction::kSegmentAlloc, t.size = e.size; break;
+        case EngineEventKind::kSegmentFree: t.action = TraceAction::kSegmentFree, t.size = e.size; break;
+        case EngineEventKind::kOom: t.action = TraceAction::kOom, t.size = e.size; break;
+        case EngineEventKind::kFreeRequested: t.action = TraceAction::kFreeRequested; break;
+        case EngineEventKind::kFreeCompleted: t.action = TraceAction::kFreeCompleted; break;
+        default: continue;  // retries are not traced
+      }
+      push(t);
+    }
+    if (step % 7 != 0 && step < 19990) continue;
+    const std::vector<TraceEntry> got = history.entries();
+    ASSERT_EQ(got.size(), model.size()) << "step " << step;
+    ASSERT_EQ(history.size(), model.size()) << "step " << step;
+    for (size_t k = 0; k < got.size(); ++k) {
+      const TraceEntry& a = got[k];
+      const TraceEntry& b = model[k];
+      ASSERT_EQ(a.action, b.action) << "step " << step << " entry " << k;
+      ASSERT_EQ(a.device, b.device) << "step " << step << " entry " << k;
+      ASSERT_EQ(a.stream, b.stream) << "step " << step << " entry " << k;
+      ASSERT_EQ(a.address, b.address) << "step " << step << " entry " << k;
+      ASSERT_EQ(a.size, b.size) << "step " << step << " entry " << k;
+      ASSERT_EQ(a.context, b.context) << "step " << step << " entry " << k;
+      if (k) {
+        ASSERT_GE(a.time_us, got[k - 1].time_us) << "step " << step << " entry " << k;
+      }
+    }
+  }
+  history.disable();
+  EXPECT_EQ(history.size(), 0u);
+  EXPECT_TRUE(history.entries().empty());
+}
+
+// Frames held by entries that left the ring are released when the ring
+// reuses their record's slot.
+TEST(History, DroppedEntriesReleaseTheirFrames) {
+  HistoryRecorder history;
+  history.enable(2, true);
+  ContextPtr ctx = std::make_shared<CallContext>();
+  std::weak_ptr<const CallContext> watch = ctx;
+  EngineEvent e(EngineEventKind::kAlloc);
+  e.context = &ctx;
+  history.on_event(e);
+  ctx.reset();
+  EXPECT_FALSE(watch.expired());
+  const ContextPtr none;
+  e.context = &none;
+  history.on_event(e);
+  history.on_event(e);
+  EXPECT_TRUE(watch.expired());
 }
 
 }  // namespace
