@@ -38,8 +38,9 @@ int front_loop(long pairs, size_t bytes, bool stats, bool history_on) {
     if (stats) e.add_observer(&collector);
     if (history_on) e.add_observer(&history);
   });
-  // A pair records three entries (alloc, free_requested, free_completed).
-  const long warm_up = history_on ? static_cast<long>(kHistoryEntries / 3 + 1) : 1;
+  // A pair writes two ring records (alloc; free_requested + free_completed)
+  // and the ring holds kHistoryEntries records: full after half as many pairs.
+  const long warm_up = history_on ? static_cast<long>(kHistoryEntries / 2 + 1) : 1;
   for (long i = 0; i < warm_up + pairs; ++i)
     allocator.deallocate(allocator.allocate(bytes, 0, 0), 0);
   allocator.with_device(0, [&](DeviceCachingAllocator& e) {
