@@ -98,11 +98,15 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   if (address == 0) return false;
 
   reserved_bytes_ += size;
-  Block* b = new_block();
+  Block* b = new_block();  // a spare's placement fields are stale: set all
   b->address = address;
   b->size = size;
+  b->requested_size = 0;
   b->stream = r.stream;
   b->pool = r.pool;
+  b->prev = nullptr;
+  b->next = nullptr;
+  b->gc_count_base = 0;
   b->context_when_segment_allocated = ctx;
   r.block = b;
   r.slot = r.pool->end();

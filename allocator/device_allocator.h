@@ -177,28 +177,46 @@ class DeviceCachingAllocator {
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
-  // A default Block, recycled when one is spare. new_block and delete_block
-  // are steps of a cache hit too (a split makes a Block, a merge drops one).
+  // Block objects are recycled through spare_blocks_ (splits and merges make
+  // and drop them often). Invariant: a spare Block is in the spare state:
+  //     !allocated, event_count == 0, stream_uses empty, both contexts null;
+  // its placement fields (address, size, requested_size, stream, pool, prev,
+  // next, gc_count_base) are stale. check_invariants() checks the spares.
+  //
+  // new_block: a spare, or a new default Block. The caller sets every
+  // placement field. A step of a cache hit (a split makes a Block).
   CACHEALLOC_HOT_INLINE Block* new_block() {
     if (spare_blocks_.empty()) return new Block();
-    Block* b = spare_blocks_.back();  // a default Block (delete_block)
+    Block* b = spare_blocks_.back();
     spare_blocks_.pop_back();
     return b;
   }
-  // Drops a Block that is no longer part of any segment.
-  CACHEALLOC_HOT_INLINE void delete_block(Block* block) {
+  // Drops a Block that is no longer part of any segment (a released
+  // segment): what it owns (contexts hold Python frames) is released now.
+  void delete_block(Block* block) {
     if (spare_blocks_.size() >= kMaxSpareBlocks) {
       delete block;
       return;
     }
-    // Back to a default Block in place: what it owns (contexts hold Python
-    // frames) is released now, and new_block can hand it out as it is.
-    // Cheaper than assigning Block(), which builds a temporary and moves it.
+    // Back to a default Block in place, which is in the spare state.
     // Default-initialised (`new Block`, not `Block()`): every member has an
-    // initializer, so that is a default Block already; value-initialisation
-    // would zero-fill all 128 bytes first (a 16-word rep stos).
+    // initializer; value-initialisation would zero-fill all 128 bytes first.
     std::destroy_at(block);
     ::new (static_cast<void*>(block)) Block;
+    spare_blocks_.push_back(block);
+  }
+  // delete_block for a Block that a merge absorbed, a step of a cache hit.
+  // Precondition: `block` is free (block.h: !allocated, event_count == 0,
+  // stream_uses empty), holds no allocation context (block.h: free blocks
+  // hold none; cache_freed_block moved the freed block's out) and is not a
+  // segment head (it had a lower neighbour), so it holds no segment context
+  // either: it is in the spare state already, and resetting it (destroying
+  // and rebuilding 128 bytes) costs about 25 instructions per merge.
+  CACHEALLOC_HOT_INLINE void recycle_absorbed_block(Block* block) {
+    if (spare_blocks_.size() >= kMaxSpareBlocks) [[unlikely]] {
+      delete block;
+      return;
+    }
     spare_blocks_.push_back(block);
   }
   static constexpr size_t kMaxSpareBlocks = 4096;
@@ -242,7 +260,7 @@ class DeviceCachingAllocator {
 
   size_t reserved_bytes_ = 0;  // bytes held from the device
   MemoryLimit limit_;
-  // Recycled Block objects (splits and merges allocate and drop them often).
+  // Recycled Block objects, in the spare state (new_block says what that is).
   std::vector<Block*> spare_blocks_;
 };
 

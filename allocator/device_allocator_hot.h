@@ -79,6 +79,8 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
   InactiveSplitChange split;
   if (should_split(block, r.size)) {
     // [block | remaining]: the front goes to the caller, the rest is cached.
+    // Every placement field set here (gc_count_base by the pool's insert or
+    // replace, below).
     Block* remaining = new_block();
     remaining->address = block->address + r.size;
     remaining->size = block->size - r.size;
@@ -184,7 +186,7 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
     lower->size += upper->size;
     lower->next = upper->next;
     if (lower->next) lower->next->prev = lower;
-    delete_block(upper);
+    recycle_absorbed_block(upper);
   };
   if (prev) {
     absorb(prev, block, prev);
