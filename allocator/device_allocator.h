@@ -111,15 +111,16 @@ class DeviceCachingAllocator {
   void check_invariants() const;
 
  private:
+  // A request that missed the cache, for the miss path (reserve_segment).
+  // The hit path keeps these values in locals: a struct whose address
+  // reaches the out-of-line miss path would live in memory on the hit path
+  // too.
   struct Request {
     size_t size = 0;        // rounded bytes
     size_t alloc_size = 0;  // segment bytes if a new segment is needed
     StreamId stream = 0;
     BlockPool* pool = nullptr;
     Block* block = nullptr;  // result
-    // Where `block` sits in pool's free index while the request holds it;
-    // pool->end() for a fresh segment. alloc_found_block takes it out.
-    BlockPool::iterator slot;
   };
 
   // malloc path. The steps of a cache hit (device_allocator_hot.h) are
@@ -128,16 +129,24 @@ class DeviceCachingAllocator {
   // allocate+free pair. The rest is in device_allocator.cc, out of line.
   CACHEALLOC_HOT_INLINE BlockPool::iterator find_free_block(BlockPool& pool, StreamId stream,
                                                             size_t size) const;
-  CACHEALLOC_HOT_INLINE bool get_free_block(Request& r);
+  CACHEALLOC_HOT_INLINE BlockPool::iterator get_free_block(BlockPool& pool, StreamId stream,
+                                                           size_t size);
   // Throws SizeOverflowError for a request of `size` bytes.
   [[noreturn]] static void refuse_size(size_t size);
-  // malloc's miss, out of line: reserves a segment for `r` (collecting
-  // garbage and emptying the cache as needed), or raises OOM.
-  void reserve_segment(Request& r, size_t orig_size, const ContextPtr& ctx);
+  // malloc's miss, out of line: reserves a segment for a request of `size`
+  // rounded (`orig_size` asked) bytes from `pool` (collecting garbage and
+  // emptying the cache as needed) and returns its block, unindexed; or
+  // raises OOM. Invalidates iterators into the pools.
+  Block* reserve_segment(BlockPool& pool, StreamId stream, size_t size, size_t orig_size,
+                         const ContextPtr& ctx);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
-  CACHEALLOC_HOT_INLINE Block* alloc_found_block(Request& r, size_t orig_size,
-                                                 const ContextPtr& ctx);
+  // Hands out `block` for a request of `size` rounded bytes. `slot` is
+  // block's entry in `pool`'s free index (pool.end() for a fresh segment's
+  // block, which is in no index).
+  CACHEALLOC_HOT_INLINE Block* alloc_found_block(BlockPool& pool, Block* block,
+                                                 BlockPool::iterator slot, size_t size,
+                                                 size_t orig_size, const ContextPtr& ctx);
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   // Caches a block whose stream events are done (kFreeCompleted); called
