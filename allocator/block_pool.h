@@ -47,7 +47,7 @@ class BlockPool {
     b->gc_count_base = free_block_searches_;
     ++shape_version_;
     const auto [it, inserted] = index_.insert(entry_of(b));
-    remember(it, b);
+    remember(it);
     return inserted;
   }
   // Removes a block from the index; returns false if it was not there.
@@ -64,7 +64,7 @@ class BlockPool {
   // freed block's neighbour is the remainder its allocation split off),
   // O(log n) otherwise.
   iterator find(const Block* b) {
-    if (hint_block_ == b && hint_version_ == shape_version_ && hint_->block == b) return hint_;
+    if (hint_version_ == shape_version_ && hint_->block == b) return hint_;
     return index_.find(entry_of(b));
   }
   // Makes the entry at `it` index block `b` instead, whose key may
@@ -78,7 +78,7 @@ class BlockPool {
   void replace(iterator it, Block* b) {
     if (index_.rekey_in_place(it, entry_of(b))) [[likely]] {
       b->gc_count_base = free_block_searches_;
-      remember(it, b);
+      remember(it);
       return;
     }
     reinsert(it, b);
@@ -140,23 +140,22 @@ class BlockPool {
     ++shape_version_;
     index_.erase(old);
   }
-  void remember(iterator it, const Block* b) {
+  void remember(iterator it) {
     hint_ = it;
-    hint_block_ = b;
     hint_version_ = shape_version_;
   }
   const bool is_small_;
   int64_t free_block_searches_ = 0;
   Index index_;
-  // find()'s shortcut. FreeIndex iterators stay valid until an insert or
-  // erase (which may move entries between or within nodes), so every insert
-  // and erase bumps shape_version_, and hint_ is used only while its version
-  // is current. An in-place re-key moves nothing but may give hint_'s entry
-  // another block, hence the check of hint_->block in find().
+  // find()'s shortcut: the entry last indexed or re-keyed. FreeIndex
+  // iterators stay valid until an insert or erase (which may move entries
+  // between or within nodes, or free hint_'s leaf), so every insert and
+  // erase bumps shape_version_, and hint_ is read only while its version is
+  // current. Then its entry exists, and find() checks that it is b's (an
+  // in-place re-key may have given it another block since).
   uint64_t shape_version_ = 0;
   uint64_t hint_version_ = ~uint64_t{0};
   iterator hint_;
-  const Block* hint_block_ = nullptr;
 };
 
 }  // namespace cachealloc

@@ -11,12 +11,9 @@ namespace cachealloc {
 CachingAllocator::CachingAllocator(const AllocatorConfig& config,
                                    const std::vector<DeviceBackend*>& backends)
     : config_(config) {
-  for (size_t i = 0; i < backends.size(); ++i) {
-    auto d = std::make_unique<Device>();
-    d->engine = std::make_unique<DeviceCachingAllocator>(static_cast<int>(i),
-                                                         config_, *backends[i]);
-    devices_.push_back(std::move(d));
-  }
+  for (size_t i = 0; i < backends.size(); ++i)
+    devices_.push_back(std::make_unique<Device>(static_cast<int>(i), config_, *backends[i]));
+  device_count_ = static_cast<unsigned>(devices_.size());
 }
 
 [[noreturn]] void CachingAllocator::bad_device(int device) const {
@@ -64,13 +61,13 @@ uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
   Device& d = at(device);
   if (size == 0) return 0;
   std::lock_guard<DeviceMutex> lock(d.mutex);
-  Block* b = d.engine->malloc(size, stream, context);
+  Block* b = d.engine.malloc(size, stream, context);
   try {
     d.blocks.insert(b->address, b);
   } catch (...) {
     // Out of host memory: hand the block back. Observers see an alloc and a
     // free for a block the caller never received; the state stays exact.
-    d.engine->free(b, context);
+    d.engine.free(b, context);
     throw;
   }
   return b->address;
@@ -81,13 +78,13 @@ void CachingAllocator::deallocate(uintptr_t address, int device,
   if (address == 0) return;
   with_block(address, device, true, "free",
              [&](Device& d, Block* b) CACHEALLOC_HOT_INLINE_LAMBDA {
-               d.engine->free(b, context);  // inline too: the hot path
+               d.engine.free(b, context);  // inline too: the hot path
              });
 }
 
 void CachingAllocator::record_stream(uintptr_t address, StreamId stream) {
   with_block(address, -1, false, "record_stream",
-             [&](Device& d, Block* b) { d.engine->record_stream(b, stream); });
+             [&](Device& d, Block* b) { d.engine.record_stream(b, stream); });
 }
 
 size_t CachingAllocator::block_size(uintptr_t address) {
@@ -99,7 +96,7 @@ size_t CachingAllocator::block_size(uintptr_t address) {
 uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_bytes) {
   uintptr_t base = 0;
   with_block(address, -1, false, "base_allocation", [&](Device& d, Block* b) {
-    base = d.engine->base_allocation(b, segment_bytes);
+    base = d.engine.base_allocation(b, segment_bytes);
   });
   return base;
 }

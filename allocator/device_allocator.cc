@@ -54,14 +54,19 @@ void DeviceCachingAllocator::refuse_size(size_t size) {
 }
 
 // native: malloc after get_free_block found nothing.
-void DeviceCachingAllocator::reserve_segment(Request& r, size_t orig_size,
-                                             const ContextPtr& ctx) {
+Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream, size_t size,
+                                               size_t orig_size, const ContextPtr& ctx) {
+  Request r;
+  r.size = size;
+  r.stream = stream;
+  r.pool = &pool;
   r.alloc_size = segment_size_for(r.size);
   if (gc_active()) garbage_collect_cached_blocks(ctx);
   const bool found = alloc_block(r, false, ctx) ||
                      (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
                      (release_cached_blocks(ctx) && alloc_block(r, true, ctx));
   if (!found) raise_oom(r, orig_size, ctx);
+  return r.block;
 }
 
 bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) const {
@@ -98,14 +103,17 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   if (address == 0) return false;
 
   reserved_bytes_ += size;
-  Block* b = new_block();
+  Block* b = new_block();  // a spare's placement fields are stale: set all
   b->address = address;
   b->size = size;
+  b->requested_size = 0;
   b->stream = r.stream;
   b->pool = r.pool;
+  b->prev = nullptr;
+  b->next = nullptr;
+  b->gc_count_base = 0;
   b->context_when_segment_allocated = ctx;
   r.block = b;
-  r.slot = r.pool->end();
   segment_heads_.insert(b);
 
   EngineEvent e{EngineEventKind::kSegmentAlloc};

@@ -111,15 +111,16 @@ class DeviceCachingAllocator {
   void check_invariants() const;
 
  private:
+  // A request that missed the cache, for the miss path (reserve_segment).
+  // The hit path keeps these values in locals: a struct whose address
+  // reaches the out-of-line miss path would live in memory on the hit path
+  // too.
   struct Request {
     size_t size = 0;        // rounded bytes
     size_t alloc_size = 0;  // segment bytes if a new segment is needed
     StreamId stream = 0;
     BlockPool* pool = nullptr;
     Block* block = nullptr;  // result
-    // Where `block` sits in pool's free index while the request holds it;
-    // pool->end() for a fresh segment. alloc_found_block takes it out.
-    BlockPool::iterator slot;
   };
 
   // malloc path. The steps of a cache hit (device_allocator_hot.h) are
@@ -128,16 +129,24 @@ class DeviceCachingAllocator {
   // allocate+free pair. The rest is in device_allocator.cc, out of line.
   CACHEALLOC_HOT_INLINE BlockPool::iterator find_free_block(BlockPool& pool, StreamId stream,
                                                             size_t size) const;
-  CACHEALLOC_HOT_INLINE bool get_free_block(Request& r);
+  CACHEALLOC_HOT_INLINE BlockPool::iterator get_free_block(BlockPool& pool, StreamId stream,
+                                                           size_t size);
   // Throws SizeOverflowError for a request of `size` bytes.
   [[noreturn]] static void refuse_size(size_t size);
-  // malloc's miss, out of line: reserves a segment for `r` (collecting
-  // garbage and emptying the cache as needed), or raises OOM.
-  void reserve_segment(Request& r, size_t orig_size, const ContextPtr& ctx);
+  // malloc's miss, out of line: reserves a segment for a request of `size`
+  // rounded (`orig_size` asked) bytes from `pool` (collecting garbage and
+  // emptying the cache as needed) and returns its block, unindexed; or
+  // raises OOM. Invalidates iterators into the pools.
+  Block* reserve_segment(BlockPool& pool, StreamId stream, size_t size, size_t orig_size,
+                         const ContextPtr& ctx);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
-  CACHEALLOC_HOT_INLINE Block* alloc_found_block(Request& r, size_t orig_size,
-                                                 const ContextPtr& ctx);
+  // Hands out `block` for a request of `size` rounded bytes. `slot` is
+  // block's entry in `pool`'s free index (pool.end() for a fresh segment's
+  // block, which is in no index).
+  CACHEALLOC_HOT_INLINE Block* alloc_found_block(BlockPool& pool, Block* block,
+                                                 BlockPool::iterator slot, size_t size,
+                                                 size_t orig_size, const ContextPtr& ctx);
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   // Caches a block whose stream events are done (kFreeCompleted); called
@@ -177,28 +186,46 @@ class DeviceCachingAllocator {
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
-  // A default Block, recycled when one is spare. new_block and delete_block
-  // are steps of a cache hit too (a split makes a Block, a merge drops one).
+  // Block objects are recycled through spare_blocks_ (splits and merges make
+  // and drop them often). Invariant: a spare Block is in the spare state:
+  //     !allocated, event_count == 0, stream_uses empty, both contexts null;
+  // its placement fields (address, size, requested_size, stream, pool, prev,
+  // next, gc_count_base) are stale. check_invariants() checks the spares.
+  //
+  // new_block: a spare, or a new default Block. The caller sets every
+  // placement field. A step of a cache hit (a split makes a Block).
   CACHEALLOC_HOT_INLINE Block* new_block() {
     if (spare_blocks_.empty()) return new Block();
-    Block* b = spare_blocks_.back();  // a default Block (delete_block)
+    Block* b = spare_blocks_.back();
     spare_blocks_.pop_back();
     return b;
   }
-  // Drops a Block that is no longer part of any segment.
-  CACHEALLOC_HOT_INLINE void delete_block(Block* block) {
+  // Drops a Block that is no longer part of any segment (a released
+  // segment): what it owns (contexts hold Python frames) is released now.
+  void delete_block(Block* block) {
     if (spare_blocks_.size() >= kMaxSpareBlocks) {
       delete block;
       return;
     }
-    // Back to a default Block in place: what it owns (contexts hold Python
-    // frames) is released now, and new_block can hand it out as it is.
-    // Cheaper than assigning Block(), which builds a temporary and moves it.
+    // Back to a default Block in place, which is in the spare state.
     // Default-initialised (`new Block`, not `Block()`): every member has an
-    // initializer, so that is a default Block already; value-initialisation
-    // would zero-fill all 128 bytes first (a 16-word rep stos).
+    // initializer; value-initialisation would zero-fill all 128 bytes first.
     std::destroy_at(block);
     ::new (static_cast<void*>(block)) Block;
+    spare_blocks_.push_back(block);
+  }
+  // delete_block for a Block that a merge absorbed, a step of a cache hit.
+  // Precondition: `block` is free (block.h: !allocated, event_count == 0,
+  // stream_uses empty), holds no allocation context (block.h: free blocks
+  // hold none; cache_freed_block moved the freed block's out) and is not a
+  // segment head (it had a lower neighbour), so it holds no segment context
+  // either: it is in the spare state already, and resetting it (destroying
+  // and rebuilding 128 bytes) costs about 25 instructions per merge.
+  CACHEALLOC_HOT_INLINE void recycle_absorbed_block(Block* block) {
+    if (spare_blocks_.size() >= kMaxSpareBlocks) [[unlikely]] {
+      delete block;
+      return;
+    }
     spare_blocks_.push_back(block);
   }
   static constexpr size_t kMaxSpareBlocks = 4096;
@@ -242,7 +269,7 @@ class DeviceCachingAllocator {
 
   size_t reserved_bytes_ = 0;  // bytes held from the device
   MemoryLimit limit_;
-  // Recycled Block objects (splits and merges allocate and drop them often).
+  // Recycled Block objects, in the spare state (new_block says what that is).
   std::vector<Block*> spare_blocks_;
 };
 

@@ -24,12 +24,17 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
   if (orig_size > kMaxRequestSize) [[unlikely]] refuse_size(orig_size);
   if (!events_.empty()) [[unlikely]] process_events(ctx);  // cross-stream frees are rare
 
-  Request r;
-  r.size = rounded_request(orig_size);
-  r.pool = &pool_for(r.size);
-  r.stream = stream;
-  if (!get_free_block(r)) [[unlikely]] reserve_segment(r, orig_size, ctx);
-  return alloc_found_block(r, orig_size, ctx);
+  const size_t size = rounded_request(orig_size);
+  BlockPool& pool = pool_for(size);
+  BlockPool::iterator slot = get_free_block(pool, stream, size);
+  Block* block;
+  if (!BlockPool::is_end(slot)) [[likely]] {
+    block = slot->block;
+  } else {
+    block = reserve_segment(pool, stream, size, orig_size, ctx);
+    slot = pool.end();  // the miss may have released blocks: a fresh end()
+  }
+  return alloc_found_block(pool, block, slot, size, orig_size, ctx);
 }
 
 // native: get_free_block's choice. The smallest free block on the stream
@@ -48,17 +53,13 @@ BlockPool::iterator DeviceCachingAllocator::find_free_block(BlockPool& pool, Str
   return it;
 }
 
-// native: get_free_block
-bool DeviceCachingAllocator::get_free_block(Request& r) {
-  BlockPool& pool = *r.pool;
+// native: get_free_block. The found block's entry, or pool.end(). The
+// block is left indexed: alloc_found_block re-indexes the entry for the
+// remainder or erases it, whichever the split decision needs.
+BlockPool::iterator DeviceCachingAllocator::get_free_block(BlockPool& pool, StreamId stream,
+                                                           size_t size) {
   if (gc_active()) pool.count_search();
-  auto it = find_free_block(pool, r.stream, r.size);
-  if (BlockPool::is_end(it)) return false;
-  // Left indexed: alloc_found_block re-indexes the entry for the remainder
-  // or erases it, whichever the split decision needs.
-  r.block = it->block;
-  r.slot = it;
-  return true;
+  return find_free_block(pool, stream, size);
 }
 
 // native: should_split (non-expandable)
@@ -72,16 +73,18 @@ bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const
 // object and makes a new one for the front; here the front keeps the object
 // (so segment heads are stable) and the remainder is new. Addresses, sizes,
 // requested sizes and statistics come out the same.
-Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
-                                                 const ContextPtr& ctx) {
-  Block* block = r.block;
+Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
+                                                 BlockPool::iterator slot, size_t size,
+                                                 size_t orig_size, const ContextPtr& ctx) {
   const bool already_split = block->is_split();
   InactiveSplitChange split;
-  if (should_split(block, r.size)) {
+  if (should_split(block, size)) {
     // [block | remaining]: the front goes to the caller, the rest is cached.
+    // Every placement field set here (gc_count_base by the pool's insert or
+    // replace, below).
     Block* remaining = new_block();
-    remaining->address = block->address + r.size;
-    remaining->size = block->size - r.size;
+    remaining->address = block->address + size;
+    remaining->size = block->size - size;
     remaining->requested_size = block->requested_size;  // as native's reused object
     remaining->stream = block->stream;
     remaining->pool = block->pool;
@@ -89,9 +92,9 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
     remaining->next = block->next;
     if (remaining->next) remaining->next->prev = remaining;
     block->next = remaining;
-    block->size = r.size;
-    if (BlockPool::is_end(r.slot)) r.pool->insert(remaining);
-    else r.pool->replace(r.slot, remaining);  // usually in place: same rank
+    block->size = size;
+    if (BlockPool::is_end(slot)) pool.insert(remaining);
+    else pool.replace(slot, remaining);  // usually in place: same rank
     if (already_split) {
       split.bytes = -static_cast<int64_t>(block->size);  // shrinks, count same
     } else {
@@ -99,7 +102,7 @@ Block* DeviceCachingAllocator::alloc_found_block(Request& r, size_t orig_size,
       split.bytes = static_cast<int64_t>(remaining->size);
     }
   } else {
-    if (!BlockPool::is_end(r.slot)) r.pool->erase(r.slot);
+    if (!BlockPool::is_end(slot)) pool.erase(slot);
     if (already_split) {
       split.blocks = -1;
       split.bytes = -static_cast<int64_t>(block->size);
@@ -184,7 +187,7 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
     lower->size += upper->size;
     lower->next = upper->next;
     if (lower->next) lower->next->prev = lower;
-    delete_block(upper);
+    recycle_absorbed_block(upper);
   };
   if (prev) {
     absorb(prev, block, prev);

@@ -65,6 +65,10 @@ void DeviceCachingAllocator::check_invariants() const {
                              std::to_string(reserved));
   if (free_blocks != large_blocks_.size() + small_blocks_.size())
     throw InvariantViolation("pool index holds blocks that are in no segment");
+  for (const Block* b : spare_blocks_)
+    if (b->allocated || b->event_count != 0 || !b->stream_uses.empty() ||
+        b->context_when_allocated || b->context_when_segment_allocated)
+      violated("spare block is not in the spare state", b);
   if (allocated != allocated_bytes_)
     throw InvariantViolation("allocated bytes " + std::to_string(allocated_bytes_) +
                              " differ from the allocated blocks' total " +

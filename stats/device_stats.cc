@@ -15,7 +15,7 @@ void StatsCollector::on_event(const EngineEvent& e) {
   const InactiveSplitChange split = e.split;
   const bool oversize = e.oversize;
   const auto p = static_cast<size_t>(e.pool);
-  PoolUpdate u{pools_[p], pools_, all_peak_};
+  PoolUpdate u{pools_[p], all_room_};
   // Native's updates for each step. Within a step, each family changes at
   // most once, so only the order of steps matters (for peaks).
   auto alloc = [&] {
@@ -86,21 +86,21 @@ void StatsCollector::on_event(const EngineEvent& e) {
 }
 
 StatArray StatsCollector::materialize(FamilyIndex f) const {
-  auto one = [](const PoolCounter& c) {
+  auto one = [f](const PoolCounters& c) {
     Stat s;
-    s.current = c.current;
-    s.peak = c.peak;
-    s.allocated = c.allocated;
-    s.freed = c.allocated - (c.current - c.base);
+    s.current = c.current[f];
+    s.peak = c.current[f] + c.room[f];
+    s.allocated = c.allocated[f];
+    s.freed = c.allocated[f] - (c.current[f] - c.base[f]);
     return s;
   };
   StatArray out;
-  const Stat large = one(pools_[static_cast<size_t>(PoolKind::kLarge)][f]);
-  const Stat small = one(pools_[static_cast<size_t>(PoolKind::kSmall)][f]);
+  const Stat large = one(pools_[static_cast<size_t>(PoolKind::kLarge)]);
+  const Stat small = one(pools_[static_cast<size_t>(PoolKind::kSmall)]);
   out[kLargePool] = large;
   out[kSmallPool] = small;
   out[kAllPools].current = large.current + small.current;
-  out[kAllPools].peak = all_peak_[f];
+  out[kAllPools].peak = large.current + small.current + all_room_[f];
   out[kAllPools].allocated = large.allocated + small.allocated;
   out[kAllPools].freed = large.freed + small.freed;
   return out;
@@ -121,19 +121,16 @@ DeviceStats StatsCollector::stats() const {
 }
 
 void StatsCollector::reset_peak() {
-  for (PoolCounters& pool : pools_)
-    for (PoolCounter& c : pool) c.peak = c.current;
-  for (size_t f = 0; f < kFamilyCount; ++f)
-    all_peak_[f] = pools_[0][f].current + pools_[1][f].current;
+  for (PoolCounters& pool : pools_) pool.room.fill(0);
+  all_room_.fill(0);
   scalars_.reset_peak();
 }
 
 void StatsCollector::reset_accumulated() {
-  for (PoolCounters& pool : pools_)
-    for (PoolCounter& c : pool) {
-      c.allocated = 0;
-      c.base = c.current;
-    }
+  for (PoolCounters& pool : pools_) {
+    pool.allocated.fill(0);
+    pool.base = pool.current;
+  }
   scalars_.reset_accumulated();
 }
 

@@ -50,18 +50,22 @@ struct DeviceStats {
 // one on request, because on_event runs on every allocate and free (2 events
 // per pair) and DeviceStats updates three Stats (aggregate and pool) of four
 // fields for every change. Here, per family:
-//   - only the two pools are counted; the aggregate's current, allocated and
-//     freed are their sums, and only its peak is kept (native updates the
+//   - only the two pools' current and allocated are counted; the
+//     aggregate's current and allocated are their sums (native updates the
 //     aggregate together with the pool on every change, so the sums are
-//     exact and its peak is the running maximum of the summed current);
+//     exact);
 //   - freed is not counted: freed == allocated - (current - base), where
-//     base is current at the last accumulated reset.
-// A decrease is then one subtraction, an increase three updates.
+//     base is current at the last accumulated reset;
+//   - a peak is kept as its headroom, room == peak - current >= 0, for each
+//     pool and for the aggregate. An increase by a > 0 makes it
+//     max(room - a, 0) (a new peak when it would go negative), a decrease
+//     by a adds a. So neither side needs current to be read: an increase
+//     is four read-modify-write instructions (current, allocated, two
+//     rooms) and two sign branches, a decrease three.
 //
-// Layout: counters grouped by pool, then family. An event changes one
-// pool's families, so on_event finds that pool's counters (and the other
-// pool's, for the aggregate) once, and each change is a fixed offset from
-// there.
+// Layout: counters grouped by pool, then field, then family. An event
+// changes one pool's families, so on_event finds that pool's counters once,
+// and each change is a fixed offset from there.
 class StatsCollector : public EngineObserver {
  public:
   explicit StatsCollector(int64_t max_split_size_stat);
@@ -78,34 +82,43 @@ class StatsCollector : public EngineObserver {
     kAllocation, kSegment, kActive, kInactiveSplit, kAllocatedBytes, kReservedBytes,
     kActiveBytes, kInactiveSplitBytes, kRequestedBytes, kFamilyCount
   };
-  struct PoolCounter {
-    int64_t current = 0;
-    int64_t peak = 0;
-    int64_t allocated = 0;  // added since the last accumulated reset
-    int64_t base = 0;       // current at the last accumulated reset
+  // One pool's counters, each indexed by family. Field by field rather than
+  // a struct per family: the compiler would pair a family's neighbouring
+  // fields into vector operations (current += a next to room -= a), which
+  // cost more instructions than the scalar updates.
+  struct PoolCounters {
+    std::array<int64_t, kFamilyCount> current{};
+    std::array<int64_t, kFamilyCount> room{};       // peak - current
+    std::array<int64_t, kFamilyCount> allocated{};  // added since the last accumulated reset
+    std::array<int64_t, kFamilyCount> base{};       // current at the last accumulated reset
   };
-  // One pool's counters, by family. Indexed by PoolKind.
-  using PoolCounters = std::array<PoolCounter, kFamilyCount>;
 
   // The changes one event makes to its pool's counters (`mine`) and to the
-  // aggregate's peaks. The aggregate's current is the two pools' sum, read
-  // at fixed offsets from `pools`.
+  // aggregate's headroom (`all_room`).
   struct PoolUpdate {
     PoolCounters& mine;
-    const PoolCounters* pools;
-    std::array<int64_t, kFamilyCount>& all_peak;
+    std::array<int64_t, kFamilyCount>& all_room;
 
+    // Precondition: amount >= 0.
     void increase(FamilyIndex f, int64_t amount) {
-      PoolCounter& c = mine[f];
-      c.current += amount;
-      c.allocated += amount;
-      // Branches, not selects: in steady state no new peak is set, so the
-      // predicted branch skips both stores.
-      if (c.current > c.peak) [[unlikely]] c.peak = c.current;
-      const int64_t all = pools[0][f].current + pools[1][f].current;
-      if (all > all_peak[f]) [[unlikely]] all_peak[f] = all;
+      mine.current[f] += amount;
+      mine.allocated[f] += amount;
+      if ((mine.room[f] -= amount) < 0) [[unlikely]] new_peak(mine.room[f]);
+      if ((all_room[f] -= amount) < 0) [[unlikely]] new_peak(all_room[f]);
     }
-    void decrease(FamilyIndex f, int64_t amount) { mine[f].current -= amount; }
+    // A new peak leaves no headroom. The empty asm keeps this a branch that
+    // is not taken in steady state: without it the compiler turns the clamp
+    // into a conditional move, a reload and a store on every increase (3
+    // more instructions each).
+    static void new_peak(int64_t& room) {
+      asm volatile("");
+      room = 0;
+    }
+    void decrease(FamilyIndex f, int64_t amount) {
+      mine.current[f] -= amount;
+      mine.room[f] += amount;
+      all_room[f] += amount;
+    }
     // Native's signed form: > 0 increases, < 0 decreases, 0 does nothing.
     void apply(FamilyIndex f, int64_t change) {
       if (change > 0) increase(f, change);
@@ -114,8 +127,9 @@ class StatsCollector : public EngineObserver {
   };
   StatArray materialize(FamilyIndex f) const;
 
-  PoolCounters pools_[2];
-  std::array<int64_t, kFamilyCount> all_peak_{};  // peak of the pools' summed current
+  PoolCounters pools_[2];  // indexed by PoolKind
+  // The aggregate's peak headroom: its peak minus the pools' summed current.
+  std::array<int64_t, kFamilyCount> all_room_{};
   // Everything without pools (oversize stats, counters, max_split_size):
   // rarely updated, kept as DeviceStats keeps them; the pooled families of
   // this copy are unused.
