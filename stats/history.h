@@ -66,6 +66,9 @@ class HistoryRecorder : public EngineObserver {
   // Stops recording and drops what was recorded.
   void disable();
   bool enabled() const { return enabled_; }
+  // Set it (or clear it) before recording: entries already in the ring keep
+  // the time base they were stamped with, and entries() reads the whole ring
+  // in the current one (replays set it once, before enabling).
   void set_clock(Clock clock) {
     clock_ = std::move(clock);
     ticking_ = enabled_ && !clock_;
