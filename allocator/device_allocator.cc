@@ -99,11 +99,28 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   }
   const size_t size = r.alloc_size;
   if (limit_.refuses(reserved_bytes_, size)) return false;
+  // Host memory first: a std::bad_alloc here leaves nothing reserved on the
+  // device. After the device call nothing below may throw.
+  Block* b = new_block();  // a spare's placement fields are stale: set all
+  // Back to the spares unused (it is in the spare state), without a
+  // push_back that could allocate.
+  auto unused = [this](Block* block) {
+    if (spare_blocks_.size() < spare_blocks_.capacity()) spare_blocks_.push_back(block);
+    else delete block;
+  };
+  try {
+    segment_heads_.reserve(segment_heads_.size() + 1);
+  } catch (...) {
+    unused(b);
+    throw;
+  }
   const uintptr_t address = backend_.allocate(device_, size, r.stream);
-  if (address == 0) return false;
+  if (address == 0) {
+    unused(b);
+    return false;
+  }
 
   reserved_bytes_ += size;
-  Block* b = new_block();  // a spare's placement fields are stale: set all
   b->address = address;
   b->size = size;
   b->requested_size = 0;
