@@ -102,21 +102,15 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   // Host memory first: a std::bad_alloc here leaves nothing reserved on the
   // device. After the device call nothing below may throw.
   Block* b = new_block();  // a spare's placement fields are stale: set all
-  // Back to the spares unused (it is in the spare state), without a
-  // push_back that could allocate.
-  auto unused = [this](Block* block) {
-    if (spare_blocks_.size() < spare_blocks_.capacity()) spare_blocks_.push_back(block);
-    else delete block;
-  };
   try {
     segment_heads_.reserve(segment_heads_.size() + 1);
   } catch (...) {
-    unused(b);
+    return_unused_block(b);
     throw;
   }
   const uintptr_t address = backend_.allocate(device_, size, r.stream);
   if (address == 0) {
-    unused(b);
+    return_unused_block(b);
     return false;
   }
 

@@ -200,6 +200,13 @@ class DeviceCachingAllocator {
     spare_blocks_.pop_back();
     return b;
   }
+  // Gives back a Block from new_block that was never linked into a segment
+  // (a step after it failed). It is in the spare state, as new_block made
+  // it; no push_back that could allocate, so this never throws.
+  void return_unused_block(Block* block) noexcept {
+    if (spare_blocks_.size() < spare_blocks_.capacity()) spare_blocks_.push_back(block);
+    else delete block;
+  }
   // Drops a Block that is no longer part of any segment (a released
   // segment): what it owns (contexts hold Python frames) is released now.
   void delete_block(Block* block) {

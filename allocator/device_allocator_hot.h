@@ -81,20 +81,28 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
   if (should_split(block, size)) {
     // [block | remaining]: the front goes to the caller, the rest is cached.
     // Every placement field set here (gc_count_base by the pool's insert or
-    // replace, below).
+    // replace).
     Block* remaining = new_block();
     remaining->address = block->address + size;
     remaining->size = block->size - size;
     remaining->requested_size = block->requested_size;  // as native's reused object
     remaining->stream = block->stream;
     remaining->pool = block->pool;
+    // The index first: it is the one step that can throw (std::bad_alloc
+    // when a split of its tree finds no spare node), and it then leaves the
+    // index unchanged; nothing is linked yet, so the engine is unchanged.
+    try {
+      if (BlockPool::is_end(slot)) pool.insert(remaining);
+      else pool.replace(slot, remaining);  // usually in place: same rank
+    } catch (...) {
+      return_unused_block(remaining);
+      throw;
+    }
     remaining->prev = block;
     remaining->next = block->next;
     if (remaining->next) remaining->next->prev = remaining;
     block->next = remaining;
     block->size = size;
-    if (BlockPool::is_end(slot)) pool.insert(remaining);
-    else pool.replace(slot, remaining);  // usually in place: same rank
     if (already_split) {
       split.bytes = -static_cast<int64_t>(block->size);  // shrinks, count same
     } else {
