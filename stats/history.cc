@@ -63,12 +63,10 @@ void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
   full_ = ring_.size() == max_entries_;
   keep_context_ = keep_context;
   enabled_ = true;
-  ticking_ = !clock_;
 }
 
 void HistoryRecorder::disable() {
   enabled_ = false;
-  ticking_ = false;
   full_ = false;
   ring_.clear();
   contexts_.clear();
@@ -120,9 +118,9 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
   // slot whose old record holds no frames. Written straight into the slot
   // with no calls, so this path needs no saved registers; everything else
   // goes to record_event (a tail call).
+  // (full_ implies enabled: disable() clears it.)
   const bool alloc = e.kind == EngineEventKind::kAlloc;
-  const bool framed = keep_context_ && e.context && *e.context;
-  if (!ticking_ || !full_ || !(alloc || e.kind == EngineEventKind::kFree) || framed)
+  if (!full_ || clock_ || !(alloc || e.kind == EngineEventKind::kFree) || kept_context(e))
       [[unlikely]]
     return record_event(e);
   const size_t i = next_;
@@ -149,9 +147,7 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
   r.size = e.requested;  // block entries show what the caller asked for
   r.stream = e.stream;
   r.device = e.device;
-  // Null when no frames are kept or the call had none (the common case with
-  // context=None).
-  const ContextPtr* context = keep_context_ && e.context && *e.context ? e.context : nullptr;
+  const ContextPtr* context = kept_context(e);
   // The two kinds of a cache-hit pair are tested first, one compare each.
   if (e.kind == EngineEventKind::kAlloc) [[likely]] {
     r.action = TraceAction::kAlloc;

@@ -69,10 +69,7 @@ class HistoryRecorder : public EngineObserver {
   // Set it (or clear it) before recording: entries already in the ring keep
   // the time base they were stamped with, and entries() reads the whole ring
   // in the current one (replays set it once, before enabling).
-  void set_clock(Clock clock) {
-    clock_ = std::move(clock);
-    ticking_ = enabled_ && !clock_;
-  }
+  void set_clock(Clock clock) { clock_ = std::move(clock); }
 
   void on_event(const EngineEvent& e) override;
   // Adds an entry that did not come from the engine (snapshot, annotation),
@@ -117,9 +114,14 @@ class HistoryRecorder : public EngineObserver {
   };
   static_assert(sizeof(Record) == 40);
 
+  // The event's context if entries keep frames and the call had some; else
+  // null (the common case with context=None).
+  const ContextPtr* kept_context(const EngineEvent& e) const {
+    return keep_context_ && e.context && *e.context ? e.context : nullptr;
+  }
   // on_event for everything but the steady state's frameless cache-hit
-  // pair; out of line.
-  void record_event(const EngineEvent& e);
+  // pair; out of line, so that the fast path saves no registers.
+  [[gnu::noinline]] void record_event(const EngineEvent& e);
   // Appends a record, overwriting the oldest once the ring is full. May
   // throw std::bad_alloc while the ring grows; nothing changes then.
   void store(const Record& r, const ContextPtr* context);
@@ -152,8 +154,6 @@ class HistoryRecorder : public EngineObserver {
   Clock clock_;
   TraceClock ticks_clock_;  // converts ring entries when clock_ is unset
   bool enabled_ = false;
-  // enabled_ and no Clock set: on_event's fast path may stamp with ticks.
-  bool ticking_ = false;
   bool keep_context_ = true;
   size_t max_entries_ = 0;
   // The ring holds up to max_entries_ records. Each record is one or two
