@@ -43,6 +43,13 @@ void CachingAllocator::with_block_elsewhere(uintptr_t address, int hint, bool ta
   for (int i = 0; i < device_count(); ++i)
     if (i != hint && with_block_on(*devices_[static_cast<size_t>(i)], address, take, fn))
       return;
+  // Retirement is for good and covers every device: one device's flag
+  // (read under its lock) tells.
+  {
+    Device& d = *devices_.front();
+    std::lock_guard<DeviceMutex> lock(d.mutex);
+    if (d.retired) throw_retired();
+  }
   throw InvalidPointerError(std::string("cachealloc: ") + what + " of " +
                             hex(address) +
                             ", which this allocator did not allocate or has "
@@ -61,6 +68,7 @@ uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
   Device& d = at(device);
   if (size == 0) return 0;
   std::lock_guard<DeviceMutex> lock(d.mutex);
+  if (d.retired) [[unlikely]] throw_retired();
   Block* b = d.engine.malloc(size, stream, context);
   try {
     d.blocks.insert(b->address, b);
@@ -87,10 +95,13 @@ void CachingAllocator::record_stream(uintptr_t address, StreamId stream) {
              [&](Device& d, Block* b) { d.engine.record_stream(b, stream); });
 }
 
-size_t CachingAllocator::block_size(uintptr_t address) {
-  size_t size = 0;
-  with_block(address, -1, false, "block_size", [&](Device&, Block* b) { size = b->size; });
-  return size;
+CachingAllocator::BlockInfo CachingAllocator::block_info(uintptr_t address) {
+  BlockInfo info;
+  with_block(address, -1, false, "block_info", [&](Device& d, Block* b) {
+    info.size = b->size;
+    info.device = d.engine.device();
+  });
+  return info;
 }
 
 uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_bytes) {
@@ -99,6 +110,21 @@ uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_b
     base = d.engine.base_allocation(b, segment_bytes);
   });
   return base;
+}
+
+[[noreturn]] void CachingAllocator::throw_retired() { throw AllocatorRetired(); }
+
+bool CachingAllocator::retire_if_idle() {
+  // Every device's lock, in device order (nothing else holds two at once).
+  std::vector<std::unique_lock<DeviceMutex>> locks;
+  locks.reserve(devices_.size());
+  for (auto& d : devices_) locks.emplace_back(d->mutex);
+  for (auto& d : devices_)
+    for (const SegmentView& s : d->engine.segments())
+      for (const Block* b : s.blocks)
+        if (!b->is_free()) return false;
+  for (auto& d : devices_) d->retired = true;
+  return true;
 }
 
 void CachingAllocator::empty_cache(int device, const ContextPtr& context) {

@@ -51,12 +51,29 @@ class CachingAllocator {
   // See DeviceCachingAllocator::record_stream. Throws InvalidPointerError.
   void record_stream(uintptr_t address, StreamId stream);
   // Bytes of the block behind an address; throws InvalidPointerError.
-  size_t block_size(uintptr_t address);
+  size_t block_size(uintptr_t address) { return block_info(address).size; }
+  struct BlockInfo {
+    size_t size = 0;  // bytes, rounded (as statistics count them)
+    int device = 0;   // the device whose pool holds the block
+  };
+  // Size and device of the block behind an address; throws
+  // InvalidPointerError.
+  BlockInfo block_info(uintptr_t address);
   // Segment start and size for an address; throws InvalidPointerError.
   uintptr_t base_allocation(uintptr_t address, size_t* segment_bytes);
 
   // device -1: every device.
   void empty_cache(int device = -1, const ContextPtr& context = nullptr);
+  // Retires the allocator if no block is in use on any device (allocated,
+  // or freed but waiting for stream events): every later allocate and
+  // pointer lookup throws AllocatorRetired without changing anything.
+  // Returns false, changing nothing, if a block is in use. Holds every
+  // device's lock throughout, so no call can slip in between the check and
+  // the retirement. Cannot fail otherwise. Cached segments stay until
+  // empty_cache(), which still works, as do reads (with_device). For
+  // replacing the allocator under callers that may still hold it (the
+  // runtime's re-initialization); the object must then stay alive.
+  bool retire_if_idle();
   void set_memory_fraction(double fraction, int device);
 
   // Runs fn(DeviceCachingAllocator&) with the device's lock held: the way
@@ -76,6 +93,10 @@ class CachingAllocator {
     DeviceMutex mutex;
     DeviceCachingAllocator engine;
     PointerTable blocks;  // allocated blocks, by address
+    // Set (under mutex) by retire_if_idle; never cleared. allocate checks
+    // it under the lock. Pointer lookups need no check on their fast path:
+    // a retired device holds no allocated block, so they all miss.
+    bool retired = false;
   };
   Device& at(int device) {
     if (static_cast<unsigned>(device) >= device_count_) [[unlikely]] bad_device(device);
@@ -97,6 +118,8 @@ class CachingAllocator {
   template <typename Fn>
   [[gnu::noinline]] void with_block_elsewhere(uintptr_t address, int hint, bool take,
                                               const char* what, Fn& fn);
+
+  [[noreturn]] static void throw_retired();
 
   const AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;

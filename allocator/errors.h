@@ -39,6 +39,14 @@ class BackendError : public CacheallocError {
   using CacheallocError::CacheallocError;
 };
 
+// A call reached a CachingAllocator after retire_if_idle() retired it (a
+// re-initialization replaced it while the call was on its way). The call
+// changed nothing; the caller retries on the allocator that replaced it.
+class AllocatorRetired : public CacheallocError {
+ public:
+  AllocatorRetired() : CacheallocError("cachealloc: this allocator was replaced by a re-initialization") {}
+};
+
 // An engine invariant does not hold (only thrown by check_invariants()).
 class InvariantViolation : public CacheallocError {
  public:

@@ -127,10 +127,23 @@ void cachealloc_free_ctx(void* ptr, int device, void* context, void (*release)(v
   });
 }
 
+int cachealloc_block_info(void* ptr, size_t* size, int* device) {
+  return guarded([&] {
+    if (!size || !device) throw std::invalid_argument("cachealloc_block_info: NULL output");
+    const auto info = initialized_runtime().on_allocator([&](cachealloc::CachingAllocator& a) {
+      return a.block_info(reinterpret_cast<uintptr_t>(ptr));
+    });
+    *size = info.size;
+    *device = info.device;
+  });
+}
+
 int cachealloc_block_size(void* ptr, size_t* size) {
   return guarded([&] {
     if (!size) throw std::invalid_argument("cachealloc_block_size: NULL output");
-    *size = initialized_runtime().allocator().block_size(reinterpret_cast<uintptr_t>(ptr));
+    *size = initialized_runtime().on_allocator([&](cachealloc::CachingAllocator& a) {
+      return a.block_size(reinterpret_cast<uintptr_t>(ptr));
+    });
   });
 }
 
@@ -214,25 +227,26 @@ int cachealloc_reset_accumulated_stats(int device) {
 }
 
 int cachealloc_empty_cache(int device) {
-  return guarded([&] { initialized_runtime().allocator().empty_cache(device); });
+  return guarded([&] { initialized_runtime().current().allocator.empty_cache(device); });
 }
 
 int cachealloc_set_memory_fraction(double fraction, int device) {
-  return guarded([&] { initialized_runtime().allocator().set_memory_fraction(fraction, device); });
+  return guarded([&] { initialized_runtime().current().allocator.set_memory_fraction(fraction, device); });
 }
 
 int cachealloc_cache_info(int device, size_t* largest) {
   return guarded([&] {
     if (!largest) throw std::invalid_argument("cachealloc_cache_info: largest is NULL");
-    *largest = initialized_runtime().allocator().with_device(
+    *largest = initialized_runtime().current().allocator.with_device(
         device, [](cachealloc::DeviceCachingAllocator& e) { return e.largest_cached_block(); });
   });
 }
 
 int cachealloc_record_stream(void* ptr, void* stream) {
   return guarded([&] {
-    initialized_runtime().allocator().record_stream(reinterpret_cast<uintptr_t>(ptr),
-                                                    reinterpret_cast<uintptr_t>(stream));
+    initialized_runtime().on_allocator([&](cachealloc::CachingAllocator& a) {
+      a.record_stream(reinterpret_cast<uintptr_t>(ptr), reinterpret_cast<uintptr_t>(stream));
+    });
   });
 }
 
@@ -240,7 +254,9 @@ void* cachealloc_base_allocation(void* ptr, size_t* size) {
   void* base = nullptr;
   guarded([&] {
     base = reinterpret_cast<void*>(
-        initialized_runtime().allocator().base_allocation(reinterpret_cast<uintptr_t>(ptr), size));
+        initialized_runtime().on_allocator([&](cachealloc::CachingAllocator& a) {
+          return a.base_allocation(reinterpret_cast<uintptr_t>(ptr), size);
+        }));
   });
   return base;
 }

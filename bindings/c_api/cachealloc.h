@@ -50,7 +50,13 @@ CACHEALLOC_API int cachealloc_try_malloc(ssize_t size, int device, void* stream,
 /* (Re)initializes. conf: PYTORCH_CUDA_ALLOC_CONF syntax, NULL = the
  * environment variable. backend: NULL/"" (CUDA, or cudaMallocAsync if conf
  * says backend:cudaMallocAsync), "cuda", "async", "simulated[:BYTES[:N]]".
- * Fails if blocks are allocated. */
+ * Fails (nothing changes) if a block is in use: allocated, or freed but
+ * waiting for stream events. Otherwise the new allocator starts with fresh
+ * statistics, history off and no profiler scopes; the old one's cached
+ * memory goes back to the device. Safe while other threads allocate: a
+ * call that raced with it completes on the new allocator. The old
+ * allocator's bookkeeping (about 5 KB) stays allocated for the life of the
+ * process, since a racing call may still be reading it. */
 CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
 CACHEALLOC_API int cachealloc_is_initialized(void);
 /* The backend in use ("cuda", "async", "simulated:..."); "" before init. */
@@ -161,6 +167,10 @@ CACHEALLOC_API void cachealloc_free_ctx(void* ptr, int device, void* context,
                                         void (*release)(void*));
 /* Size in bytes of the block behind ptr (rounded, as statistics count it). */
 CACHEALLOC_API int cachealloc_block_size(void* ptr, size_t* size);
+/* Size in bytes of the block behind ptr (as cachealloc_block_size) and the
+ * device that holds it. 0 on success; -1 for an unknown pointer or a NULL
+ * output (cachealloc_last_error says which). */
+CACHEALLOC_API int cachealloc_block_info(void* ptr, size_t* size, int* device);
 /* Bytes allocated (handed out) and reserved on the device, cheaply. */
 CACHEALLOC_API int cachealloc_usage(int device, int64_t* allocated, int64_t* reserved);
 /* The memory limit as a fraction of capacity (1.0 when none is set). */

@@ -37,15 +37,34 @@ class DeviceScope {
 
 cudaStream_t as_stream(StreamId s) { return reinterpret_cast<cudaStream_t>(s); }
 
+// The device a stream belongs to; `fallback` for the special handles (0,
+// cudaStreamLegacy, cudaStreamPerThread), which stand for a stream of
+// whichever device is current.
+int stream_device(StreamId stream, int fallback) {
+  const auto s = as_stream(stream);
+  if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return fallback;
+  int device = fallback;
+  check(cudaStreamGetDevice(s, &device), "cudaStreamGetDevice");
+  return device;
+}
+
 // Event handling shared by both backends: events are created without
 // timing (cheapest), recorded on the using stream.
 class CudaEvents {
  public:
+  // `device` is the block's. The event is created on the stream's device,
+  // which differs when a block was used on another device's stream (CUDA
+  // refuses to record an event on a stream of another device; native
+  // insert_events guards the stream's device for the same reason).
   EventId record(int device, StreamId stream) {
-    DeviceScope scope(device);
+    DeviceScope scope(stream_device(stream, device));
     cudaEvent_t ev = nullptr;
     check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check(cudaEventRecord(ev, as_stream(stream)), "cudaEventRecord");
+    const cudaError_t err = cudaEventRecord(ev, as_stream(stream));
+    if (err != cudaSuccess) {
+      (void)cudaEventDestroy(ev);  // not handed out: ours to release
+      check(err, "cudaEventRecord");
+    }
     return reinterpret_cast<EventId>(ev);
   }
   bool completed(EventId id) {

@@ -35,6 +35,26 @@ size_t parse_count(const std::string& text, const std::string& what) {
 
 }  // namespace
 
+Generation::Generation(AllocatorConfig config_in, std::string backend_name_in,
+                       std::vector<std::unique_ptr<DeviceBackend>> backends_in)
+    : config(std::move(config_in)),
+      backend_name(std::move(backend_name_in)),
+      backends(std::move(backends_in)),
+      allocator(config, [&] {
+        std::vector<DeviceBackend*> per_device;
+        for (auto& b : backends) per_device.push_back(b ? b.get() : per_device.front());
+        return per_device;
+      }()) {
+  for (int d = 0; d < allocator.device_count(); ++d) {
+    stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
+    history.push_back(std::make_unique<HistoryRecorder>());
+    scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
+    // History and scope trackers are attached only while recording or while
+    // a scope is open (record_history, scope_open): idle, they cost nothing.
+    allocator.with_device(d, [&](DeviceCachingAllocator& e) { e.add_observer(stats.back().get()); });
+  }
+}
+
 void Runtime::init(const std::string& conf, const std::string& backend) {
   std::lock_guard<std::mutex> lock(init_mutex_);
   init_locked(conf, backend);
@@ -72,52 +92,41 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
     throw ConfigError("unknown backend '" + kind + "': expected cuda, async or simulated[:BYTES[:DEVICES]]");
   }
 
-  if (allocator_) {
-    for (int d = 0; d < allocator_->device_count(); ++d) {
-      const bool busy = allocator_->with_device(d, [](DeviceCachingAllocator& e) {
-        for (const SegmentView& s : e.segments())
-          for (const Block* b : s.blocks)
-            if (!b->is_free()) return true;
-        return false;
+  // Everything that can fail comes before the old generation is retired:
+  // once it is, the new one must be published (calls retry until then).
+  auto fresh = std::make_unique<Generation>(std::move(config), kind, std::move(backends));
+  generations_.reserve(generations_.size() + 1);
+  Generation* old = current_.load(std::memory_order_relaxed);
+  if (old && !old->allocator.retire_if_idle())
+    throw ConfigError("cachealloc is already in use (blocks are allocated); it cannot be re-initialized");
+  // A new generation records no history and captures no context.
+  context_level_.store(0);
+  python_stacks_.store(false);
+  generations_.push_back(std::move(fresh));
+  current_.store(generations_.back().get(), std::memory_order_release);
+  if (old) {
+    // The retired generation's history ring and cached segments go.
+    for (int d = 0; d < old->allocator.device_count(); ++d)
+      old->allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+        HistoryRecorder& h = *old->history[static_cast<size_t>(d)];
+        if (h.enabled()) e.remove_observer(&h);
+        h.disable();
       });
-      if (busy)
-        throw ConfigError("cachealloc is already in use (blocks are allocated); it cannot be re-initialized");
-    }
+    old->allocator.empty_cache();  // a backend error here leaves the new generation in place
   }
-
-  std::vector<DeviceBackend*> per_device;
-  for (auto& b : backends) per_device.push_back(b ? b.get() : per_device.front());
-  auto allocator = std::make_unique<CachingAllocator>(config, per_device);
-  std::vector<std::unique_ptr<StatsCollector>> stats;
-  std::vector<std::unique_ptr<HistoryRecorder>> history;
-  std::vector<std::unique_ptr<ScopeTracker>> scopes;
-  for (int d = 0; d < allocator->device_count(); ++d) {
-    stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
-    history.push_back(std::make_unique<HistoryRecorder>());
-    scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
-    // History and scope trackers are attached only while recording or while
-    // a scope is open (record_history, scope_open): idle, they cost nothing.
-    allocator->with_device(d, [&](DeviceCachingAllocator& e) {
-      e.add_observer(stats.back().get());
-    });
-  }
-  // The old allocator (if any) holds no blocks; its cached segments go back.
-  if (allocator_) allocator_->empty_cache();
-  allocator_ = std::move(allocator);
-  stats_ = std::move(stats);
-  history_ = std::move(history);
-  scopes_ = std::move(scopes);
-  backends_ = std::move(backends);
-  config_ = std::move(config);
-  backend_name_ = kind;
-  ready_.store(this, std::memory_order_release);
 }
 
 void Runtime::init_from_environment() {
   std::lock_guard<std::mutex> lock(init_mutex_);
-  if (allocator_) return;  // another thread's first call got here first
+  if (current_.load(std::memory_order_relaxed)) return;  // another thread's first call got here first
   const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
   init_locked(env ? env : "", "");
+}
+
+const std::string& Runtime::backend_name() const {
+  static const std::string none;
+  const Generation* g = current_.load(std::memory_order_acquire);
+  return g ? g->backend_name : none;
 }
 
 ContextPtr Runtime::capture_stack() const {
@@ -126,31 +135,34 @@ ContextPtr Runtime::capture_stack() const {
 }
 
 uintptr_t Runtime::allocate_capturing(size_t size, int device, uintptr_t stream) {
-  return allocator_->allocate(size, device, stream, capture_stack());
+  return allocate_with(size, device, stream, capture_stack());
 }
 
 void Runtime::deallocate_capturing(uintptr_t address, int device) {
-  allocator_->deallocate(address, device, capture_stack());
+  deallocate_with(address, device, capture_stack());
 }
 
 DeviceStats Runtime::stats(int device) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    return stats_[static_cast<size_t>(device)]->stats();
+  Generation& g = current();
+  return g.allocator.with_device(device, [&](DeviceCachingAllocator&) {
+    return g.stats[static_cast<size_t>(device)]->stats();
   });
 }
 
 void Runtime::usage(int device, int64_t* allocated, int64_t* reserved) {
-  allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    const DeviceStats& s = stats_[static_cast<size_t>(device)]->stats();
+  Generation& g = current();
+  g.allocator.with_device(device, [&](DeviceCachingAllocator&) {
+    const DeviceStats& s = g.stats[static_cast<size_t>(device)]->stats();
     *allocated = s.allocated_bytes[kAllPools].current;
     *reserved = s.reserved_bytes[kAllPools].current;
   });
 }
 
 double Runtime::memory_fraction(int device) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator& e) {
+  Generation& g = current();
+  return g.allocator.with_device(device, [&](DeviceCachingAllocator& e) {
     if (!e.memory_limit().is_set()) return 1.0;
-    const size_t total = backends_.front()->memory_info(device).total_bytes;
+    const size_t total = g.backends.front()->memory_info(device).total_bytes;
     return total ? static_cast<double>(e.memory_limit().allowed_bytes()) / total : 1.0;
   });
 }
@@ -174,8 +186,9 @@ int action_code(TraceAction a) {
 }  // namespace
 
 void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
-  for (int d = 0; d < device_count(); ++d) {
-    allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
+  Generation& g = current();
+  for (int d = 0; d < g.allocator.device_count(); ++d) {
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
       size_t active = 0;
       for (const SegmentView& s : e.segments()) {
         size_t total = 0;
@@ -189,32 +202,35 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
           v.block(user, b->size, b->requested_size, b->allocated, !b->is_free(),
                   opaque_of(&b->context_when_allocated));
       }
-      for (const TraceEntry& t : history_[static_cast<size_t>(d)]->entries()) {
+      for (const TraceEntry& t : g.history[static_cast<size_t>(d)]->entries()) {
         const int code = action_code(t.action);
         if (code < 0) continue;
         v.trace(user, d, code, t.address, t.size, reinterpret_cast<void*>(t.stream), t.time_us,
                 opaque_of(&t.context));
       }
-      history_[static_cast<size_t>(d)]->record_snapshot(d, active);
+      g.history[static_cast<size_t>(d)]->record_snapshot(d, active);
     });
   }
 }
 
 void Runtime::reset_peak(int device) {
-  allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    stats_[static_cast<size_t>(device)]->reset_peak();
+  Generation& g = current();
+  g.allocator.with_device(device, [&](DeviceCachingAllocator&) {
+    g.stats[static_cast<size_t>(device)]->reset_peak();
   });
 }
 
 void Runtime::reset_accumulated(int device) {
-  allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    stats_[static_cast<size_t>(device)]->reset_accumulated();
+  Generation& g = current();
+  g.allocator.with_device(device, [&](DeviceCachingAllocator&) {
+    g.stats[static_cast<size_t>(device)]->reset_accumulated();
   });
 }
 
 uint64_t Runtime::scope_open(int device) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator& e) {
-    ScopeTracker& t = *scopes_[static_cast<size_t>(device)];
+  Generation& g = current();
+  return g.allocator.with_device(device, [&](DeviceCachingAllocator& e) {
+    ScopeTracker& t = *g.scopes[static_cast<size_t>(device)];
     if (t.depth() == 0) {
       // Detached while idle: catch up with the engine, then watch it.
       t.resync(static_cast<int64_t>(e.allocated_bytes()),
@@ -231,8 +247,9 @@ uint64_t Runtime::scope_open(int device) {
 }
 
 ScopeResult Runtime::scope_close(int device, uint64_t id) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator& e) {
-    ScopeTracker& t = *scopes_[static_cast<size_t>(device)];
+  Generation& g = current();
+  return g.allocator.with_device(device, [&](DeviceCachingAllocator& e) {
+    ScopeTracker& t = *g.scopes[static_cast<size_t>(device)];
     try {
       ScopeResult r = t.close(id);
       if (t.depth() == 0) e.remove_observer(&t);
@@ -244,20 +261,25 @@ ScopeResult Runtime::scope_close(int device, uint64_t id) {
 }
 
 size_t Runtime::scope_depth(int device) {
-  return allocator_->with_device(device, [&](DeviceCachingAllocator&) {
-    return scopes_[static_cast<size_t>(device)]->depth();
+  Generation& g = current();
+  return g.allocator.with_device(device, [&](DeviceCachingAllocator&) {
+    return g.scopes[static_cast<size_t>(device)]->depth();
   });
 }
 
 void Runtime::record_history(bool enabled, ContextLevel level, bool python_stacks,
                              size_t max_entries) {
+  // Under the init lock: the settings and the generation's recorders change
+  // together, never half before and half after a re-initialization.
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  Generation& g = current();
   // Context capture is independent of the trace ring: PyTorch's
   // enabled="state" keeps frames on live blocks without recording history.
   context_level_.store(static_cast<int>(level));
   python_stacks_.store(python_stacks && level != ContextLevel::kNever);
-  for (int d = 0; d < device_count(); ++d) {
-    allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
-      auto& h = *history_[static_cast<size_t>(d)];
+  for (int d = 0; d < g.allocator.device_count(); ++d) {
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+      auto& h = *g.history[static_cast<size_t>(d)];
       const bool was_enabled = h.enabled();
       if (enabled) h.enable(max_entries, level >= ContextLevel::kAlloc);
       else h.disable();
@@ -269,10 +291,11 @@ void Runtime::record_history(bool enabled, ContextLevel level, bool python_stack
 }
 
 PyValue Runtime::snapshot() {
+  Generation& g = current();
   std::vector<std::pair<uintptr_t, PyValue>> segments;
   PyValue traces = PyValue::list();
-  for (int d = 0; d < device_count(); ++d) {
-    allocator_->with_device(d, [&](DeviceCachingAllocator& e) {
+  for (int d = 0; d < g.allocator.device_count(); ++d) {
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
       size_t active = 0;
       for (const SegmentView& s : e.segments()) {
         segments.emplace_back(s.address, segment_to_py(s));
@@ -280,18 +303,18 @@ PyValue Runtime::snapshot() {
           if (!b->is_free()) active += b->size;
       }
       PyValue list = PyValue::list();
-      for (const TraceEntry& t : history_[static_cast<size_t>(d)]->entries())
+      for (const TraceEntry& t : g.history[static_cast<size_t>(d)]->entries())
         list.append(trace_entry_to_py(t));
       traces.append(std::move(list));
       // As native: taking a snapshot is itself recorded (seen by the next one).
-      history_[static_cast<size_t>(d)]->record_snapshot(d, active);
+      g.history[static_cast<size_t>(d)]->record_snapshot(d, active);
     });
   }
   std::stable_sort(segments.begin(), segments.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   PyValue segs = PyValue::list();
   for (auto& [addr, v] : segments) segs.append(std::move(v));
-  return snapshot_root(std::move(segs), std::move(traces), config_);
+  return snapshot_root(std::move(segs), std::move(traces), g.config);
 }
 
 }  // namespace cachealloc

@@ -15,6 +15,8 @@
 
 #include "allocator/caching_allocator.h"
 #include "allocator/config.h"
+#include "allocator/errors.h"
+#include "allocator/hot_inline.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
 #include "stats/py_value.h"
@@ -32,6 +34,28 @@ enum class ContextLevel : int {
   kAll = 3,    // also on free history entries
 };
 
+// Everything one init() builds. Published whole (Runtime's current
+// generation pointer) and never destroyed: init() may replace it while
+// another thread is inside its allocator, and that thread must find the
+// objects still there. init() retires the old generation first
+// (CachingAllocator::retire_if_idle: no block in use, cache emptied, every
+// later call refused with AllocatorRetired), so a call that raced with it
+// retries on the new one. What a retired generation keeps is bookkeeping
+// (a few KB per device; its history ring is cleared).
+struct Generation {
+  Generation(AllocatorConfig config, std::string backend_name,
+             std::vector<std::unique_ptr<DeviceBackend>> backends);
+
+  const AllocatorConfig config;
+  const std::string backend_name;
+  const std::vector<std::unique_ptr<DeviceBackend>> backends;  // [0] may serve all devices
+  CachingAllocator allocator;
+  // One per device, indexed by device number.
+  std::vector<std::unique_ptr<StatsCollector>> stats;
+  std::vector<std::unique_ptr<HistoryRecorder>> history;
+  std::vector<std::unique_ptr<ScopeTracker>> scopes;
+};
+
 class Runtime {
  public:
   // Inline, as the hot-path members below: every cachealloc_malloc and
@@ -39,56 +63,81 @@ class Runtime {
   // pair: about 95 instructions as calls, about 40 inline). The hot path
   // itself uses initialized_instance().
   static Runtime& instance() {
-    static Runtime* const runtime = new Runtime();  // never destroyed (see above)
+    static Runtime* const runtime = instance_ = new Runtime();  // never destroyed (see above)
     return *runtime;
   }
 
   // Sets up the allocator. backend: "cuda" (cudaMalloc, default), "async"
   // (cudaMallocAsync; also chosen by conf "backend:cudaMallocAsync"), or
   // "simulated[:BYTES[:DEVICES]]" (no GPU: address bookkeeping only, for
-  // tests and demos). Throws ConfigError (bad conf or backend) or
-  // BackendError (no CUDA device). Calling again is allowed only while no
-  // block is allocated; it replaces the allocator.
+  // tests and demos). Throws ConfigError (bad conf or backend, or a block
+  // is in use) or BackendError (no CUDA device); nothing changes then.
+  // Calling again is allowed only while no block is in use; it replaces the
+  // allocator (a new Generation: fresh stats, history off, no scopes) and
+  // is safe against calls racing with it on other threads.
   void init(const std::string& conf, const std::string& backend);
   // The runtime, after init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA
   // backend if nothing initialized it yet. Safe to race: the first callers
   // serialise on the init lock and only one initializes. Once initialized,
-  // one acquire load: neither instance()'s guard nor a flag of the instance
-  // to check (every cachealloc_malloc and cachealloc_free starts here).
+  // one acquire load (every cachealloc_malloc and cachealloc_free starts
+  // here).
   static Runtime& initialized_instance() {
-    if (Runtime* r = ready_.load(std::memory_order_acquire)) [[likely]] return *r;
+    if (current_.load(std::memory_order_acquire)) [[likely]] return *instance_;
     Runtime& r = instance();
     r.init_from_environment();
     return r;
   }
-  bool initialized() const { return ready_.load(std::memory_order_acquire) != nullptr; }
-  const std::string& backend_name() const { return backend_name_; }
+  bool initialized() const { return current_.load(std::memory_order_acquire) != nullptr; }
+  // The current generation. Precondition: initialized().
+  Generation& current() const { return *current_.load(std::memory_order_acquire); }
+  // "" before init.
+  const std::string& backend_name() const;
+  int device_count() const {
+    const Generation* g = current_.load(std::memory_order_acquire);
+    return g ? g->allocator.device_count() : 0;
+  }
 
-  CachingAllocator& allocator() { return *allocator_; }
-  int device_count() const { return allocator_ ? allocator_->device_count() : 0; }
+  // Runs fn(CachingAllocator&) on the current allocator, again on the new
+  // one if init() retired it meanwhile (fn then threw AllocatorRetired, and
+  // the retired allocator changed nothing). Every call that allocates or
+  // looks up a pointer goes through here.
+  template <typename Fn>
+  CACHEALLOC_HOT_INLINE auto on_allocator(Fn&& fn) {
+    for (;;) {
+      try {
+        return fn(current().allocator);
+      } catch (const AllocatorRetired&) {
+        // init() replaced the generation after we loaded it: retry.
+      }
+    }
+  }
 
   // Hot path: context per the history settings, then allocate/free.
   uintptr_t allocate(size_t size, int device, uintptr_t stream) {
     if (captures(ContextLevel::kState)) [[unlikely]]
       return allocate_capturing(size, device, stream);
-    return allocator_->allocate(size, device, stream);
+    return on_allocator([&](CachingAllocator& a) CACHEALLOC_HOT_INLINE_LAMBDA {
+      return a.allocate(size, device, stream);
+    });
   }
   void deallocate(uintptr_t address, int device) {
-    if (captures(ContextLevel::kAll)) [[unlikely]] deallocate_capturing(address, device);
-    else allocator_->deallocate(address, device);
+    if (captures(ContextLevel::kAll)) [[unlikely]] return deallocate_capturing(address, device);
+    on_allocator([&](CachingAllocator& a) CACHEALLOC_HOT_INLINE_LAMBDA {
+      a.deallocate(address, device);
+    });
   }
   // The same with a context the caller captured (framework glue).
   uintptr_t allocate_with(size_t size, int device, uintptr_t stream, const ContextPtr& ctx) {
-    return allocator_->allocate(size, device, stream, ctx);
+    return on_allocator([&](CachingAllocator& a) { return a.allocate(size, device, stream, ctx); });
   }
   void deallocate_with(uintptr_t address, int device, const ContextPtr& ctx) {
-    allocator_->deallocate(address, device, ctx);
+    on_allocator([&](CachingAllocator& a) { a.deallocate(address, device, ctx); });
   }
   // Allocated and reserved bytes of a device (current values).
   void usage(int device, int64_t* allocated, int64_t* reserved);
   // Memory limit / capacity, 1.0 without a limit.
   double memory_fraction(int device);
-  const AllocatorConfig& config() const { return config_; }
+  const AllocatorConfig& config() const { return current().config; }
   // Walks segments, blocks and history for a framework's own snapshot.
   void visit_snapshot(const cachealloc_snapshot_visitor& v, void* user);
 
@@ -138,18 +187,18 @@ class Runtime {
   [[gnu::noinline]] uintptr_t allocate_capturing(size_t size, int device, uintptr_t stream);
   [[gnu::noinline]] void deallocate_capturing(uintptr_t address, int device);
 
+  // Serialises init() and record_history(); guards generations_.
   std::mutex init_mutex_;
-  AllocatorConfig config_;
-  std::string backend_name_;
-  std::vector<std::unique_ptr<DeviceBackend>> backends_;
-  std::unique_ptr<CachingAllocator> allocator_;
-  std::vector<std::unique_ptr<StatsCollector>> stats_;
-  std::vector<std::unique_ptr<HistoryRecorder>> history_;
-  std::vector<std::unique_ptr<ScopeTracker>> scopes_;
-  // The instance, set (release) once its allocator_ and the rest are in
-  // place; null before. The hot path reads it (acquire) instead of
-  // allocator_, which init writes.
-  static inline std::atomic<Runtime*> ready_{nullptr};
+  // Every generation built, the current one last; never shrinks (see
+  // Generation).
+  std::vector<std::unique_ptr<Generation>> generations_;
+  // The current generation (release-stored by init, after it is built);
+  // null before the first init.
+  static inline std::atomic<Generation*> current_{nullptr};
+  // instance()'s object, for initialized_instance's fast path.
+  static inline Runtime* instance_ = nullptr;
+  // History settings (record_history); reset by init(): a new generation
+  // records nothing.
   std::atomic<int> context_level_{0};
   std::atomic<bool> python_stacks_{false};
   OomHandler oom_handler_ = nullptr;

@@ -66,22 +66,32 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     }
     if (status == 1) raise_oom(size, device);
     TORCH_CHECK(status == 0, cachealloc_last_error());
-    if (c10::memoryProfilingEnabled()) report(out, static_cast<int64_t>(size), device);
+    // As native (alloc_found_block): the block's rounded size, the device's
+    // totals after the allocation.
+    if (c10::memoryProfilingEnabled()) {
+      size_t bytes = 0;
+      int on = device;
+      if (cachealloc_block_info(out, &bytes, &on) == 0) report(out, static_cast<int64_t>(bytes), on);
+    }
     return out;
   }
 
   void release(void* ptr, int device) {
     if (!ptr) return;
-    if (c10::memoryProfilingEnabled()) {
-      // Report before the block goes back (native reports the freed size).
-      report(ptr, -static_cast<int64_t>(block_size(ptr)), device);
-    }
+    // As native (free): minus the block's size, on the block's device (PyTorch
+    // frees through delete_fn, which does not know it), with the totals after
+    // the free. Size and device are read while the block is still ours.
+    size_t bytes = 0;
+    int on = -1;
+    const bool profiling = c10::memoryProfilingEnabled() &&
+                           cachealloc_block_info(ptr, &bytes, &on) == 0;
     auto recorder = recorder_.load(std::memory_order_relaxed);
     if (when_.load(std::memory_order_relaxed) >= CCA::RecordContext::ALL && recorder) {
       cachealloc_free_ctx(ptr, device, new ContextPtr(recorder()), release_context);
     } else {
       cachealloc_free(ptr, 0, device, nullptr);
     }
+    if (profiling) report(ptr, -static_cast<int64_t>(bytes), on);
   }
 
   // Bypasses the base class's pointer map: cachealloc already keeps one.
@@ -162,14 +172,15 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
 
  private:
   static void check(int status) { TORCH_CHECK(status == 0, cachealloc_last_error()); }
-  static size_t block_size(void* ptr);
+  // One profiler record: `delta` bytes on `device`, with the device's
+  // current allocated and reserved totals.
   static void report(void* ptr, int64_t delta, int device) {
     int64_t allocated = 0, reserved = 0;
-    if (cachealloc_usage(device < 0 ? 0 : device, &allocated, &reserved) != 0) return;
+    if (cachealloc_usage(device, &allocated, &reserved) != 0) return;
     c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(allocated),
                                      static_cast<size_t>(reserved),
                                      c10::Device(c10::DeviceType::CUDA,
-                                                 static_cast<c10::DeviceIndex>(device < 0 ? 0 : device)));
+                                                 static_cast<c10::DeviceIndex>(device)));
   }
   [[noreturn]] void raise_oom(size_t size, int device);
 
@@ -180,11 +191,6 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
 };
 
 void delete_fn(void* ptr) { g_allocator->release(ptr, -1); }
-
-size_t CacheallocTorchAllocator::block_size(void* ptr) {
-  size_t size = 0;
-  return cachealloc_block_size(ptr, &size) == 0 ? size : 0;
-}
 
 void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
   const std::string message = cachealloc_last_error();

@@ -130,5 +130,36 @@ TEST_F(BadInput, MemoryFractionOutsideZeroToOneIsAConfigError) {
             4 * kGiB);
 }
 
+// Retirement (the runtime's re-initialization): refused while any block is
+// in use, leaving everything as it was; once retired, every allocation and
+// pointer lookup is refused with AllocatorRetired (callers retry on the
+// allocator that replaced it), while reads and empty_cache still work.
+TEST_F(BadInput, RetireIsRefusedWhileABlockIsInUseAndChangesNothing) {
+  const State before = state();
+  EXPECT_FALSE(allocator_.retire_if_idle());
+  EXPECT_EQ(state(), before);
+  allocator_.deallocate(allocator_.allocate(4096, 0, kStreamA));  // still serves
+  allocator_.deallocate(live_);
+  EXPECT_FALSE(allocator_.retire_if_idle());  // small_ is still allocated
+}
+
+TEST_F(BadInput, RetiredAllocatorRefusesEveryCallThatWouldChangeOrFindABlock) {
+  allocator_.deallocate(live_);
+  allocator_.deallocate(small_);
+  ASSERT_TRUE(allocator_.retire_if_idle());
+  const State before = state();
+  EXPECT_THROW(allocator_.allocate(4096, 0, kStreamA), AllocatorRetired);
+  EXPECT_THROW(allocator_.allocate(1000, 0, kStreamB), AllocatorRetired);  // a cached fit
+  EXPECT_THROW(allocator_.deallocate(live_, 0), AllocatorRetired);
+  EXPECT_THROW(allocator_.deallocate(0xdead0000, -1), AllocatorRetired);
+  EXPECT_THROW(allocator_.record_stream(live_, kStreamB), AllocatorRetired);
+  EXPECT_THROW(allocator_.block_info(small_), AllocatorRetired);
+  EXPECT_EQ(state(), before);
+  EXPECT_EQ(allocator_.allocate(0, 0, kStreamA), 0u);  // size 0 makes no block, as before
+  // Its cache can still go back to the device.
+  allocator_.empty_cache();
+  EXPECT_TRUE(allocator_.with_device(0, [](DeviceCachingAllocator& e) { return e.segments().empty(); }));
+}
+
 }  // namespace
 }  // namespace cachealloc::testing

@@ -66,6 +66,9 @@ def test_profiler_sees_cachealloc_allocations(both):
     print("profiler ops with device memory: native", native["profiler_ops_with_device_memory"],
           "cachealloc", ours["profiler_ops_with_device_memory"])
     assert ours["profiler_ops_with_device_memory"] > 0
+    print("profiler memory by op: native", native["profiler_memory_by_op"],
+          "cachealloc", ours["profiler_memory_by_op"])
+    assert ours["profiler_memory_by_op"] == native["profiler_memory_by_op"]
 
 
 def test_dumped_snapshot_opens_in_memory_viz(both):

@@ -96,6 +96,17 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
     del z
 events = [e for e in prof.key_averages() if getattr(e, "device_memory_usage", 0)]
 result["profiler_ops_with_device_memory"] = len(events)
+# What the profiler was told, op by op: native reports each block's rounded
+# size (+ on alloc, - on free). A 1000-float tensor asks for 4000 bytes and
+# gets a 4096-byte block; a free must cancel its alloc exactly.
+with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
+                            profile_memory=True) as prof:
+    w = torch.ones(1000, device="cuda")
+    w = w + 1
+    del w
+result["profiler_memory_by_op"] = sorted(
+    (e.key, e.device_memory_usage, e.self_device_memory_usage)
+    for e in prof.key_averages() if e.device_memory_usage or e.self_device_memory_usage)
 result["allocator_backend"] = torch.cuda.get_allocator_backend()
 
 # 6. cudnn.benchmark training: cuDNN sizes its workspace from the allocator's
