@@ -164,6 +164,9 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   void recordHistory(bool enabled, CCA::CreateContextFn context_recorder,
                      size_t max_entries, CCA::RecordContext when, bool clear_history,
                      const std::vector<std::string>& skip_actions) override;
+  // As native: whether the last recordHistory call enabled recording (torch's
+  // enabled="state" or "all"); inductor's cudagraph trees ask.
+  bool isHistoryEnabled() override { return history_enabled_.load(std::memory_order_relaxed); }
   void attachOutOfMemoryObserver(CCA::OutOfMemoryObserver observer) override {
     std::lock_guard<std::mutex> lock(observers_mutex_);
     oom_observers_.push_back(std::move(observer));
@@ -186,6 +189,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
 
   std::atomic<CCA::RecordContext> when_{CCA::RecordContext::NEVER};
   std::atomic<CCA::CreateContextFn> recorder_{nullptr};
+  std::atomic<bool> history_enabled_{false};
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
 };
@@ -329,6 +333,7 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
   // so PyTorch symbolizes our snapshots' frames exactly as its own.
   recorder_.store(enabled ? recorder : nullptr);
   when_.store(enabled ? when : CCA::RecordContext::NEVER);
+  history_enabled_.store(enabled);
   if (clear_history) check(cachealloc_record_history(0, 0, 0, 1));
   check(cachealloc_record_history(enabled ? 1 : 0, static_cast<int>(when), 0,
                                   max_entries ? max_entries : 1));

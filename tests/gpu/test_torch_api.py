@@ -59,6 +59,7 @@ def test_history_frames_come_from_pytorchs_recorder(both):
     assert ours["alloc_entries_with_frames"] > 0
     assert "torch_api_script.py" in ours["frame_files"]
     assert ours["trace_entries"] == native["trace_entries"]
+    assert ours["history_enabled"] == native["history_enabled"]
 
 
 def test_profiler_sees_cachealloc_allocations(both):

@@ -21,6 +21,10 @@ if mode == "cachealloc":
 result = {}
 torch.manual_seed(0)
 torch.cuda.memory._record_memory_history(max_entries=100000)
+# Inductor's cudagraph trees ask this; the base class raises for a pluggable
+# allocator.
+is_enabled = getattr(torch._C, "_cuda_isHistoryEnabled", None)
+result["history_enabled"] = is_enabled() if is_enabled else "no binding"
 
 # 1. Training with cuDNN's heuristics. (Benchmark mode, which asks the
 #    allocator for cacheInfo, comes last: it picks algorithms by timing, so
