@@ -10,7 +10,6 @@
 // or malformed trace, bad config).
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -23,6 +22,7 @@
 #include "stats/pickle_writer.h"
 #include "tools/json_out.h"
 #include "tools/lab_commands.h"
+#include "tools/output_file.h"
 
 namespace cachealloc {
 namespace {
@@ -46,7 +46,8 @@ constexpr const char* kUsage =
     "  --device-memory B   simulated device capacity (default 85017493504)\n"
     "  --check-invariants  check the engine's invariants after every request\n"
     "\n"
-    "exit status: 0 clean replay, 1 divergence, 2 bad input\n"
+    "exit status: 0 clean replay, 1 divergence, 2 bad input (also: an output\n"
+    "file that cannot be written)\n"
     "\n"
     "other commands (fragmentation lab; see `cachealloc COMMAND --help`):\n"
     "  cachealloc compare TRACE --conf A --conf B ...   what-if replays side by side\n"
@@ -108,12 +109,8 @@ int replay_main(const std::vector<std::string>& args) {
   const RecordedTrace trace = parse_trace(read_pickle_file(*trace_path), options.build_snapshot);
   const ReplayResult r = replay_trace(trace, options);
 
-  if (snapshot_path && r.snapshot) {
-    std::ofstream out(*snapshot_path, std::ios::binary);
-    const std::string bytes = write_pickle(*r.snapshot);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw std::runtime_error("cannot write snapshot to " + *snapshot_path);
-  }
+  if (snapshot_path && r.snapshot)
+    write_output_file(*snapshot_path, write_pickle(*r.snapshot), "snapshot");
 
   const DeviceStats stats = r.stats.empty() ? DeviceStats{} : r.stats.front();
   if (json) {
