@@ -132,3 +132,30 @@ def test_replay_of_several_devices_reports_each_and_no_single_memory_stats(cli, 
         assert dev["events"] == 457
         assert dev["memory_stats"]["allocated_bytes.all.peak"] == MLP_PEAK
 
+
+# ---- allocator_settings obey the rules of PYTORCH_CUDA_ALLOC_CONF ------------
+
+def test_trace_settings_are_validated_like_the_config_string(cli, tmp_path):
+    # native refuses max_split_size below 20 MiB; the trace path took 0 and the
+    # engine later failed with an internal error.
+    t = mlp_variant(tmp_path, "split0.pickle",
+                    lambda d: d["allocator_settings"].update(max_split_size=0))
+    r = subprocess.run([cli, "min-memory", t, "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "unknown segment" not in r.stderr, r.stderr
+    assert "allocator_settings.max_split_size" in r.stderr and "got 0" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("field,value,shown", [
+    ("roundup_power2_divisions", {"abc": 1}, "'abc'"),   # was: "cachealloc: stoull"
+    ("roundup_power2_divisions", {"4": 3}, "got 3"),     # not a power of two
+    ("expandable_segments", "no", "'no'"),               # was: "PyValue: expected bool, got str"
+    ("garbage_collection_threshold", "x", "'x'"),        # was: "PyValue: expected float, got str"
+    ("garbage_collection_threshold", float("nan"), "got nan"),
+    ("garbage_collection_threshold", 1.0, "got 1.0"),
+])
+def test_bad_settings_error_names_the_field_and_value(cli, tmp_path, field, value, shown):
+    t = mlp_variant(tmp_path, "bad.pickle", lambda d: d["allocator_settings"].update({field: value}))
+    r = subprocess.run([cli, "replay", t], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert f"allocator_settings.{field}" in r.stderr and shown in r.stderr, r.stderr
