@@ -314,6 +314,12 @@ def test_bad_input_exits_2_with_a_message(cli, traces_dir, tmp_path, args, messa
     assert proc.stdout == ""
 
 
+def test_device_option_out_of_int_range_is_refused_not_wrapped(cli, traces_dir):
+    proc = run(cli, "compare", traces_dir / "mlp.pickle.gz", "--device", "4294967296", "--quiet")
+    assert proc.returncode == 2, "--device 4294967296 silently replayed device 0"
+    assert "--device value '4294967296' is out of range" in proc.stderr
+
+
 def test_html_write_failure_exits_2_naming_the_path_and_error(cli, traces_dir):
     # /dev/full: every write fails with ENOSPC (was: exit 0).
     proc = run(cli, "compare", traces_dir / "mlp.pickle.gz", "--html", "/dev/full", "--quiet")
