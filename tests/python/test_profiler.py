@@ -1,13 +1,16 @@
 """cachealloc.profiler on the simulated device: scope numbers worked out by
 hand (a request becomes a block of a multiple of 512 B; statistics count
 block sizes, so 1000 B -> 1024 B), exceptions, exports, monitoring, leak
-sites, and the fallback used under PyTorch's native allocator."""
+sites, and the fallback used under PyTorch's native allocator. At the end:
+the package's own low-level API (memory_summary, _malloc/_free argument
+checks, record_memory_history, errors before init)."""
 import csv
 import ctypes
 import json
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 import types
@@ -20,6 +23,15 @@ BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 sys.path.insert(0, str(REPO / "bindings" / "python"))
 
 KiB, MiB = 1024, 1024 * 1024
+ENV = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+
+
+def _py(code):
+    """Runs code in a fresh Python process (cachealloc not yet initialized)."""
+    env = dict(ENV)
+    if "CACHEALLOC_LIBRARY" not in env and (BUILD / "bindings" / "libcachealloc.so").exists():
+        env["CACHEALLOC_LIBRARY"] = str(BUILD / "bindings" / "libcachealloc.so")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
 SMALL_SEGMENT = 2 * MiB  # the simulated device reserves small-pool segments of 2 MiB
 
 
@@ -443,3 +455,49 @@ def test_c_api_free_of_unknown_pointer_reports_and_changes_nothing(ca, capfd):
     assert capfd.readouterr().err.count("did not allocate") == 2
     assert ca.memory_stats() == before
     ca._free(p)
+
+
+# --- the package's own API ------------------------------------------------
+
+def test_memory_summary_keeps_native_precision():
+    r = _py("""
+import cachealloc as ca, torch.cuda.memory as m
+ca.init("", "simulated:8589934592")
+ca._malloc(1946 << 20)
+s = ca.memory_stats()
+m.memory_stats = lambda device=None: s
+print(ca.memory_summary().splitlines()[7]); print(m.memory_summary(0).splitlines()[7])
+""")
+    if "No module named 'torch'" in r.stderr:
+        pytest.skip("torch is not installed")
+    ours, native = r.stdout.splitlines()
+    assert "1946 MiB" in native
+    assert "1 GiB" not in ours, ours  # was: 1.90 GiB shown as '1 GiB'
+
+
+@pytest.mark.parametrize("abbreviated", [False, True])
+def test_memory_summary_is_natives_table_but_for_the_title(ca, monkeypatch, abbreviated):
+    memory = pytest.importorskip("torch.cuda.memory")
+    blocks = [ca._malloc(1946 * MiB)] + [ca._malloc(1000) for _ in range(3000)]
+    ca._free(blocks.pop())
+    stats = ca.memory_stats()
+    monkeypatch.setattr(memory, "memory_stats", lambda device=None: stats)
+    ours = ca.memory_summary(0, abbreviated=abbreviated).splitlines()
+    native = memory.memory_summary(0, abbreviated=abbreviated).splitlines()
+    assert "cachealloc CUDA memory summary" in ours[1] and len(ours[1]) == len(native[1])
+    assert ours[:1] + ours[2:] == native[:1] + native[2:]
+    for p in blocks:
+        ca._free(p)
+
+
+def test_summary_units_follow_the_all_row_and_change_at_768_kib_and_750_k():
+    from cachealloc.summary import _format_count, _format_size
+
+    assert _format_size(767 * KiB, 767 * KiB) == "785408 B  "
+    assert _format_size(768 * KiB, 768 * KiB) == "   768 KiB"
+    assert _format_size(1946 * MiB, 1946 * MiB) == "  1946 MiB"  # floored, never "1 GiB"
+    assert _format_size(2 * MiB, 1946 * MiB) == "     2 MiB"   # a pool row: the "all" row's unit
+    assert _format_size(1000, 1946 * MiB) == "     0 MiB"
+    assert _format_count(749_999, 749_999) == " 749999   "
+    assert _format_count(750_000, 750_000) == "    750 K "
+
