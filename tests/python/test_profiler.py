@@ -376,6 +376,43 @@ def test_leak_check_needs_consecutive_growth(ca, prof):
         ca._free(p)
 
 
+def test_find_leaks_does_not_claim_dropped_history():
+    # The history begins inside the first flagged call (the profiler turned
+    # it on just before), but 4 entries in a 200,000-entry ring dropped
+    # nothing.
+    r = _py("""
+import cachealloc as ca
+from cachealloc.profiler import MemoryProfiler
+ca.init("", "simulated:8589934592")
+prof = MemoryProfiler(device=0, collect_stack_traces=True)
+keep = []
+for i in range(4):
+    with prof.profile_context("it"):
+        keep.append(ca._malloc(1 << 20))
+print(repr(prof.find_leaks()[0].note))
+""")
+    assert r.returncode == 0, r.stderr
+    assert "dropped" not in r.stdout, r.stdout
+
+
+def test_find_leaks_says_so_when_the_full_ring_dropped_entries_of_the_flagged_calls(ca, monkeypatch):
+    from cachealloc import profiler
+
+    monkeypatch.setattr(profiler, "HISTORY_ENTRIES", 16)
+    prof = profiler.MemoryProfiler(0, collect_stack_traces=True)
+    store = []
+    for _ in range(4):
+        with prof.profile_context("leaky"):
+            store.append(ca._malloc(4096))
+            for _ in range(10):  # 30 history entries per call: the ring wraps
+                ca._free(ca._malloc(4096))
+    assert len(ca.snapshot()["device_traces"][0]) == 16
+    (report,) = prof.find_leaks()
+    assert "dropped" in report.note
+    for p in store:
+        ca._free(p)
+
+
 # --- fallback on PyTorch's native allocator (peak resets) ----------------
 
 def _reset_based_cuda(ca):
