@@ -538,3 +538,83 @@ def test_summary_units_follow_the_all_row_and_change_at_768_kib_and_750_k():
     assert _format_count(749_999, 749_999) == " 749999   "
     assert _format_count(750_000, 750_000) == "    750 K "
 
+
+def test_malloc_size_overflow_is_refused():
+    r = _py("import cachealloc as ca\nca.init('', 'simulated:8589934592')\n"
+            "p = ca._malloc(2**64 + 1000)\nprint(ca.memory_allocated())")
+    assert r.returncode != 0, f"allocated {r.stdout.strip()} bytes for a 2**64+1000 request"
+    assert "OverflowError: size 18446744073709552616" in r.stderr
+
+
+@pytest.mark.parametrize("args,error,message", [
+    ((2**64 + 1000,), OverflowError, "size 18446744073709552616"),  # ctypes made it 1000
+    ((2**63,), OverflowError, "size 9223372036854775808"),
+    ((-1,), ValueError, "size must be >= 0"),
+    ((True,), TypeError, "size must be an int"),
+    ((4096, 2**32), ValueError, "device 4294967296 out of range"),  # ctypes made it 0
+    ((4096, -1), ValueError, "device -1 out of range"),
+    ((4096, 0, 2**64), OverflowError, "stream 18446744073709551616"),
+    ((4096, 0, -1), ValueError, "stream must be >= 0"),
+])
+def test_malloc_arguments_outside_their_c_range_are_refused(ca, args, error, message):
+    with pytest.raises(error, match=message):
+        ca._malloc(*args)
+    assert ca.memory_stats()["allocation.all.allocated"] == 0
+
+
+def test_free_of_an_unknown_or_freed_pointer_raises_and_changes_nothing(ca, capfd):
+    p = ca._malloc(4096)
+    before = ca.memory_stats()
+    with pytest.raises(ca.CacheallocError, match="0x12345000 was not allocated by cachealloc"):
+        ca._free(0x12345000)
+    with pytest.raises(OverflowError, match="ptr"):
+        ca._free(2**64 + p)  # ctypes would have freed p
+    assert ca.memory_stats() == before
+    ca._free(0)  # as free(NULL)
+    ca._free(p)
+    with pytest.raises(ca.CacheallocError, match="already freed"):
+        ca._free(p)
+    assert ca.memory_allocated() == 0
+    assert capfd.readouterr().err == ""
+
+
+def test_uninitialized_device_error_names_the_cause():
+    r = _py("import cachealloc as ca\nca.memory_stats(0)")
+    assert "-1 devices" not in r.stderr, r.stderr
+
+
+def test_device_index_before_init_reports_what_memory_stats_reports():
+    r = _py("""
+import cachealloc as ca
+for call in (lambda: ca.memory_stats(), lambda: ca.memory_stats(0), lambda: ca._malloc(1, 1)):
+    try:
+        call()
+        print("ok")
+    except Exception as e:
+        print(type(e).__name__, e)
+""")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 3, r.stderr
+    if lines[0] == "ok":
+        pytest.skip("cachealloc initializes on this machine (a CUDA device is present)")
+    assert lines[0].startswith("CacheallocError") and lines[1] == lines[0] and lines[2] == lines[0]
+
+
+def test_record_history_state_keeps_a_one_entry_ring_as_native(ca):
+    # torch/csrc/cuda/memory_snapshot.cpp: max_entries = enabled == "all" ? max_entries : 1,
+    # and history is recorded whenever enabled is not None.
+    ca.record_memory_history("state", max_entries=1000)
+    blocks = [ca._malloc(MiB) for _ in range(5)]
+    (trace,) = ca.snapshot()["device_traces"]
+    assert len(trace) == 1 and (trace[0]["action"], trace[0]["addr"]) == ("alloc", blocks[-1])
+    ca.record_memory_history("all", max_entries=3)
+    blocks += [ca._malloc(MiB) for _ in range(5)]
+    assert len(ca.snapshot()["device_traces"][0]) == 3
+    for p in blocks:
+        ca._free(p)
+
+
+@pytest.mark.parametrize("bad", [True, False, 0, 1.5, "10"])
+def test_record_history_rejects_max_entries_that_are_not_positive_ints(ca, bad):
+    with pytest.raises(ValueError, match="max_entries"):
+        ca.record_memory_history("all", max_entries=bad)
