@@ -12,8 +12,6 @@ namespace cachealloc {
 namespace {
 
 constexpr size_t kMiB = 1048576;
-// Native refuses split/rounding limits below its 20 MiB large buffer.
-constexpr size_t kMinSplitMiB = 20;
 
 // Splits the text into words and the single-character tokens , : [ ]
 // (spaces dropped), the same lexing PyTorch applies.
@@ -43,13 +41,12 @@ class Parser {
       const std::string key = tokens_[i_++];
       expect(":", key);
       if (key == "max_split_size_mb") {
-        c.max_split_size = mib_at_least(key, kMinSplitMiB);
+        c.max_split_size = split_limit_mib(key);
       } else if (key == "max_non_split_rounding_mb") {
-        c.max_non_split_rounding_size = mib_at_least(key, kMinSplitMiB);
+        c.max_non_split_rounding_size = split_limit_mib(key);
       } else if (key == "garbage_collection_threshold") {
         double v = number(key);
-        if (!(v > 0.0 && v < 1.0))
-          fail(key, "must be in (0.0, 1.0), got " + last_);
+        check(key, config_rules::gc_threshold(v));
         c.garbage_collection_threshold = v;
       } else if (key == "roundup_power2_divisions") {
         parse_divisions(c);
@@ -68,8 +65,7 @@ class Parser {
         c.pinned_use_cuda_host_register = boolean(key);
       } else if (key == "pinned_num_register_threads") {
         size_t v = unsigned_int(key);
-        if (!std::has_single_bit(v) || v > 128)
-          fail(key, "must be a power of two no larger than 128, got " + last_);
+        check(key, config_rules::register_threads(v));
         c.pinned_num_register_threads = v;
       } else if (key == "pinned_use_background_threads") {
         c.pinned_use_background_threads = boolean(key);
@@ -92,6 +88,10 @@ class Parser {
   [[noreturn]] void fail(const std::string& key, const std::string& why) {
     throw ConfigError("allocator option " + key + ": " + why + " (in '" +
                       std::string(text_) + "')");
+  }
+  // Fails naming the value as written when a config_rules check refused it.
+  void check(const std::string& key, const std::optional<std::string>& problem) {
+    if (problem) fail(key, *problem + ", got " + last_);
   }
   void expect(const char* token, const std::string& key) {
     if (i_ >= tokens_.size() || tokens_[i_] != token)
@@ -130,18 +130,17 @@ class Parser {
       fail(key, "expected a number, got '" + v + "'");
     return d;
   }
-  size_t mib_at_least(const std::string& key, size_t min_mib) {
+  // A limit given in MiB, returned in bytes.
+  size_t split_limit_mib(const std::string& key) {
     size_t mib = unsigned_int(key);
-    if (mib < min_mib)
-      fail(key, "too small, must be >= " + std::to_string(min_mib) + ", got " + last_);
     // Native clamps to the largest representable byte count.
     mib = std::min(mib, std::numeric_limits<size_t>::max() / kMiB);
+    check(key, config_rules::split_limit(mib * kMiB));
     return mib * kMiB;
   }
   size_t division_value(const std::string& key) {
     size_t v = unsigned_int(key);
-    if (v != 0 && !std::has_single_bit(v))
-      fail(key, "divisions must be a power of two or 0, got " + last_);
+    check(key, config_rules::divisions(v));
     return v;
   }
 
@@ -195,6 +194,33 @@ class Parser {
 };
 
 }  // namespace
+
+namespace config_rules {
+
+std::optional<std::string> split_limit(size_t bytes) {
+  if (bytes < kMinSplitBytes)
+    return "too small, must be at least " + std::to_string(kMinSplitBytes / kMiB) + " MiB";
+  return std::nullopt;
+}
+
+std::optional<std::string> gc_threshold(double fraction) {
+  if (!(fraction > 0.0 && fraction < 1.0)) return "must be in (0.0, 1.0)";  // NaN too
+  return std::nullopt;
+}
+
+std::optional<std::string> divisions(size_t divisions) {
+  if (divisions != 0 && !std::has_single_bit(divisions))
+    return "divisions must be a power of two or 0";
+  return std::nullopt;
+}
+
+std::optional<std::string> register_threads(size_t threads) {
+  if (!std::has_single_bit(threads) || threads > 128)
+    return "must be a power of two no larger than 128";
+  return std::nullopt;
+}
+
+}  // namespace config_rules
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
   return Parser(text).run();

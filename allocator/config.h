@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -71,5 +72,26 @@ struct AllocatorConfig {
                                              : static_cast<int64_t>(max_split_size);
   }
 };
+
+// The value rules AllocatorConfig::parse() enforces, for configs that come
+// from elsewhere (a trace's allocator_settings, replay/trace.cc), so that
+// both sources accept and refuse the same values. Each returns why `value`
+// is refused, or nullopt when it is allowed; the caller adds which key,
+// where it came from and the value as the user wrote it.
+namespace config_rules {
+// Native's smallest max_split_size / max_non_split_rounding: its 20 MiB
+// large buffer.
+inline constexpr size_t kMinSplitBytes = size_t{20} << 20;
+// max_split_size or max_non_split_rounding_size, in bytes.
+std::optional<std::string> split_limit(size_t bytes);
+// garbage_collection_threshold as a user sets it: in (0.0, 1.0). NaN is
+// refused. (0.0 means "off" in a config, but cannot be set explicitly.)
+std::optional<std::string> gc_threshold(double fraction);
+// roundup_power2_divisions for one interval: 0 (plain rounding) or a power
+// of two.
+std::optional<std::string> divisions(size_t divisions);
+// pinned_num_register_threads: a power of two no larger than 128.
+std::optional<std::string> register_threads(size_t threads);
+}  // namespace config_rules
 
 }  // namespace cachealloc

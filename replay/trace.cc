@@ -1,6 +1,9 @@
 #include "replay/trace.h"
 
 #include <bit>
+#include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "allocator/errors.h"
 
@@ -46,6 +49,71 @@ ContextPtr frames_of(const PyValue& entry, const std::string& where) {
   return ctx;
 }
 
+
+// A setting's value as the trace holds it, for messages: 'no', 0.5, True,
+// or the kind of a container.
+std::string shown(const PyValue& v) {
+  switch (v.kind()) {
+    case PyValue::Kind::kNone: return "None";
+    case PyValue::Kind::kBool: return v.as_bool() ? "True" : "False";
+    case PyValue::Kind::kInt: return std::to_string(v.as_int());
+    case PyValue::Kind::kFloat: {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.17g", v.as_float());
+      std::string text = buf;
+      // As Python prints a float: 1.0, not 1.
+      if (text.find_first_of(".en") == std::string::npos) text += ".0";
+      return text;
+    }
+    case PyValue::Kind::kStr: return "'" + v.as_str() + "'";
+    default: return std::string("a ") + v.kind_name();
+  }
+}
+
+// Reads the allocator_settings dict: each accessor checks the value's kind
+// and throws TraceFormatError naming allocator_settings.<field> and the
+// value; rule_check applies a config_rules rule and throws ConfigError.
+class SettingsReader {
+ public:
+  explicit SettingsReader(const PyValue& settings) : s_(settings) {}
+
+  const PyValue* optional(const std::string& key) const { return s_.find(key); }
+  const PyValue& required(const std::string& key) const {
+    const PyValue* v = s_.find(key);
+    if (!v) throw TraceFormatError("trace: allocator_settings: missing field '" + key + "'");
+    return *v;
+  }
+  [[noreturn]] void wrong_kind(const std::string& key, const PyValue& v,
+                               const char* expected) const {
+    const bool scalar = v.kind() != PyValue::Kind::kList && v.kind() != PyValue::Kind::kTuple &&
+                        v.kind() != PyValue::Kind::kDict;
+    throw TraceFormatError("trace: " + name(key) + " is " + shown(v) +
+                           (scalar ? std::string(" (") + v.kind_name() + ")" : "") +
+                           ", expected " + expected);
+  }
+  int64_t integer(const std::string& key, const PyValue& v) const {
+    if (v.kind() != PyValue::Kind::kInt) wrong_kind(key, v, "int");
+    return v.as_int();
+  }
+  double number(const std::string& key, const PyValue& v) const {
+    if (v.kind() != PyValue::Kind::kFloat && v.kind() != PyValue::Kind::kInt)
+      wrong_kind(key, v, "float");
+    return v.as_float();
+  }
+  bool boolean(const std::string& key, const PyValue& v) const {
+    if (v.kind() != PyValue::Kind::kBool) wrong_kind(key, v, "bool");
+    return v.as_bool();
+  }
+  void rule_check(const std::string& key, const std::optional<std::string>& problem,
+                  const std::string& value) const {
+    if (problem) throw ConfigError("trace: " + name(key) + ": " + *problem + ", got " + value);
+  }
+  static std::string name(const std::string& key) { return "allocator_settings." + key; }
+
+ private:
+  const PyValue& s_;
+};
+
 }  // namespace
 
 const char* recorded_action_name(RecordedAction a) {
@@ -60,27 +128,70 @@ const char* recorded_action_name(RecordedAction a) {
   return "unknown";
 }
 
-AllocatorConfig config_from_settings(const PyValue& s) {
-  const std::string where = "allocator_settings";
+AllocatorConfig config_from_settings(const PyValue& settings) {
+  if (settings.kind() != PyValue::Kind::kDict)
+    throw TraceFormatError(std::string("trace: allocator_settings is ") + settings.kind_name() +
+                           ", expected dict");
+  const SettingsReader r(settings);
   AllocatorConfig c;
-  if (const PyValue* conf = s.find("PYTORCH_CUDA_ALLOC_CONF");
-      conf && conf->kind() == PyValue::Kind::kStr)
+  if (const PyValue* conf = r.optional("PYTORCH_CUDA_ALLOC_CONF")) {
+    if (conf->kind() != PyValue::Kind::kStr) r.wrong_kind("PYTORCH_CUDA_ALLOC_CONF", *conf, "str");
     c.source = conf->as_str();
-  const int64_t split = int_field(s, "max_split_size", where);
-  c.max_split_size = split < 0 ? AllocatorConfig::kUnlimitedSplit : static_cast<size_t>(split);
-  const PyValue& gc = field(s, "garbage_collection_threshold", where);
-  c.garbage_collection_threshold = gc.as_float();
-  if (const PyValue* e = s.find("expandable_segments"); e && e->as_bool())
+  }
+  // Native stores its size_t as an int64: -1 is "unlimited" (SIZE_MAX),
+  // other negatives are byte counts of 2^63 and up (max_split_size_mb
+  // clamped to the largest representable count), so the bits are read back
+  // as size_t.
+  const PyValue& split = r.required("max_split_size");
+  c.max_split_size = static_cast<size_t>(r.integer("max_split_size", split));
+  if (c.max_split_size != AllocatorConfig::kUnlimitedSplit)
+    r.rule_check("max_split_size", config_rules::split_limit(c.max_split_size), shown(split));
+  // 0.0 is how native writes "not set"; any other value obeys the rule a
+  // config string's garbage_collection_threshold does.
+  const PyValue& gc = r.required("garbage_collection_threshold");
+  c.garbage_collection_threshold = r.number("garbage_collection_threshold", gc);
+  if (c.garbage_collection_threshold != 0.0)
+    r.rule_check("garbage_collection_threshold",
+                 config_rules::gc_threshold(c.garbage_collection_threshold), shown(gc));
+  if (const PyValue* e = r.optional("expandable_segments");
+      e && r.boolean("expandable_segments", *e))
     throw ConfigError("trace was recorded with expandable_segments:True, which cachealloc does not support yet");
-  if (const PyValue* d = s.find("roundup_power2_divisions")) {
+  for (auto [key, field] : {std::pair{"release_lock_on_cudamalloc", &AllocatorConfig::release_lock_on_cudamalloc},
+                            {"pinned_use_cuda_host_register", &AllocatorConfig::pinned_use_cuda_host_register},
+                            {"graph_capture_record_stream_reuse", &AllocatorConfig::graph_capture_record_stream_reuse}})
+    if (const PyValue* v = r.optional(key)) c.*field = r.boolean(key, *v);
+  if (const PyValue* v = r.optional("pinned_num_register_threads")) {
+    const int64_t n = r.integer("pinned_num_register_threads", *v);
+    if (n < 0) r.rule_check("pinned_num_register_threads", "must not be negative", shown(*v));
+    c.pinned_num_register_threads = static_cast<size_t>(n);
+    r.rule_check("pinned_num_register_threads",
+                 config_rules::register_threads(c.pinned_num_register_threads), shown(*v));
+  }
+  // {"1": divisions, "2": ..., "32768": ...}: interval start in MiB (a
+  // power of two, as str) -> divisions for that interval.
+  if (const PyValue* d = r.optional("roundup_power2_divisions")) {
+    const std::string key = "roundup_power2_divisions";
+    if (d->kind() != PyValue::Kind::kDict) r.wrong_kind(key, *d, "dict");
     for (const auto& [k, v] : d->as_dict()) {
-      const std::string& key = k.as_str();
-      size_t mib = std::stoull(key);
-      if (!std::has_single_bit(mib)) bad(where, "roundup interval '" + key + "' is not a power of two");
-      size_t index = std::bit_width(mib) - 1;
-      if (index >= AllocatorConfig::kRoundupIntervals) bad(where, "roundup interval '" + key + "' out of range");
-      if (v.as_int() < 0) bad(where, "negative roundup divisions");
-      c.roundup_power2_divisions[index] = static_cast<size_t>(v.as_int());
+      if (k.kind() != PyValue::Kind::kStr) r.wrong_kind(key + " key", k, "str");
+      const std::string& interval = k.as_str();
+      const std::string at = key + "['" + interval + "']";
+      const bool digits = !interval.empty() && interval.size() <= 19 &&
+                          interval.find_first_not_of("0123456789") == std::string::npos;
+      const size_t mib = digits ? std::stoull(interval) : 0;
+      if (!std::has_single_bit(mib))
+        throw TraceFormatError("trace: " + r.name(key) + ": interval '" + interval +
+                               "' is not a power-of-two number of MiB");
+      const size_t index = std::bit_width(mib) - 1;
+      if (index >= AllocatorConfig::kRoundupIntervals)
+        throw TraceFormatError("trace: " + r.name(key) + ": interval '" + interval +
+                               "' MiB is beyond the last (" +
+                               std::to_string(size_t{1} << (AllocatorConfig::kRoundupIntervals - 1)) +
+                               ")");
+      const int64_t n = r.integer(at, v);
+      if (n < 0) r.rule_check(at, "must not be negative", shown(v));
+      r.rule_check(at, config_rules::divisions(static_cast<size_t>(n)), shown(v));
+      c.roundup_power2_divisions[index] = static_cast<size_t>(n);
     }
   }
   return c;
@@ -90,8 +201,7 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
   if (snap.kind() != PyValue::Kind::kDict)
     bad("top level", std::string("expected a dict, got ") + snap.kind_name());
   RecordedTrace t;
-  if (const PyValue* s = snap.find("allocator_settings");
-      s && s->kind() == PyValue::Kind::kDict) {
+  if (const PyValue* s = snap.find("allocator_settings")) {
     t.config = config_from_settings(*s);
     t.has_settings = true;
   }

@@ -66,8 +66,14 @@ struct RecordedTrace {
 // are refused as unsupported.
 RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
 
-// The allocator config a snapshot's "allocator_settings" dict describes.
-// Throws TraceFormatError or ConfigError.
+// The allocator config a snapshot's "allocator_settings" dict describes
+// (as native or cachealloc writes it; keys it does not know are ignored).
+// Values obey the rules a PYTORCH_CUDA_ALLOC_CONF string does
+// (config_rules in allocator/config.h), except that native's "not set"
+// values are accepted: max_split_size -1, garbage_collection_threshold 0.0.
+// Throws TraceFormatError for a missing field or a value of the wrong kind,
+// ConfigError for a value the rules refuse; both messages name
+// allocator_settings.<field> and the value.
 AllocatorConfig config_from_settings(const PyValue& settings);
 
 }  // namespace cachealloc

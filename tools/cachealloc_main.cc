@@ -10,7 +10,6 @@
 // or malformed trace, bad config).
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -23,6 +22,7 @@
 #include "stats/pickle_writer.h"
 #include "tools/json_out.h"
 #include "tools/lab_commands.h"
+#include "tools/output_file.h"
 
 namespace cachealloc {
 namespace {
@@ -38,7 +38,8 @@ constexpr const char* kUsage =
     "every allocation lands at the recorded address and every segment_alloc,\n"
     "segment_free and oom happens where it was recorded.\n"
     "\n"
-    "  --json              print one JSON object: events, divergence, memory_stats\n"
+    "  --json              print one JSON object: events, divergence, memory_stats,\n"
+    "                      devices (see below)\n"
     "  --memory-limit B    allowed bytes (as set_per_process_memory_fraction)\n"
     "  --conf STR          PYTORCH_CUDA_ALLOC_CONF-style config (default: the\n"
     "                      trace's allocator_settings)\n"
@@ -46,7 +47,14 @@ constexpr const char* kUsage =
     "  --device-memory B   simulated device capacity (default 85017493504)\n"
     "  --check-invariants  check the engine's invariants after every request\n"
     "\n"
-    "exit status: 0 clean replay, 1 divergence, 2 bad input\n"
+    "Statistics are reported for each device that has recorded events (a\n"
+    "trace recorded on cuda:1 has an empty device 0). With --json, \"devices\"\n"
+    "maps each such device's index to {\"events\", \"memory_stats\"}, and\n"
+    "\"memory_stats\" is the traced device's when exactly one device has\n"
+    "events, null when several do.\n"
+    "\n"
+    "exit status: 0 clean replay, 1 divergence, 2 bad input (also: an output\n"
+    "file that cannot be written)\n"
     "\n"
     "other commands (fragmentation lab; see `cachealloc COMMAND --help`):\n"
     "  cachealloc compare TRACE --conf A --conf B ...   what-if replays side by side\n"
@@ -71,6 +79,17 @@ std::string describe_json(const EventDescription& e) {
                   ", \"size\": " + std::to_string(e.size) +
                   ", \"stream\": " + std::to_string(e.stream);
   if (!e.note.empty()) s += ", \"note\": " + json_string(e.note);
+  return s + "}";
+}
+
+// {"key": value, ...} of all 122 statistics, in key order.
+std::string stats_json(const DeviceStats& stats) {
+  std::string s = "{";
+  bool first = true;
+  for (const auto& [k, v] : stats.key_values()) {
+    s += (first ? "" : ", ") + json_string(k) + ": " + std::to_string(v);
+    first = false;
+  }
   return s + "}";
 }
 
@@ -108,14 +127,14 @@ int replay_main(const std::vector<std::string>& args) {
   const RecordedTrace trace = parse_trace(read_pickle_file(*trace_path), options.build_snapshot);
   const ReplayResult r = replay_trace(trace, options);
 
-  if (snapshot_path && r.snapshot) {
-    std::ofstream out(*snapshot_path, std::ios::binary);
-    const std::string bytes = write_pickle(*r.snapshot);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) throw std::runtime_error("cannot write snapshot to " + *snapshot_path);
-  }
+  if (snapshot_path && r.snapshot)
+    write_output_file(*snapshot_path, write_pickle(*r.snapshot), "snapshot");
 
-  const DeviceStats stats = r.stats.empty() ? DeviceStats{} : r.stats.front();
+  // Report the devices that have events: a trace recorded on cuda:1 has
+  // device_traces [[], [...]], and device 0's statistics are all zero.
+  std::vector<size_t> traced;
+  for (size_t d = 0; d < trace.devices.size() && d < r.stats.size(); ++d)
+    if (!trace.devices[d].empty()) traced.push_back(d);
   if (json) {
     std::string s = "{\"events\": " + std::to_string(r.events) + ", \"divergence\": ";
     if (r.divergence) {
@@ -128,11 +147,18 @@ int replay_main(const std::vector<std::string>& args) {
     }
     s += ", \"empty_cache_calls\": " + std::to_string(r.empty_cache_calls);
     s += ", \"seconds\": " + std::to_string(r.seconds);
-    s += ", \"memory_stats\": {";
-    bool first = true;
-    for (const auto& [k, v] : stats.key_values()) {
-      s += (first ? "" : ", ") + json_string(k) + ": " + std::to_string(v);
-      first = false;
+    // One traced device: its stats; none: a fresh device's (all zero);
+    // several: null, so that no reader takes one device for the whole.
+    s += ", \"memory_stats\": ";
+    if (traced.size() == 1) s += stats_json(r.stats[traced.front()]);
+    else if (traced.empty()) s += stats_json(DeviceStats{});
+    else s += "null";
+    s += ", \"devices\": {";
+    for (size_t i = 0; i < traced.size(); ++i) {
+      const size_t d = traced[i];
+      s += std::string(i ? ", " : "") + "\"" + std::to_string(d) + "\": {\"events\": " +
+           std::to_string(trace.devices[d].size()) +
+           ", \"memory_stats\": " + stats_json(r.stats[d]) + "}";
     }
     s += "}}";
     std::cout << s << "\n";
@@ -148,12 +174,17 @@ int replay_main(const std::vector<std::string>& args) {
       std::cout << "no divergence: every address, segment and OOM as recorded\n";
     }
     std::cout << "empty_cache() calls inferred: " << r.empty_cache_calls << "\n";
-    for (const char* key : {"allocated_bytes.all.peak", "reserved_bytes.all.peak",
-                            "allocated_bytes.all.current", "reserved_bytes.all.current",
-                            "num_device_alloc", "num_device_free", "num_alloc_retries",
-                            "num_ooms"})
-      for (const auto& [k, v] : stats.key_values())
-        if (k == key) std::cout << "  " << k << " = " << v << "\n";
+    if (traced.empty()) std::cout << "no device has recorded events\n";
+    for (size_t d : traced) {
+      std::cout << "device " << d << " (" << trace.devices[d].size() << " recorded events):\n";
+      const auto values = r.stats[d].key_values();
+      for (const char* key : {"allocated_bytes.all.peak", "reserved_bytes.all.peak",
+                              "allocated_bytes.all.current", "reserved_bytes.all.current",
+                              "num_device_alloc", "num_device_free", "num_alloc_retries",
+                              "num_ooms"})
+        for (const auto& [k, v] : values)
+          if (k == key) std::cout << "  " << k << " = " << v << "\n";
+    }
   }
   return r.divergence ? 1 : 0;
 }

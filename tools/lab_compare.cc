@@ -4,7 +4,6 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -20,6 +19,7 @@
 #include "tools/lab_html.h"
 #include "tools/lab_input.h"
 #include "tools/lab_options.h"
+#include "tools/output_file.h"
 
 namespace cachealloc {
 namespace {
@@ -207,10 +207,7 @@ int run_compare(const CompareArgs& args) {
       path = (std::filesystem::path(*args.snapshot_dir) /
               (in.name + "." + std::to_string(i + 1) + "." + slug(config.label()) + ".pickle"))
                  .string();
-      std::ofstream out(path, std::ios::binary);
-      const std::string bytes = write_pickle(*results.back().snapshot);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      if (!out) throw std::runtime_error("cannot write snapshot to " + path);
+      write_output_file(path, write_pickle(*results.back().snapshot), "snapshot");
       results.back().snapshot.reset();
       progress.note("wrote " + path);
     }
@@ -219,9 +216,7 @@ int run_compare(const CompareArgs& args) {
 
   if (args.html) {
     LabReport report{in, args.memory_limit, results};
-    std::ofstream out(*args.html, std::ios::binary);
-    out << render_lab_html(report);
-    if (!out) throw std::runtime_error("cannot write HTML report to " + *args.html);
+    write_output_file(*args.html, render_lab_html(report), "HTML report");
     progress.note("wrote " + *args.html);
   }
 

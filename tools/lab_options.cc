@@ -18,7 +18,7 @@ LabCommonArgs parse_lab_args(const std::vector<std::string>& args,
     };
     if (a == "--conf") c.confs.push_back(value());
     else if (a == "--recorded-limit") c.input.recorded_limit = parse_lab_bytes(a, value());
-    else if (a == "--device") c.input.device = static_cast<int>(parse_lab_count(a, value()));
+    else if (a == "--device") c.input.device = parse_lab_device(a, value());
     else if (a == "--json") c.json = true;
     else if (a == "--no-address-hints") c.address_hints = false;
     else if (a == "--quiet") c.input.quiet = true;

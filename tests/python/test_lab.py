@@ -314,6 +314,19 @@ def test_bad_input_exits_2_with_a_message(cli, traces_dir, tmp_path, args, messa
     assert proc.stdout == ""
 
 
+def test_device_option_out_of_int_range_is_refused_not_wrapped(cli, traces_dir):
+    proc = run(cli, "compare", traces_dir / "mlp.pickle.gz", "--device", "4294967296", "--quiet")
+    assert proc.returncode == 2, "--device 4294967296 silently replayed device 0"
+    assert "--device value '4294967296' is out of range" in proc.stderr
+
+
+def test_html_write_failure_exits_2_naming_the_path_and_error(cli, traces_dir):
+    # /dev/full: every write fails with ENOSPC (was: exit 0).
+    proc = run(cli, "compare", traces_dir / "mlp.pickle.gz", "--html", "/dev/full", "--quiet")
+    assert proc.returncode == 2
+    assert "HTML report to /dev/full: No space left on device" in proc.stderr, proc.stderr
+
+
 def test_memory_limit_accepts_binary_suffixes(cli, traces_dir):
     out = compare(cli, traces_dir / "mlp.pickle.gz", "trace", extra=["--memory-limit", "1GiB"])
     assert out["memory_limit"] == 1 << 30

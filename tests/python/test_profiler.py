@@ -1,13 +1,16 @@
 """cachealloc.profiler on the simulated device: scope numbers worked out by
 hand (a request becomes a block of a multiple of 512 B; statistics count
 block sizes, so 1000 B -> 1024 B), exceptions, exports, monitoring, leak
-sites, and the fallback used under PyTorch's native allocator."""
+sites, and the fallback used under PyTorch's native allocator. At the end:
+the package's own low-level API (memory_summary, _malloc/_free argument
+checks, record_memory_history, errors before init)."""
 import csv
 import ctypes
 import json
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 import types
@@ -20,6 +23,15 @@ BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 sys.path.insert(0, str(REPO / "bindings" / "python"))
 
 KiB, MiB = 1024, 1024 * 1024
+ENV = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+
+
+def _py(code):
+    """Runs code in a fresh Python process (cachealloc not yet initialized)."""
+    env = dict(ENV)
+    if "CACHEALLOC_LIBRARY" not in env and (BUILD / "bindings" / "libcachealloc.so").exists():
+        env["CACHEALLOC_LIBRARY"] = str(BUILD / "bindings" / "libcachealloc.so")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
 SMALL_SEGMENT = 2 * MiB  # the simulated device reserves small-pool segments of 2 MiB
 
 
@@ -364,6 +376,43 @@ def test_leak_check_needs_consecutive_growth(ca, prof):
         ca._free(p)
 
 
+def test_find_leaks_does_not_claim_dropped_history():
+    # The history begins inside the first flagged call (the profiler turned
+    # it on just before), but 4 entries in a 200,000-entry ring dropped
+    # nothing.
+    r = _py("""
+import cachealloc as ca
+from cachealloc.profiler import MemoryProfiler
+ca.init("", "simulated:8589934592")
+prof = MemoryProfiler(device=0, collect_stack_traces=True)
+keep = []
+for i in range(4):
+    with prof.profile_context("it"):
+        keep.append(ca._malloc(1 << 20))
+print(repr(prof.find_leaks()[0].note))
+""")
+    assert r.returncode == 0, r.stderr
+    assert "dropped" not in r.stdout, r.stdout
+
+
+def test_find_leaks_says_so_when_the_full_ring_dropped_entries_of_the_flagged_calls(ca, monkeypatch):
+    from cachealloc import profiler
+
+    monkeypatch.setattr(profiler, "HISTORY_ENTRIES", 16)
+    prof = profiler.MemoryProfiler(0, collect_stack_traces=True)
+    store = []
+    for _ in range(4):
+        with prof.profile_context("leaky"):
+            store.append(ca._malloc(4096))
+            for _ in range(10):  # 30 history entries per call: the ring wraps
+                ca._free(ca._malloc(4096))
+    assert len(ca.snapshot()["device_traces"][0]) == 16
+    (report,) = prof.find_leaks()
+    assert "dropped" in report.note
+    for p in store:
+        ca._free(p)
+
+
 # --- fallback on PyTorch's native allocator (peak resets) ----------------
 
 def _reset_based_cuda(ca):
@@ -443,3 +492,129 @@ def test_c_api_free_of_unknown_pointer_reports_and_changes_nothing(ca, capfd):
     assert capfd.readouterr().err.count("did not allocate") == 2
     assert ca.memory_stats() == before
     ca._free(p)
+
+
+# --- the package's own API ------------------------------------------------
+
+def test_memory_summary_keeps_native_precision():
+    r = _py("""
+import cachealloc as ca, torch.cuda.memory as m
+ca.init("", "simulated:8589934592")
+ca._malloc(1946 << 20)
+s = ca.memory_stats()
+m.memory_stats = lambda device=None: s
+print(ca.memory_summary().splitlines()[7]); print(m.memory_summary(0).splitlines()[7])
+""")
+    if "No module named 'torch'" in r.stderr:
+        pytest.skip("torch is not installed")
+    ours, native = r.stdout.splitlines()
+    assert "1946 MiB" in native
+    assert "1 GiB" not in ours, ours  # was: 1.90 GiB shown as '1 GiB'
+
+
+@pytest.mark.parametrize("abbreviated", [False, True])
+def test_memory_summary_is_natives_table_but_for_the_title(ca, monkeypatch, abbreviated):
+    memory = pytest.importorskip("torch.cuda.memory")
+    blocks = [ca._malloc(1946 * MiB)] + [ca._malloc(1000) for _ in range(3000)]
+    ca._free(blocks.pop())
+    stats = ca.memory_stats()
+    monkeypatch.setattr(memory, "memory_stats", lambda device=None: stats)
+    ours = ca.memory_summary(0, abbreviated=abbreviated).splitlines()
+    native = memory.memory_summary(0, abbreviated=abbreviated).splitlines()
+    assert "cachealloc CUDA memory summary" in ours[1] and len(ours[1]) == len(native[1])
+    assert ours[:1] + ours[2:] == native[:1] + native[2:]
+    for p in blocks:
+        ca._free(p)
+
+
+def test_summary_units_follow_the_all_row_and_change_at_768_kib_and_750_k():
+    from cachealloc.summary import _format_count, _format_size
+
+    assert _format_size(767 * KiB, 767 * KiB) == "785408 B  "
+    assert _format_size(768 * KiB, 768 * KiB) == "   768 KiB"
+    assert _format_size(1946 * MiB, 1946 * MiB) == "  1946 MiB"  # floored, never "1 GiB"
+    assert _format_size(2 * MiB, 1946 * MiB) == "     2 MiB"   # a pool row: the "all" row's unit
+    assert _format_size(1000, 1946 * MiB) == "     0 MiB"
+    assert _format_count(749_999, 749_999) == " 749999   "
+    assert _format_count(750_000, 750_000) == "    750 K "
+
+
+def test_malloc_size_overflow_is_refused():
+    r = _py("import cachealloc as ca\nca.init('', 'simulated:8589934592')\n"
+            "p = ca._malloc(2**64 + 1000)\nprint(ca.memory_allocated())")
+    assert r.returncode != 0, f"allocated {r.stdout.strip()} bytes for a 2**64+1000 request"
+    assert "OverflowError: size 18446744073709552616" in r.stderr
+
+
+@pytest.mark.parametrize("args,error,message", [
+    ((2**64 + 1000,), OverflowError, "size 18446744073709552616"),  # ctypes made it 1000
+    ((2**63,), OverflowError, "size 9223372036854775808"),
+    ((-1,), ValueError, "size must be >= 0"),
+    ((True,), TypeError, "size must be an int"),
+    ((4096, 2**32), ValueError, "device 4294967296 out of range"),  # ctypes made it 0
+    ((4096, -1), ValueError, "device -1 out of range"),
+    ((4096, 0, 2**64), OverflowError, "stream 18446744073709551616"),
+    ((4096, 0, -1), ValueError, "stream must be >= 0"),
+])
+def test_malloc_arguments_outside_their_c_range_are_refused(ca, args, error, message):
+    with pytest.raises(error, match=message):
+        ca._malloc(*args)
+    assert ca.memory_stats()["allocation.all.allocated"] == 0
+
+
+def test_free_of_an_unknown_or_freed_pointer_raises_and_changes_nothing(ca, capfd):
+    p = ca._malloc(4096)
+    before = ca.memory_stats()
+    with pytest.raises(ca.CacheallocError, match="0x12345000 was not allocated by cachealloc"):
+        ca._free(0x12345000)
+    with pytest.raises(OverflowError, match="ptr"):
+        ca._free(2**64 + p)  # ctypes would have freed p
+    assert ca.memory_stats() == before
+    ca._free(0)  # as free(NULL)
+    ca._free(p)
+    with pytest.raises(ca.CacheallocError, match="already freed"):
+        ca._free(p)
+    assert ca.memory_allocated() == 0
+    assert capfd.readouterr().err == ""
+
+
+def test_uninitialized_device_error_names_the_cause():
+    r = _py("import cachealloc as ca\nca.memory_stats(0)")
+    assert "-1 devices" not in r.stderr, r.stderr
+
+
+def test_device_index_before_init_reports_what_memory_stats_reports():
+    r = _py("""
+import cachealloc as ca
+for call in (lambda: ca.memory_stats(), lambda: ca.memory_stats(0), lambda: ca._malloc(1, 1)):
+    try:
+        call()
+        print("ok")
+    except Exception as e:
+        print(type(e).__name__, e)
+""")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 3, r.stderr
+    if lines[0] == "ok":
+        pytest.skip("cachealloc initializes on this machine (a CUDA device is present)")
+    assert lines[0].startswith("CacheallocError") and lines[1] == lines[0] and lines[2] == lines[0]
+
+
+def test_record_history_state_keeps_a_one_entry_ring_as_native(ca):
+    # torch/csrc/cuda/memory_snapshot.cpp: max_entries = enabled == "all" ? max_entries : 1,
+    # and history is recorded whenever enabled is not None.
+    ca.record_memory_history("state", max_entries=1000)
+    blocks = [ca._malloc(MiB) for _ in range(5)]
+    (trace,) = ca.snapshot()["device_traces"]
+    assert len(trace) == 1 and (trace[0]["action"], trace[0]["addr"]) == ("alloc", blocks[-1])
+    ca.record_memory_history("all", max_entries=3)
+    blocks += [ca._malloc(MiB) for _ in range(5)]
+    assert len(ca.snapshot()["device_traces"][0]) == 3
+    for p in blocks:
+        ca._free(p)
+
+
+@pytest.mark.parametrize("bad", [True, False, 0, 1.5, "10"])
+def test_record_history_rejects_max_entries_that_are_not_positive_ints(ca, bad):
+    with pytest.raises(ValueError, match="max_entries"):
+        ca.record_memory_history("all", max_entries=bad)

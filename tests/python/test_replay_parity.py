@@ -1,10 +1,15 @@
 """Replaying each reference trace (recorded from torch 2.11's native
 allocator on an H100) must reproduce every event and the final
-memory_stats on all 122 keys."""
+memory_stats on all 122 keys. Also: the replay reports the devices that
+have events, and a trace's allocator_settings obey the config string's
+rules."""
+import copy
+import gzip
 import json
 import math
 import os
 import pathlib
+import pickle
 import subprocess
 
 import pytest
@@ -78,3 +83,79 @@ def test_unobservable_exceptions_are_still_needed(cli, traces_dir):
         meta = json.loads((traces_dir / f"{name}.json").read_text())
         out = json.loads(replay(cli, traces_dir / f"{name}.pickle.gz", meta).stdout)
         assert meta["final_memory_stats"][key] - out["memory_stats"][key] == missing
+
+
+# ---- which device's statistics a replay reports -----------------------------
+
+MLP = EXAMPLES / "mlp.pickle.gz"
+MLP_PEAK = 236818432  # allocated_bytes.all.peak of the mlp recording (mlp.json)
+
+
+def mlp_variant(tmp_path, name, mutate):
+    """examples/traces/mlp.pickle.gz changed by mutate(snapshot_dict)."""
+    d = pickle.load(gzip.open(MLP))
+    mutate(d)
+    p = tmp_path / name
+    p.write_bytes(pickle.dumps(d, protocol=4))
+    return p
+
+
+def test_replay_reports_stats_of_the_device_that_has_events(cli, tmp_path):
+    # A trace recorded on cuda:1: device_traces == [[], [...]] as _dump_snapshot writes it.
+    def on_device_1(d):
+        d["device_traces"] = [[], d["device_traces"][0]]
+        for s in d["segments"]:
+            s["device"] = 1
+    t = mlp_variant(tmp_path, "dev1.pickle", on_device_1)
+    out = json.loads(subprocess.run([cli, "replay", "--json", t], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert out["events"] == 457 and out["divergence"] is None
+    assert out["memory_stats"]["allocated_bytes.all.peak"] == MLP_PEAK  # was device 0's: 0
+    assert list(out["devices"]) == ["1"] and out["devices"]["1"]["events"] == 457
+    assert out["devices"]["1"]["memory_stats"] == out["memory_stats"]
+    text = subprocess.run([cli, "replay", t], capture_output=True, text=True, check=True).stdout
+    assert "device 1 (457 recorded events)" in text
+    assert f"allocated_bytes.all.peak = {MLP_PEAK}" in text
+
+
+def test_replay_of_several_devices_reports_each_and_no_single_memory_stats(cli, tmp_path):
+    def on_devices_0_and_1(d):
+        d["device_traces"] = [d["device_traces"][0], copy.deepcopy(d["device_traces"][0])]
+        d["segments"] += [dict(copy.deepcopy(s), device=1) for s in d["segments"]]
+    t = mlp_variant(tmp_path, "dev01.pickle", on_devices_0_and_1)
+    out = json.loads(subprocess.run([cli, "replay", "--json", t], capture_output=True,
+                                    text=True, check=True).stdout)
+    assert out["events"] == 2 * 457 and out["divergence"] is None
+    assert out["memory_stats"] is None  # not device 0's taken for the whole
+    assert sorted(out["devices"]) == ["0", "1"]
+    for dev in out["devices"].values():
+        assert dev["events"] == 457
+        assert dev["memory_stats"]["allocated_bytes.all.peak"] == MLP_PEAK
+
+
+# ---- allocator_settings obey the rules of PYTORCH_CUDA_ALLOC_CONF ------------
+
+def test_trace_settings_are_validated_like_the_config_string(cli, tmp_path):
+    # native refuses max_split_size below 20 MiB; the trace path took 0 and the
+    # engine later failed with an internal error.
+    t = mlp_variant(tmp_path, "split0.pickle",
+                    lambda d: d["allocator_settings"].update(max_split_size=0))
+    r = subprocess.run([cli, "min-memory", t, "--quiet"], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "unknown segment" not in r.stderr, r.stderr
+    assert "allocator_settings.max_split_size" in r.stderr and "got 0" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("field,value,shown", [
+    ("roundup_power2_divisions", {"abc": 1}, "'abc'"),   # was: "cachealloc: stoull"
+    ("roundup_power2_divisions", {"4": 3}, "got 3"),     # not a power of two
+    ("expandable_segments", "no", "'no'"),               # was: "PyValue: expected bool, got str"
+    ("garbage_collection_threshold", "x", "'x'"),        # was: "PyValue: expected float, got str"
+    ("garbage_collection_threshold", float("nan"), "got nan"),
+    ("garbage_collection_threshold", 1.0, "got 1.0"),
+])
+def test_bad_settings_error_names_the_field_and_value(cli, tmp_path, field, value, shown):
+    t = mlp_variant(tmp_path, "bad.pickle", lambda d: d["allocator_settings"].update({field: value}))
+    r = subprocess.run([cli, "replay", t], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert f"allocator_settings.{field}" in r.stderr and shown in r.stderr, r.stderr

@@ -90,3 +90,48 @@ def test_snapshot_goes_through_memory_viz(replayed):
     for view in (_memory_viz.trace_plot, _memory_viz.segment_plot):
         html = view(snap)
         assert "snapshot.pickle" in html and len(html) > 2000
+
+
+# ---- a snapshot that cannot be written ---------------------------------------
+
+def tiny_trace(tmp_path):
+    d = {"device_traces": [[{"action": "segment_alloc", "addr": 1 << 21, "size": 2 << 20, "stream": 0},
+                            {"action": "alloc", "addr": 1 << 21, "size": 512, "stream": 0}]],
+         "segments": []}
+    t = tmp_path / "tiny.pickle"
+    t.write_bytes(pickle.dumps(d, protocol=4))
+    return t
+
+
+def test_replay_snapshot_write_failure_is_reported(cli, tmp_path):
+    r = subprocess.run([cli, "replay", "--snapshot", "/dev/full", tiny_trace(tmp_path)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2, "ENOSPC on the snapshot was ignored (exit 0)"
+    assert "/dev/full" in r.stderr and "No space left on device" in r.stderr, r.stderr
+
+
+def _file_size_limit(limit_bytes):
+    """preexec_fn: writes past limit_bytes fail with EFBIG (SIGXFSZ ignored,
+    as exec keeps it) instead of killing the process."""
+    import resource
+    import signal
+
+    def apply():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+    return apply
+
+
+def test_failed_snapshot_write_leaves_the_old_file_and_no_temporary(cli, traces_dir, tmp_path):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    target = out_dir / "snap.pickle"
+    target.write_bytes(b"the previous snapshot")
+    r = subprocess.run([cli, "replay", "--snapshot", target, traces_dir / "mlp.pickle.gz"],
+                       capture_output=True, text=True, preexec_fn=_file_size_limit(4096))
+    assert r.returncode == 2 and str(target) in r.stderr, r.stderr
+    assert target.read_bytes() == b"the previous snapshot"  # not truncated
+    assert [p.name for p in out_dir.iterdir()] == ["snap.pickle"]  # temporary removed
+    r = subprocess.run([cli, "replay", "--snapshot", target, traces_dir / "mlp.pickle.gz"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and load_plain(target.read_bytes())["device_traces"]

@@ -130,6 +130,8 @@ def _device_index(device: Any) -> int:
     else:
         raise TypeError(f"device must be None, int, str or torch.device, not {type(device).__name__}")
     count = lib().cachealloc_device_count()
+    if count < 0:  # not a count: initializing failed (no CUDA, bad config...)
+        raise CacheallocError(lib().cachealloc_last_error().decode())
     if index < 0 or index >= count:
         raise ValueError(f"device {index} out of range ({count} devices)")
     return index
@@ -195,11 +197,12 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
                           stacks: str = "all", max_entries: int = sys.maxsize) -> None:
     """PyTorch's torch.cuda.memory._record_memory_history, same meaning.
 
-    enabled: None (off, clears history), "state" (frames on live blocks, no
-    history), "all" (history of every event, at most max_entries, oldest
-    dropped). context: None, "state", "alloc" or "all": where frames are
-    kept. stacks: "python" or "all" (both capture Python frames; C++ frames
-    are not captured by cachealloc).
+    enabled: None (off, clears history), "state" (frames on live blocks; as
+    in native, the history ring then holds only the latest event), "all"
+    (history of every event, at most max_entries, oldest dropped).
+    context: None, "state", "alloc" or "all": where frames are kept.
+    stacks: "python" or "all" (both capture Python frames; C++ frames are
+    not captured by cachealloc). max_entries: an int >= 1 (not a bool).
     """
     if enabled not in (None, "state", "all"):
         raise ValueError(f"enabled must be None, 'state' or 'all', got {enabled!r}")
@@ -207,7 +210,7 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         raise ValueError(f"context must be None, 'state', 'alloc' or 'all', got {context!r}")
     if stacks not in ("python", "all"):
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
-    if not isinstance(max_entries, int) or max_entries < 1:
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
         raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
     if _mode == "torch-extension":
         # PyTorch's recorder gathers the frames (Python and, with
@@ -217,8 +220,10 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries)
         return
     level = 0 if enabled is None else _CONTEXT_LEVELS[context]
-    check(lib().cachealloc_record_history(1 if enabled == "all" else 0, level, 1,
-                                          min(max_entries, 2**62)))
+    # As native (torch/csrc/cuda/memory_snapshot.cpp): "state" records
+    # history too, in a ring of one entry; only "all" keeps max_entries.
+    entries = min(max_entries, 2**62) if enabled == "all" else 1
+    check(lib().cachealloc_record_history(0 if enabled is None else 1, level, 1, entries))
 
 
 class _PlainUnpickler(pickle.Unpickler):
@@ -263,19 +268,66 @@ def dump_snapshot(path: str) -> None:
 
 
 # Low-level access for tests and tools that drive the allocator directly.
-def _malloc(size: int, device: int = 0, stream: int = 0) -> int:
-    """Allocates through the allocator PyTorch uses; returns the address.
-    Raises OutOfMemoryError or CacheallocError."""
+
+# ctypes converts a Python int to a C integer by dropping the high bits
+# (2**64 + 1000 becomes 1000, device 2**32 becomes 0), so every integer
+# argument is checked against its C type's range here first.
+_SSIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_ssize_t) - 1) - 1
+_POINTER_END = 2 ** (8 * ctypes.sizeof(ctypes.c_void_p))
+
+
+def _checked_int(name: str, value: Any, end: int) -> int:
+    """value, an int in [0, end). TypeError for a non-int (bool included),
+    ValueError below 0, OverflowError from end; each names the argument."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    if value >= end:
+        raise OverflowError(f"{name} {value} does not fit in {end.bit_length() - 1} bits "
+                            f"(at most {end - 1})")
+    return value
+
+
+def _malloc(size: int, device: Any = 0, stream: int = 0) -> int:
+    """Allocates at least `size` bytes on `device` for `stream` (a
+    cudaStream_t as an int, 0 for the default stream) through the allocator
+    PyTorch uses; returns the address (0 for size 0). Raises TypeError,
+    ValueError or OverflowError for an argument out of its C range (size up
+    to 2**63 - 1, a device index this process has, stream a 64-bit
+    pointer), OutOfMemoryError, or CacheallocError."""
+    size = _checked_int("size", size, _SSIZE_MAX + 1)
+    stream = _checked_int("stream", stream, _POINTER_END)
+    index = _device_index(device)
     out = ctypes.c_void_p()
-    status = lib().cachealloc_try_malloc(size, device, stream, ctypes.byref(out))
+    status = lib().cachealloc_try_malloc(size, index, stream, ctypes.byref(out))
     if status == 1:
         raise OutOfMemoryError(lib().cachealloc_last_error().decode())
     check(status)
     return out.value or 0
 
 
-def _free(ptr: int, device: int = 0) -> None:
-    lib().cachealloc_free(ptr, 0, device, None)
+def _free(ptr: int, device: Any = 0) -> None:
+    """Takes back an address from _malloc; 0 is ignored. Raises
+    CacheallocError for an address cachealloc did not hand out or already
+    took back (nothing changes then), TypeError/ValueError/OverflowError
+    for arguments out of range.
+
+    The C entry point (cachealloc_free, PyTorch's) returns nothing and never
+    clears cachealloc_last_error() on success, so it cannot tell its caller
+    that a free failed; the address is therefore looked up first
+    (cachealloc_block_size). Two threads freeing the same address at once
+    can both pass that check: the second free is then only reported on
+    stderr by the library."""
+    ptr = _checked_int("ptr", ptr, _POINTER_END)
+    index = _device_index(device)
+    if ptr == 0:
+        return
+    l = lib()
+    if l.cachealloc_block_size(ptr, ctypes.byref(ctypes.c_size_t())) != 0:
+        raise CacheallocError(f"cachealloc._free: {ptr:#x} was not allocated by cachealloc or "
+                              "was already freed; nothing was freed")
+    l.cachealloc_free(ptr, 0, index, None)
 
 
 from . import lab, profiler  # noqa: E402  (they use the functions above)

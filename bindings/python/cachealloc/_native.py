@@ -96,6 +96,7 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_set_memory_fraction": (c_int, [ctypes.c_double, c_int]),
         "cachealloc_cache_info": (c_int, [c_int, ctypes.POINTER(c_size)]),
         "cachealloc_record_stream": (c_int, [c_void_p, c_void_p]),
+        "cachealloc_block_size": (c_int, [c_void_p, ctypes.POINTER(c_size)]),
         "cachealloc_base_allocation": (c_void_p, [c_void_p, ctypes.POINTER(c_size)]),
         "cachealloc_record_history": (c_int, [c_int, c_int, c_int, c_size]),
         "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),

@@ -126,6 +126,10 @@ class MemoryProfiler:
         self._open: List[ProfileScope] = []
         self._next_id = 1
         self._monitor: Optional[MemoryMonitor] = None
+        # Capacity of the history ring when this profiler enabled history
+        # (find_leaks tells a full ring that dropped entries from one that
+        # did not); None when history is someone else's.
+        self._history_entries: Optional[int] = None
         if collect_stack_traces:
             self._enable_history()
 
@@ -316,7 +320,8 @@ class MemoryProfiler:
         reports = []
         for name, run in runs.items():
             windows = [(r.before.timestamp, r.after.timestamp) for r in run]
-            sites, note = allocation_sites(snapshot, self.device, windows, self._trace_slack_us())
+            sites, note = allocation_sites(snapshot, self.device, windows, self._trace_slack_us(),
+                                           self._history_entries)
             reports.append(LeakReport(name, len(run), sum(r.net_change for r in run),
                                       [r.net_change for r in run], sites, note))
         return reports
@@ -332,16 +337,17 @@ class MemoryProfiler:
         return 1000 if self._torch_records_history() else 1
 
     def _enable_history(self) -> None:
+        self._history_entries = HISTORY_ENTRIES
         if self.exact:
             import cachealloc
 
             cachealloc.record_memory_history("all", context="alloc", stacks="python",
-                                             max_entries=HISTORY_ENTRIES)
+                                             max_entries=self._history_entries)
         else:
             import torch
 
             torch.cuda.memory._record_memory_history("all", context="alloc", stacks="python",
-                                                     max_entries=HISTORY_ENTRIES)
+                                                     max_entries=self._history_entries)
 
     def _memory_snapshot(self) -> dict:
         if self.exact:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .profiler_results import ScopeResult
 
@@ -69,10 +69,12 @@ def _frame_text(f: dict) -> str:
 
 
 def allocation_sites(snapshot: dict, device: int, windows: Sequence[Tuple[float, float]],
-                     slack_us: int) -> Tuple[List[LeakSite], str]:
+                     slack_us: int, history_entries: Optional[int]) -> Tuple[List[LeakSite], str]:
     """Sites of blocks on `device` still allocated in `snapshot` whose last
     allocation fell in one of `windows` (seconds since the epoch, widened by
-    slack_us microseconds for the trace clock). Returns (sites, note)."""
+    slack_us microseconds for the trace clock). history_entries: the
+    capacity of the history ring (max_entries) when known, else None.
+    Returns (sites, note)."""
     traces = snapshot.get("device_traces") or []
     trace = traces[device] if device < len(traces) else []
     if not trace:
@@ -103,10 +105,18 @@ def allocation_sites(snapshot: dict, device: int, windows: Sequence[Tuple[float,
                                              frames=[_frame_text(f) for f in frames])
             site.bytes += block["size"]
             site.blocks += 1
+    # The ring drops its oldest entry only when an event arrives while it
+    # holds history_entries of them, so entries are gone only from a full
+    # ring; they matter only if the oldest survivor is younger than the
+    # first flagged call's start. A history that merely begins inside the
+    # flagged calls (the first call's own allocations) dropped nothing.
     note = ""
-    oldest = trace[0].get("time_us", 0)
-    if bounds and oldest > min(lo for lo, _ in bounds):
+    begins_late = bool(bounds) and trace[0].get("time_us", 0) > min(lo for lo, _ in bounds)
+    if begins_late and history_entries is not None and len(trace) >= history_entries:
         note = "the history ring dropped entries from the flagged calls; sites may be incomplete"
+    elif begins_late and history_entries is None:
+        note = ("the history begins after the first flagged call started (recorded late, or "
+                "its ring dropped entries); sites may be incomplete")
     elif not sites:
         note = "no block allocated in the flagged calls is still allocated"
     return sorted(sites.values(), key=lambda s: -s.bytes), note
