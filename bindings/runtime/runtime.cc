@@ -274,7 +274,7 @@ void Runtime::record_history(bool enabled, ContextLevel level, bool python_stack
   std::lock_guard<std::mutex> lock(init_mutex_);
   Generation& g = current();
   // Context capture is independent of the trace ring: PyTorch's
-  // enabled="state" keeps frames on live blocks without recording history.
+  // enabled="state" keeps frames on live blocks (and a one-entry history).
   context_level_.store(static_cast<int>(level));
   python_stacks_.store(python_stacks && level != ContextLevel::kNever);
   for (int d = 0; d < g.allocator.device_count(); ++d) {

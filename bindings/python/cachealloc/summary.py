@@ -1,8 +1,8 @@
 """memory_summary(): the table torch.cuda.memory_summary prints, computed
 from cachealloc's statistics.
 
-Formatting follows torch/cuda/memory.py (memory_summary, _format_size,
-_format_count) line for line, so that the two tables are identical except
+The formatting rules are native's (torch/cuda/memory.py: memory_summary and
+its size and count formatting), so that the two tables are identical except
 for the title, which names cachealloc. In particular, a row's unit is
 chosen from the "all" row of its metric (the pool rows below it share it),
 and a value moves to the next unit only once that row reaches 768 KiB (sizes)
