@@ -54,6 +54,13 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   // Hands out memory; throws c10::OutOfMemoryError (torch.OutOfMemoryError).
   void* alloc(size_t size, int device, cudaStream_t stream) {
     if (size == 0) return nullptr;
+    // As native (NativeCachingAllocator::malloc): a request of 1 EiB or more
+    // is an out-of-memory error, raised before anything is recorded. (It
+    // would otherwise reach the C API as a negative ssize_t at 2^63 or a
+    // size overflow, both RuntimeErrors.)
+    constexpr size_t kOneExbibyte = size_t{1} << 60;
+    TORCH_CHECK_WITH(OutOfMemoryError, size < kOneExbibyte,
+                     "CUDA out of memory. Tried to allocate more than 1EB memory.");
     void* out = nullptr;
     const auto when = when_.load(std::memory_order_relaxed);
     auto recorder = recorder_.load(std::memory_order_relaxed);
@@ -335,7 +342,10 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
   when_.store(enabled ? when : CCA::RecordContext::NEVER);
   history_enabled_.store(enabled);
   if (clear_history) check(cachealloc_record_history(0, 0, 0, 1));
-  check(cachealloc_record_history(enabled ? 1 : 0, static_cast<int>(when), 0,
+  // Disabled, nothing is captured any more (the runtime would otherwise keep
+  // taking the capturing path for every call).
+  check(cachealloc_record_history(enabled ? 1 : 0,
+                                  static_cast<int>(enabled ? when : CCA::RecordContext::NEVER), 0,
                                   max_entries ? max_entries : 1));
 }
 

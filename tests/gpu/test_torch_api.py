@@ -62,6 +62,13 @@ def test_history_frames_come_from_pytorchs_recorder(both):
     assert ours["history_enabled"] == native["history_enabled"]
 
 
+def test_request_beyond_one_exbibyte_is_an_oom_as_native(both):
+    native, ours, _ = both
+    print("native:", native["huge_request_error"], "| cachealloc:", ours["huge_request_error"])
+    assert native["huge_request_error"].startswith("OutOfMemoryError")
+    assert ours["huge_request_error"] == native["huge_request_error"]
+
+
 def test_profiler_sees_cachealloc_allocations(both):
     native, ours, _ = both
     print("profiler ops with device memory: native", native["profiler_ops_with_device_memory"],

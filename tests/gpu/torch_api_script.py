@@ -113,6 +113,14 @@ result["profiler_memory_by_op"] = sorted(
     for e in prof.key_averages() if e.device_memory_usage or e.self_device_memory_usage)
 result["allocator_backend"] = torch.cuda.get_allocator_backend()
 
+# 5b. A request of more than 1 EiB: native raises torch.OutOfMemoryError
+#     before allocating anything.
+try:
+    torch.empty(1 << 61, dtype=torch.uint8, device="cuda")
+    result["huge_request_error"] = "none"
+except Exception as e:  # noqa: BLE001 - the type is what is compared
+    result["huge_request_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+
 # 6. cudnn.benchmark training: cuDNN sizes its workspace from the allocator's
 #    cacheInfo (largest cached block); it must train.
 torch.backends.cudnn.benchmark = True
