@@ -120,9 +120,7 @@ bool CachingAllocator::retire_if_idle() {
   locks.reserve(devices_.size());
   for (auto& d : devices_) locks.emplace_back(d->mutex);
   for (auto& d : devices_)
-    for (const SegmentView& s : d->engine.segments())
-      for (const Block* b : s.blocks)
-        if (!b->is_free()) return false;
+    if (!d->engine.idle()) return false;
   for (auto& d : devices_) d->retired = true;
   return true;
 }

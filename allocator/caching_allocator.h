@@ -69,7 +69,8 @@ class CachingAllocator {
   // pointer lookup throws AllocatorRetired without changing anything.
   // Returns false, changing nothing, if a block is in use. Holds every
   // device's lock throughout, so no call can slip in between the check and
-  // the retirement. Cannot fail otherwise. Cached segments stay until
+  // the retirement. May throw std::bad_alloc before taking any lock
+  // (nothing changes then); cannot fail otherwise. Cached segments stay until
   // empty_cache(), which still works, as do reads (with_device). For
   // replacing the allocator under callers that may still hold it (the
   // runtime's re-initialization); the object must then stay alive.

@@ -95,6 +95,10 @@ class DeviceCachingAllocator {
   size_t reserved_bytes() const { return reserved_bytes_; }
   // Bytes of the blocks handed out and not yet freed by the caller.
   size_t allocated_bytes() const { return allocated_bytes_; }
+  // Whether no block is in use: none handed out (each has >= 512 bytes, so
+  // allocated_bytes_ counts them) and none freed but waiting for stream
+  // events (each waits in events_ until its last event completes).
+  bool idle() const { return allocated_bytes_ == 0 && events_.empty(); }
   int device() const { return device_; }
   const AllocatorConfig& config() const { return config_; }
   // Whether malloc(size, stream) would be served from the cache right now,

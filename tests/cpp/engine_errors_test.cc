@@ -141,6 +141,16 @@ TEST_F(BadInput, RetireIsRefusedWhileABlockIsInUseAndChangesNothing) {
   allocator_.deallocate(allocator_.allocate(4096, 0, kStreamA));  // still serves
   allocator_.deallocate(live_);
   EXPECT_FALSE(allocator_.retire_if_idle());  // small_ is still allocated
+  // A block freed but waiting for another stream's event is still in use.
+  device_.hold_events(true);
+  allocator_.record_stream(small_, kStreamA);
+  allocator_.deallocate(small_);
+  EXPECT_FALSE(allocator_.retire_if_idle());
+  // Its event done, it is released when the engine next processes events
+  // (at the next malloc, as native).
+  device_.complete_events();
+  allocator_.deallocate(allocator_.allocate(512, 0, kStreamA));
+  EXPECT_TRUE(allocator_.retire_if_idle());
 }
 
 TEST_F(BadInput, RetiredAllocatorRefusesEveryCallThatWouldChangeOrFindABlock) {
