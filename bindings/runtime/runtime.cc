@@ -105,13 +105,8 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   generations_.push_back(std::move(fresh));
   current_.store(generations_.back().get(), std::memory_order_release);
   if (old) {
-    // The retired generation's history ring and cached segments go.
-    for (int d = 0; d < old->allocator.device_count(); ++d)
-      old->allocator.with_device(d, [&](DeviceCachingAllocator& e) {
-        HistoryRecorder& h = *old->history[static_cast<size_t>(d)];
-        if (h.enabled()) e.remove_observer(&h);
-        h.disable();
-      });
+    // The retired generation's history rings and cached segments go.
+    set_recording(*old, false, false, 0);
     old->allocator.empty_cache();  // a backend error here leaves the new generation in place
   }
 }
@@ -277,11 +272,16 @@ void Runtime::record_history(bool enabled, ContextLevel level, bool python_stack
   // enabled="state" keeps frames on live blocks (and a one-entry history).
   context_level_.store(static_cast<int>(level));
   python_stacks_.store(python_stacks && level != ContextLevel::kNever);
+  set_recording(g, enabled, level >= ContextLevel::kAlloc, max_entries);
+}
+
+void Runtime::set_recording(Generation& g, bool enabled, bool keep_context,
+                            size_t max_entries) {
   for (int d = 0; d < g.allocator.device_count(); ++d) {
     g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
       auto& h = *g.history[static_cast<size_t>(d)];
       const bool was_enabled = h.enabled();
-      if (enabled) h.enable(max_entries, level >= ContextLevel::kAlloc);
+      if (enabled) h.enable(max_entries, keep_context);
       else h.disable();
       // Attached only while recording (a disabled recorder ignores events).
       if (!was_enabled && h.enabled()) e.add_observer(&h);

@@ -38,10 +38,11 @@ enum class ContextLevel : int {
 // generation pointer) and never destroyed: init() may replace it while
 // another thread is inside its allocator, and that thread must find the
 // objects still there. init() retires the old generation first
-// (CachingAllocator::retire_if_idle: no block in use, cache emptied, every
-// later call refused with AllocatorRetired), so a call that raced with it
-// retries on the new one. What a retired generation keeps is bookkeeping
-// (a few KB per device; its history ring is cleared).
+// (CachingAllocator::retire_if_idle: only with no block in use; every
+// later call is refused with AllocatorRetired), so a call that raced with
+// it retries on the new one; init then empties the old cache and clears
+// its history rings. What a retired generation keeps is bookkeeping (about
+// 5 KB).
 struct Generation {
   Generation(AllocatorConfig config, std::string backend_name,
              std::vector<std::unique_ptr<DeviceBackend>> backends);
@@ -186,6 +187,10 @@ class Runtime {
   // stack to keep one across the call).
   [[gnu::noinline]] uintptr_t allocate_capturing(size_t size, int device, uintptr_t stream);
   [[gnu::noinline]] void deallocate_capturing(uintptr_t address, int device);
+  // Turns every device's history ring of `g` on (max_entries, frames if
+  // keep_context) or off (cleared), attaching each recorder to its engine
+  // only while it records.
+  static void set_recording(Generation& g, bool enabled, bool keep_context, size_t max_entries);
 
   // Serialises init() and record_history(); guards generations_.
   std::mutex init_mutex_;
