@@ -60,6 +60,7 @@ class OutOfMemoryError : public CacheallocError {
   struct Details {
     int device = 0;
     size_t requested_bytes = 0;   // what the caller asked for
+    size_t rounded_bytes = 0;     // the request after rounding
     size_t allocation_bytes = 0;  // the segment size that was refused
     size_t device_total = 0;      // device capacity
     size_t device_free = 0;       // free on the device at the time

@@ -44,6 +44,7 @@ template <typename Emit>
   OutOfMemoryError::Details d;
   d.device = f.device;
   d.requested_bytes = f.requested;
+  d.rounded_bytes = f.rounded;
   d.allocation_bytes = f.allocation;
   d.device_total = info.total_bytes;
   d.device_free = info.free_bytes;

@@ -19,6 +19,14 @@ const char* action_name(TraceAction a) {
   return "unknown";
 }
 
+std::optional<TraceAction> parse_action(std::string_view name) {
+  for (auto a : {TraceAction::kSegmentAlloc, TraceAction::kSegmentFree, TraceAction::kAlloc,
+                 TraceAction::kFreeRequested, TraceAction::kFreeCompleted, TraceAction::kOom,
+                 TraceAction::kSnapshot, TraceAction::kUserDefined})
+    if (name == action_name(a)) return a;
+  return std::nullopt;
+}
+
 int64_t HistoryRecorder::system_clock_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -101,7 +109,7 @@ void HistoryRecorder::store(const Record& r, const ContextPtr* context) {
 }
 
 void HistoryRecorder::record(TraceEntry entry) {
-  if (!enabled_) return;
+  if (!enabled_ || is_skipped(entry.action)) return;
   Record r;
   r.time = now();
   r.address = entry.address;
@@ -120,7 +128,7 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
   // goes to record_event (a tail call).
   // (full_ implies enabled: disable() clears it.)
   const bool alloc = e.kind == EngineEventKind::kAlloc;
-  if (!full_ || clock_ || !(alloc || e.kind == EngineEventKind::kFree) || kept_context(e))
+  if (!full_ || !plain_ || !(alloc || e.kind == EngineEventKind::kFree) || kept_context(e))
       [[unlikely]]
     return record_event(e);
   const size_t i = next_;
@@ -153,14 +161,20 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
     r.action = TraceAction::kAlloc;
   } else if (e.kind == EngineEventKind::kFree) {
     // As on_event, but a set Clock (the replay's) hands out one recorded
-    // time per entry, so it gets two records.
-    r.action = TraceAction::kFreeRequested;
-    if (clock_) {
-      r.time = clock_();
-      store(r, context);
-      r.action = TraceAction::kFreeCompleted;
-    } else {
+    // time per entry, so it gets two records; a skipped action gets none.
+    const bool requested = !is_skipped(TraceAction::kFreeRequested);
+    const bool completed = !is_skipped(TraceAction::kFreeCompleted);
+    if (requested && completed && !clock_) {
+      r.action = TraceAction::kFreeRequested;
       r.entries = 2;
+    } else {
+      if (requested) {
+        r.action = TraceAction::kFreeRequested;
+        r.time = now();
+        store(r, context);
+      }
+      if (!completed) return;
+      r.action = TraceAction::kFreeCompleted;
     }
   } else {
     switch (e.kind) {
@@ -176,6 +190,7 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
         return;  // retries and syncs are counted in stats, not traced (as native)
     }
   }
+  if (is_skipped(r.action)) return;
   r.time = now();
   store(r, context);
 }

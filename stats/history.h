@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <vector>
 
 #include "allocator/call_context.h"
@@ -32,6 +34,14 @@ enum class TraceAction : uint8_t {
 };
 // Native's spelling: "segment_alloc", "alloc", "free_requested", ...
 const char* action_name(TraceAction a);
+// The action spelled `name` (native's spelling, as action_name), or
+// nullopt for anything else.
+std::optional<TraceAction> parse_action(std::string_view name);
+// A set of actions, bit (1 << action) each.
+using ActionMask = uint16_t;
+constexpr ActionMask action_bit(TraceAction a) {
+  return static_cast<ActionMask>(1u << static_cast<unsigned>(a));
+}
 
 struct TraceEntry {
   TraceAction action = TraceAction::kAlloc;
@@ -56,7 +66,9 @@ class HistoryRecorder : public EngineObserver {
   using Clock = std::function<int64_t()>;
   static int64_t system_clock_us();
 
-  explicit HistoryRecorder(Clock clock = nullptr) : clock_(std::move(clock)) {}
+  explicit HistoryRecorder(Clock clock = nullptr) : clock_(std::move(clock)) {
+    update_plain();
+  }
 
   // Starts (or keeps) recording with room for `max_entries` (>= 1; 0 counts
   // as 1); when `keep_context` is false entries carry no frames (native's
@@ -69,7 +81,19 @@ class HistoryRecorder : public EngineObserver {
   // Set it (or clear it) before recording: entries already in the ring keep
   // the time base they were stamped with, and entries() reads the whole ring
   // in the current one (replays set it once, before enabling).
-  void set_clock(Clock clock) { clock_ = std::move(clock); }
+  void set_clock(Clock clock) {
+    clock_ = std::move(clock);
+    update_plain();
+  }
+  // Entries of these actions are not recorded from now on (native's
+  // skip_actions; entries already recorded stay). 0, the default, records
+  // every action. A cache-hit free whose free_requested (or
+  // free_completed) is skipped records only the other one.
+  void set_skipped(ActionMask skipped) {
+    skipped_ = skipped;
+    update_plain();
+  }
+  ActionMask skipped() const { return skipped_; }
 
   void on_event(const EngineEvent& e) override;
   // Adds an entry that did not come from the engine (snapshot, annotation),
@@ -146,12 +170,18 @@ class HistoryRecorder : public EngineObserver {
   // Every entry of the ring, oldest first, times as stored (the first few
   // may lie beyond the newest max_entries_; callers trim).
   std::vector<TraceEntry> expand() const;
+  bool is_skipped(TraceAction a) const { return (skipped_ & action_bit(a)) != 0; }
+  void update_plain() { plain_ = !clock_ && skipped_ == 0; }
   // What goes into time_us while recording: clock_() or raw ticks.
   int64_t now() const {
     return clock_ ? clock_() : static_cast<int64_t>(TraceClock::ticks());
   }
 
   Clock clock_;
+  ActionMask skipped_ = 0;
+  // No clock set and nothing skipped: on_event's fast path may run. One
+  // flag, so that the fast path tests one byte for both.
+  bool plain_ = true;
   TraceClock ticks_clock_;  // converts ring entries when clock_ is unset
   bool enabled_ = false;
   bool keep_context_ = true;

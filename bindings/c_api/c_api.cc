@@ -6,11 +6,13 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "allocator/errors.h"
 #include "allocator/hot_inline.h"
 #include "bindings/runtime/runtime.h"
+#include "stats/history.h"
 #include "stats/pickle_writer.h"
 
 using cachealloc::Runtime;
@@ -18,6 +20,9 @@ using cachealloc::Runtime;
 namespace {
 
 thread_local std::string last_error;
+// The calling thread's last OutOfMemoryError (cachealloc_last_oom).
+thread_local bool had_oom = false;
+thread_local cachealloc::OutOfMemoryError::Details last_oom;
 
 // Runs fn, turning exceptions into -1 + last_error.
 template <typename Fn>
@@ -78,6 +83,8 @@ void* cachealloc_malloc(ssize_t size, int device, void* stream) {
     return reinterpret_cast<void*>(
         r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
   } catch (const cachealloc::OutOfMemoryError& e) {
+    last_oom = e.details();
+    had_oom = true;
     if (auto handler = r.oom_handler()) handler(e.what());
     throw;
   }
@@ -105,6 +112,8 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
     return 0;
   } catch (const cachealloc::OutOfMemoryError& e) {
     last_error = e.what();
+    last_oom = e.details();
+    had_oom = true;
     return 1;
   } catch (const std::exception& e) {
     last_error = e.what();
@@ -325,6 +334,26 @@ int cachealloc_record_history(int enabled, int context, int python_stacks, size_
   });
 }
 
+int cachealloc_set_history_skip_actions(const char* actions) {
+  return guarded([&] {
+    cachealloc::ActionMask skipped = 0;
+    std::string_view rest = actions ? actions : "";
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      const std::string_view name = rest.substr(0, comma);
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      const auto action = cachealloc::parse_action(name);
+      if (!action || *action == cachealloc::TraceAction::kUserDefined)
+        throw std::invalid_argument(
+            "skip_actions: unknown action '" + std::string(name) +
+            "' (expected alloc, free_requested, free_completed, segment_alloc, segment_free, "
+            "oom or snapshot)");
+      skipped |= cachealloc::action_bit(*action);
+    }
+    initialized_runtime().set_history_skipped(skipped);
+  });
+}
+
 int cachealloc_snapshot_pickle(char** out, size_t* length) {
   return guarded([&] {
     if (!out || !length) throw std::invalid_argument("cachealloc_snapshot_pickle: NULL output");
@@ -338,6 +367,23 @@ int cachealloc_snapshot_pickle(char** out, size_t* length) {
 }
 
 void cachealloc_release_buffer(char* buffer) { std::free(buffer); }
+
+int cachealloc_last_oom(cachealloc_oom_info* out) {
+  if (!out) {
+    last_error = "cachealloc_last_oom: out is NULL";
+    return -1;
+  }
+  if (!had_oom) {
+    last_error = "cachealloc_last_oom: no out-of-memory error on this thread";
+    return -1;
+  }
+  const auto& d = last_oom;
+  *out = cachealloc_oom_info{d.device,         d.limit_set ? 1 : 0, d.requested_bytes,
+                             d.rounded_bytes,  d.allocation_bytes,  d.device_total,
+                             d.device_free,    d.allowed_bytes,     d.allocated_bytes,
+                             d.reserved_bytes};
+  return 0;
+}
 
 void cachealloc_set_oom_handler(void (*handler)(const char* message)) {
   Runtime::instance().set_oom_handler(handler);

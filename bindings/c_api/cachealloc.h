@@ -85,6 +85,13 @@ CACHEALLOC_API void* cachealloc_base_allocation(void* ptr, size_t* size);
  * RecordContext). python_stacks: capture Python frames. max_entries >= 1. */
 CACHEALLOC_API int cachealloc_record_history(int enabled, int context, int python_stacks,
                               size_t max_entries);
+/* Leaves these actions out of every device's history from now on
+ * (PyTorch's skip_actions): a comma-separated list of native action names
+ * ("alloc", "free_requested", "free_completed", "segment_alloc",
+ * "segment_free", "oom", "snapshot"); NULL or "" records every action.
+ * Entries already recorded stay. -1 (nothing changes) for an unknown
+ * name, which the error names. */
+CACHEALLOC_API int cachealloc_set_history_skip_actions(const char* actions);
 /* Snapshot pickle (protocol 4) of every device; *out must be released with
  * cachealloc_release_buffer. */
 CACHEALLOC_API int cachealloc_snapshot_pickle(char** out, size_t* length);
@@ -201,6 +208,25 @@ CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* 
 CACHEALLOC_API int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
                                           uint64_t* roundup_divisions16,
                                           const char** conf_text);
+
+/* What the calling thread's last out-of-memory failure (cachealloc_malloc
+ * or status 1 from cachealloc_try_malloc*) reported, in bytes:
+ * what framework glue passes on to its OOM observers and profiler.
+ * Returns 0, or -1 (out untouched) when this thread has had none or out
+ * is NULL. */
+typedef struct cachealloc_oom_info {
+  int device;
+  int limit_set;        /* a memory fraction was in force */
+  size_t requested;     /* what the caller asked for */
+  size_t rounded;       /* the request after rounding */
+  size_t allocation;    /* the segment size the device refused */
+  size_t device_total;  /* capacity */
+  size_t device_free;   /* free on the device at the time */
+  size_t allowed;       /* the limit, when limit_set */
+  size_t allocated;     /* handed out to callers at the time */
+  size_t reserved;      /* held from the device at the time */
+} cachealloc_oom_info;
+CACHEALLOC_API int cachealloc_last_oom(cachealloc_oom_info* out);
 
 /* Installs a function that raises the framework's OOM exception; it must
  * throw (used by the PyTorch glue to raise torch.OutOfMemoryError). */

@@ -275,6 +275,14 @@ void Runtime::record_history(bool enabled, ContextLevel level, bool python_stack
   set_recording(g, enabled, level >= ContextLevel::kAlloc, max_entries);
 }
 
+void Runtime::set_history_skipped(ActionMask skipped) {
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  Generation& g = current();
+  for (int d = 0; d < g.allocator.device_count(); ++d)
+    g.allocator.with_device(
+        d, [&](DeviceCachingAllocator&) { g.history[static_cast<size_t>(d)]->set_skipped(skipped); });
+}
+
 void Runtime::set_recording(Generation& g, bool enabled, bool keep_context,
                             size_t max_entries) {
   for (int d = 0; d < g.allocator.device_count(); ++d) {

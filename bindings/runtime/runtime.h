@@ -161,6 +161,9 @@ class Runtime {
   // also while the ring is off (PyTorch's enabled="state").
   void record_history(bool enabled, ContextLevel level, bool python_stacks,
                       size_t max_entries);
+  // Entries of these actions are left out of every device's history from
+  // now on (native's skip_actions); 0 records all. Until the next init.
+  void set_history_skipped(ActionMask skipped);
   // Snapshot dict of every device (native schema).
   PyValue snapshot();
 

@@ -266,3 +266,78 @@ TEST(History, DroppedEntriesReleaseTheirFrames) {
 
 }  // namespace
 }  // namespace cachealloc::testing
+
+namespace cachealloc::testing {
+namespace {
+
+std::vector<TraceAction> actions_of(const HistoryRecorder& h) {
+  std::vector<TraceAction> out;
+  for (const TraceEntry& e : h.entries()) out.push_back(e.action);
+  return out;
+}
+
+TEST(History, ActionNamesParseBackAndNothingElseDoes) {
+  for (auto a : {TraceAction::kSegmentAlloc, TraceAction::kSegmentFree, TraceAction::kAlloc,
+                 TraceAction::kFreeRequested, TraceAction::kFreeCompleted, TraceAction::kOom,
+                 TraceAction::kSnapshot})
+    EXPECT_EQ(parse_action(action_name(a)), a);
+  EXPECT_FALSE(parse_action("allocs"));
+  EXPECT_FALSE(parse_action(""));
+  EXPECT_FALSE(parse_action("Alloc"));
+}
+
+// native's skip_actions: a skipped action is left out wherever it occurs,
+// including either half of a cache-hit free, in the fast path's steady
+// state (a full ring) as well as while the ring fills.
+TEST(History, SkippedActionsAreLeftOut) {
+  using A = TraceAction;
+  for (const size_t ring : {size_t{100}, size_t{3}}) {
+    Recorded h;
+    h.history.enable(ring, true);
+    h.history.set_skipped(action_bit(A::kFreeRequested) | action_bit(A::kSegmentAlloc));
+    for (int i = 0; i < 4; ++i) h.engine.free(h.engine.malloc(512, kStreamA));
+    std::vector<A> want;
+    for (int i = 0; i < 4; ++i) want.insert(want.end(), {A::kAlloc, A::kFreeCompleted});
+    if (want.size() > ring) want.erase(want.begin(), want.end() - static_cast<ptrdiff_t>(ring));
+    EXPECT_EQ(actions_of(h.history), want) << "ring " << ring;
+
+    h.history.set_skipped(action_bit(A::kFreeCompleted) | action_bit(A::kAlloc));
+    h.engine.free(h.engine.malloc(512, kStreamA));
+    EXPECT_EQ(actions_of(h.history).back(), A::kFreeRequested);
+    h.history.set_skipped(action_bit(A::kFreeCompleted) | action_bit(A::kFreeRequested) |
+                          action_bit(A::kSnapshot));
+    const size_t before = h.history.entries().size();
+    h.engine.free(h.engine.malloc(512, kStreamA));
+    h.history.record_snapshot(0, 0);
+    const std::vector<A> after = actions_of(h.history);
+    if (ring == 100) {
+      EXPECT_EQ(after.size(), before + 1);  // the alloc only
+    }
+    EXPECT_EQ(after.back(), A::kAlloc);
+    // Back to recording everything: the fast path's two-entry free again.
+    h.history.set_skipped(0);
+    h.engine.free(h.engine.malloc(512, kStreamA));
+    const std::vector<A> all = actions_of(h.history);
+    ASSERT_GE(all.size(), 3u);
+    EXPECT_EQ(std::vector<A>(all.end() - 3, all.end()),
+              (std::vector<A>{A::kAlloc, A::kFreeRequested, A::kFreeCompleted}));
+  }
+}
+
+TEST(History, SkipWorksWithASetClock) {
+  Recorded h;
+  int64_t now = 100;
+  h.history.set_clock([&now] { return now++; });
+  h.history.enable(10, true);
+  h.history.set_skipped(action_bit(TraceAction::kFreeCompleted));
+  h.engine.free(h.engine.malloc(512, kStreamA));
+  const std::vector<TraceEntry> t = h.history.entries();
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[2].action, TraceAction::kFreeRequested);
+  // The clock is read only for recorded entries.
+  EXPECT_EQ(t[2].time_us, 102);
+  EXPECT_EQ(now, 103);
+}
+
+}  // namespace
+}  // namespace cachealloc::testing

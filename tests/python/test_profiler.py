@@ -618,3 +618,27 @@ def test_record_history_state_keeps_a_one_entry_ring_as_native(ca):
 def test_record_history_rejects_max_entries_that_are_not_positive_ints(ca, bad):
     with pytest.raises(ValueError, match="max_entries"):
         ca.record_memory_history("all", max_entries=bad)
+
+
+def test_record_history_skip_actions_as_native(ca):
+    # torch's _record_memory_history(skip_actions=[...]): those actions are
+    # left out; every call replaces the set.
+    ca.record_memory_history("all", max_entries=1000, skip_actions=["free_requested", "segment_alloc"])
+    ca._free(ca._malloc(MiB))
+    assert [e["action"] for e in ca.snapshot()["device_traces"][0]] == ["alloc", "free_completed"]
+    ca.record_memory_history(None)
+    ca.record_memory_history("all", max_entries=1000)
+    ca._free(ca._malloc(MiB))
+    assert [e["action"] for e in ca.snapshot()["device_traces"][0]] == [
+        "alloc", "free_requested", "free_completed"]
+
+
+@pytest.mark.parametrize("bad", [["allocs"], ["alloc,free_completed"], [""], [3], ["user_defined"]])
+def test_record_history_rejects_unknown_skip_actions_and_changes_nothing(ca, bad):
+    ca.record_memory_history("all", max_entries=1000, skip_actions=["alloc"])
+    with pytest.raises((ValueError, ca.CacheallocError), match="unknown action"):
+        ca.record_memory_history("all", max_entries=1000, skip_actions=bad)
+    ca._free(ca._malloc(MiB))
+    # The earlier set is still in force.
+    assert "alloc" not in [e["action"] for e in ca.snapshot()["device_traces"][0]]
+    ca.record_memory_history(None)

@@ -74,3 +74,39 @@ def test_reinit_turns_history_and_context_capture_off_together():
     rc, out = run(code)
     assert rc == 0, out
     assert "TRACES 0 FRAMES [0]" in out, out
+
+
+def test_last_oom_reports_the_failed_requests_numbers():
+    # What the PyTorch glue passes on to OOM observers and the profiler:
+    # the request, its rounding, the segment size the device refused, and
+    # the limit in force. Per thread; -1 before any OOM.
+    code = """
+    import ctypes, threading, cachealloc
+    lib = cachealloc._native.lib()
+    cachealloc.init("", "simulated:1073741824")  # a 1 GiB device
+    class Info(ctypes.Structure):
+        _fields_ = [("device", ctypes.c_int), ("limit_set", ctypes.c_int)] + [
+            (n, ctypes.c_size_t) for n in ("requested", "rounded", "allocation", "device_total",
+                                          "device_free", "allowed", "allocated", "reserved")]
+    info = Info()
+    assert lib.cachealloc_last_oom(ctypes.byref(info)) == -1
+    assert b"no out-of-memory" in lib.cachealloc_last_error()
+    keep = cachealloc._malloc(300 << 20)
+    cachealloc.set_per_process_memory_fraction(0.5, 0)
+    out = ctypes.c_void_p()
+    assert lib.cachealloc_try_malloc((400 << 20) + 1, 0, None, ctypes.byref(out)) == 1
+    assert lib.cachealloc_last_oom(ctypes.byref(info)) == 0
+    print("OOM", info.device, info.limit_set, info.requested, info.rounded, info.allocation,
+          info.device_total, info.allowed, info.allocated, info.reserved)
+    other = []
+    t = threading.Thread(target=lambda: other.append(lib.cachealloc_last_oom(ctypes.byref(Info()))))
+    t.start(); t.join()
+    print("OTHER THREAD", other[0])
+    """
+    rc, out = run(code)
+    assert rc == 0, out
+    GiB, MiB = 1 << 30, 1 << 20
+    # 400 MiB + 1 rounds to 400 MiB + 512; above 10 MiB the segment is that
+    # rounded up to 2 MiB: 402 MiB.
+    assert f"OOM 0 1 {400 * MiB + 1} {400 * MiB + 512} {402 * MiB} {GiB} {GiB // 2} {300 * MiB} {300 * MiB}" in out, out
+    assert "OTHER THREAD -1" in out, out

@@ -76,10 +76,10 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
             "cachealloc.install() must run before CUDA is initialized: PyTorch's native "
             f"allocator already holds {torch.cuda.memory_reserved()} bytes in this process. "
             "Call it at the top of your program, before creating CUDA tensors.")
-    init(conf, backend)
     glue = _native.torch_glue_path() if torch_glue else None
-    if glue:
-        g = ctypes.CDLL(glue, mode=ctypes.RTLD_GLOBAL)
+    g = _load_torch_glue(glue, torch.__version__) if glue else None
+    init(conf, backend)
+    if g:
         g.cachealloc_torch_install.restype = ctypes.c_int
         g.cachealloc_torch_last_error.restype = ctypes.c_char_p
         if g.cachealloc_torch_install() != 0:
@@ -92,6 +92,35 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
     torch.cuda.memory.change_current_allocator(_pluggable)
     _mode = "plain"
+
+
+def _release(version: str) -> tuple:
+    """(major, minor, patch) of a torch version: "2.11.0+cu130" -> (2, 11, 0)."""
+    parts = version.split("+")[0].split(".")[:3]
+    digits = ["".join(ch for ch in p if ch.isdigit()) or "0" for p in parts]
+    return tuple(int(d) for d in digits)
+
+
+def _load_torch_glue(path: str, running: str):
+    """Loads libcachealloc_torch.so after checking that it was compiled
+    against the running torch release: it overrides virtual functions of
+    PyTorch's allocator classes, whose layout may change between releases,
+    so a mismatch could crash instead of failing. Raises RuntimeError naming
+    both versions (or the loader's error)."""
+    try:
+        g = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    except OSError as e:
+        raise RuntimeError(f"cachealloc: cannot load the PyTorch glue {path}: {e}. Rebuild it "
+                           "against the installed torch, or pass torch_glue=False") from e
+    built = g.cachealloc_torch_built_for
+    built.restype = ctypes.c_char_p
+    built_for = built().decode()
+    if _release(built_for) != _release(running):
+        raise RuntimeError(
+            f"cachealloc: the PyTorch glue {path} was built against torch {built_for}, but torch "
+            f"{running} is running. Rebuild it against the installed torch (cmake -S . -B build "
+            "finds it), or pass torch_glue=False to install the plain C entry points")
+    return g
 
 
 def mode() -> str:
@@ -194,7 +223,8 @@ _CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
 
 
 def record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all",
-                          stacks: str = "all", max_entries: int = sys.maxsize) -> None:
+                          stacks: str = "all", max_entries: int = sys.maxsize,
+                          skip_actions: Optional[list] = None) -> None:
     """PyTorch's torch.cuda.memory._record_memory_history, same meaning.
 
     enabled: None (off, clears history), "state" (frames on live blocks; as
@@ -203,6 +233,10 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
     context: None, "state", "alloc" or "all": where frames are kept.
     stacks: "python" or "all" (both capture Python frames; C++ frames are
     not captured by cachealloc). max_entries: an int >= 1 (not a bool).
+    skip_actions: action names left out of the history from now on
+    ("alloc", "free_requested", "free_completed", "segment_alloc",
+    "segment_free", "oom", "snapshot"); each call replaces the set, as in
+    native. An unknown name raises (native ignores it).
     """
     if enabled not in (None, "state", "all"):
         raise ValueError(f"enabled must be None, 'state' or 'all', got {enabled!r}")
@@ -212,13 +246,19 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
     if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
         raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
+    skip = list(skip_actions or [])
+    for a in skip:
+        if not isinstance(a, str) or not a or "," in a:
+            raise ValueError(f"skip_actions: unknown action {a!r}")
     if _mode == "torch-extension":
         # PyTorch's recorder gathers the frames (Python and, with
         # stacks="all", C++), exactly as for its native allocator.
         import torch
 
-        torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries)
+        extra = {"skip_actions": skip} if skip else {}  # not every torch release takes it
+        torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries, **extra)
         return
+    check(lib().cachealloc_set_history_skip_actions(",".join(skip).encode()))
     level = 0 if enabled is None else _CONTEXT_LEVELS[context]
     # As native (torch/csrc/cuda/memory_snapshot.cpp): "state" records
     # history too, in a ring of one entry; only "all" keeps max_entries.
