@@ -205,23 +205,26 @@ void delete_fn(void* ptr) { g_allocator->release(ptr, -1); }
 
 void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
   const std::string message = cachealloc_last_error();
-  size_t free_bytes = 0, total = 0;
-  if (cudaMemGetInfo(&free_bytes, &total) != cudaSuccess) (void)cudaGetLastError();
-  int64_t allocated = 0, reserved = 0;
-  cachealloc_usage(device, &allocated, &reserved);
-  c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(size), static_cast<size_t>(allocated),
-                                   static_cast<size_t>(reserved),
+  // As native (DeviceCachingAllocator::malloc): the profiler gets the
+  // rounded request and the totals at the failure; observers get the
+  // segment size the device refused, the allowed bytes (the capacity when
+  // no fraction is set) and the device's free bytes, without our locks.
+  cachealloc_oom_info oom{};
+  if (cachealloc_last_oom(&oom) != 0) {  // cannot happen after status 1; keep what we know
+    oom.device = device;
+    oom.rounded = oom.allocation = oom.requested = size;
+  }
+  c10::reportOutOfMemoryToProfiler(static_cast<int64_t>(oom.rounded), oom.allocated, oom.reserved,
                                    c10::Device(c10::DeviceType::CUDA,
-                                               static_cast<c10::DeviceIndex>(device)));
+                                               static_cast<c10::DeviceIndex>(oom.device)));
   std::vector<CCA::OutOfMemoryObserver> observers;
   {
     std::lock_guard<std::mutex> lock(observers_mutex_);
     observers = oom_observers_;
   }
-  double fraction = 1.0;
-  cachealloc_memory_fraction(device, &fraction);
   for (const auto& obs : observers)
-    obs(device, size, static_cast<size_t>(fraction * static_cast<double>(total)), free_bytes);
+    obs(oom.device, oom.allocation, oom.limit_set ? oom.allowed : oom.device_total,
+        oom.device_free);
   TORCH_CHECK_WITH(OutOfMemoryError, false, message);
 }
 
@@ -335,7 +338,16 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t, bool inc
 void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn recorder,
                                              size_t max_entries, CCA::RecordContext when,
                                              bool clear_history,
-                                             const std::vector<std::string>& /*skip_actions*/) {
+                                             const std::vector<std::string>& skip_actions) {
+  // As native, every call replaces the skipped set. First, so that an
+  // unknown action name (native ignores it; we name it) changes nothing.
+  std::string skipped;
+  for (const auto& a : skip_actions) {
+    TORCH_CHECK(!a.empty() && a.find(',') == std::string::npos,
+                "skip_actions: unknown action '", a, "'");
+    skipped += (skipped.empty() ? "" : ",") + a;
+  }
+  check(cachealloc_set_history_skip_actions(skipped.c_str()));
   // Contexts come from PyTorch's own recorder (stored per block and entry),
   // so PyTorch symbolizes our snapshots' frames exactly as its own.
   recorder_.store(enabled ? recorder : nullptr);
@@ -374,6 +386,14 @@ __attribute__((visibility("default"))) int cachealloc_torch_install() {
     install_error = e.what();
     return -1;
   }
+}
+
+// The torch release ("2.11.0") this library was compiled against. The
+// glue overrides virtual functions of PyTorch's allocator classes, whose
+// layout can change between releases: Python checks this against
+// torch.__version__ before cachealloc_torch_install.
+__attribute__((visibility("default"))) const char* cachealloc_torch_built_for() {
+  return CACHEALLOC_TORCH_VERSION;
 }
 
 __attribute__((visibility("default"))) const char* cachealloc_torch_last_error() {
