@@ -69,6 +69,21 @@ def test_request_beyond_one_exbibyte_is_an_oom_as_native(both):
     assert ours["huge_request_error"] == native["huge_request_error"]
 
 
+def test_oom_observers_get_natives_numbers(both):
+    native, ours, _ = both
+    print("OOM observer (device, refused bytes, allowed bytes): native", native["oom_observer"],
+          "cachealloc", ours["oom_observer"])
+    assert isinstance(native["oom_observer"], list) and len(native["oom_observer"]) == 1
+    assert ours["oom_observer"] == native["oom_observer"]
+
+
+def test_skip_actions_as_native(both):
+    native, ours, _ = both
+    print("skip_actions trace: native", native["skip_actions_trace"],
+          "cachealloc", ours["skip_actions_trace"])
+    assert ours["skip_actions_trace"] == native["skip_actions_trace"]
+
+
 def test_profiler_sees_cachealloc_allocations(both):
     native, ours, _ = both
     print("profiler ops with device memory: native", native["profiler_ops_with_device_memory"],

@@ -121,6 +121,32 @@ try:
 except Exception as e:  # noqa: BLE001 - the type is what is compared
     result["huge_request_error"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
 
+# 5c. OOM observers are told what native tells them: the device, the bytes
+#     the device refused (the rounded segment size, not the request) and
+#     the allowed bytes (free bytes vary between runs: not compared).
+seen = []
+torch._C._cuda_attach_out_of_memory_observer(lambda *args: seen.append(args))
+torch.cuda.set_per_process_memory_fraction(0.05)
+try:
+    torch.empty((5 << 30) + 12345, dtype=torch.uint8, device="cuda")
+    result["oom_observer"] = "no OOM"
+except torch.OutOfMemoryError:
+    result["oom_observer"] = [[int(v) for v in args[:3]] for args in seen]
+torch.cuda.set_per_process_memory_fraction(1.0)
+
+# 5d. skip_actions leaves those actions out of the history.
+try:
+    torch.cuda.memory._record_memory_history(max_entries=1000, clear_history=True,
+                                             skip_actions=["free_requested", "snapshot"])
+    t = torch.empty(1000, device="cuda")
+    del t
+    torch.cuda.memory._snapshot()
+    result["skip_actions_trace"] = [e["action"] for e in
+                                    torch.cuda.memory._snapshot()["device_traces"][0]]
+except TypeError as e:  # a torch without the keyword
+    result["skip_actions_trace"] = f"TypeError: {e}"
+torch.cuda.memory._record_memory_history(max_entries=100000)
+
 # 6. cudnn.benchmark training: cuDNN sizes its workspace from the allocator's
 #    cacheInfo (largest cached block); it must train.
 torch.backends.cudnn.benchmark = True

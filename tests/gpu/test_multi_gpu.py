@@ -1,0 +1,89 @@
+"""Two GPUs: PyTorch's memory API with cachealloc installed, compared with
+the native allocator in the same script (multi_gpu_script.py). Skips, with
+its reason, on machines with fewer than two CUDA devices."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _device_count():
+    try:
+        import torch
+
+        return torch.cuda.device_count()
+    except ImportError:
+        return 0
+
+
+pytestmark = pytest.mark.skipif(_device_count() < 2,
+                                reason="GPU test skipped: needs 2 CUDA devices "
+                                       f"(found {_device_count()})")
+
+
+def run_script(mode):
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
+    proc = subprocess.run([sys.executable, str(HERE / "multi_gpu_script.py"), mode],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def both():
+    import cachealloc._native as n
+
+    if n.torch_glue_path() is None:
+        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
+    return run_script("native"), run_script("cachealloc")
+
+
+def _differing(native, ours):
+    return {k: (ours.get(k), v) for k, v in native.items() if ours.get(k) != v}
+
+
+def test_using_only_cuda1_leaves_cuda0_as_native_does(both):
+    native, ours = both
+    print("context on cuda:0 after cuda:1-only work: native",
+          native["context_on_0_after_cuda1_work"], "cachealloc", ours["context_on_0_after_cuda1_work"])
+    assert ours["context_on_0_after_cuda1_work"] == native["context_on_0_after_cuda1_work"]
+    assert ours["context_on_1_after_cuda1_work"] and native["context_on_1_after_cuda1_work"]
+    diff = _differing(native["stats1_after_cuda1_work"], ours["stats1_after_cuda1_work"])
+    print("cuda:1 memory_stats keys differing:", diff)
+    assert not diff
+    assert ours["allocated0_after_cuda1_work"] == 0
+
+
+def test_per_device_stats_peaks_and_history_equal_native(both):
+    native, ours = both
+    for key in ("stats0", "stats1"):
+        diff = _differing(native[key], ours[key])
+        print(key, "keys differing:", diff)
+        assert not diff, key
+    for key in ("peaks_after_reset_of_1", "summary1_lines", "segments_per_device",
+                "trace_actions_per_device", "trace_lengths"):
+        print(key, "native", native[key], "cachealloc", ours[key])
+        assert ours[key] == native[key], key
+
+
+def test_record_stream_onto_another_devices_stream(both):
+    native, ours = both
+    print("cross-device record_stream reuse (busy, after sync): native",
+          native["cross_device_reused_while_busy"], native["cross_device_reused_after_sync"],
+          "cachealloc", ours["cross_device_reused_while_busy"], ours["cross_device_reused_after_sync"])
+    assert ours["cross_device_reused_while_busy"] is False
+    assert ours["cross_device_reused_after_sync"] == native["cross_device_reused_after_sync"]
+
+
+def test_oom_on_the_second_device_names_it(both):
+    native, ours = both
+    print("OOM on cuda:1: native", native["oom_on_1"], native["oom_observer_on_1"],
+          "| cachealloc", ours["oom_on_1"], ours["oom_observer_on_1"])
+    assert "GPU 1" in native["oom_on_1"]
+    assert ours["oom_on_1"] == native["oom_on_1"]
+    assert ours["oom_observer_on_1"] == native["oom_observer_on_1"]
