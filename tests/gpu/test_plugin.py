@@ -205,3 +205,25 @@ cachealloc.dump_snapshot({str(path)!r})
     assert len(_memory_viz.memory(snap, format_flamegraph=folded)) > 1000
     for view in (_memory_viz.trace_plot, _memory_viz.segment_plot):
         assert len(view(snap)) > 1000
+
+
+def test_glue_keeps_the_cxx_runtime_to_itself():
+    """Built by a toolchain that links libstdc++ statically, the glue must not
+    export it: exported, its copy interposed on cuDNN's calls into the
+    shared libstdc++ and crashed in conv forward (found on the GPU host)."""
+    import shutil
+
+    import cachealloc._native as n
+
+    glue = n.torch_glue_path()
+    if glue is None:
+        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
+    if shutil.which("nm") is None:
+        pytest.skip("GPU test skipped: nm (binutils) is not installed")
+    out = subprocess.run(["nm", "-D", "--defined-only", str(glue)], capture_output=True,
+                         text=True, check=True).stdout
+    runtime = [line.split()[-1] for line in out.splitlines()
+               if line.split()[-1].startswith(("__cxa_", "__gxx_personality", "_ZNSo9_M_insert",
+                                               "_ZNSt6locale", "_ZSt9terminate"))]
+    print("C++ runtime symbols exported by the glue:", len(runtime), runtime[:5])
+    assert not runtime

@@ -127,8 +127,9 @@ except Exception as e:  # noqa: BLE001 - the type is what is compared
 seen = []
 torch._C._cuda_attach_out_of_memory_observer(lambda *args: seen.append(args))
 torch.cuda.set_per_process_memory_fraction(0.05)
-try:
-    torch.empty((5 << 30) + 12345, dtype=torch.uint8, device="cuda")
+allowed = int(0.05 * torch.cuda.get_device_properties(0).total_memory)
+try:  # just over what the fraction allows, whatever the GPU's size
+    torch.empty(allowed + 12345, dtype=torch.uint8, device="cuda")
     result["oom_observer"] = "no OOM"
 except torch.OutOfMemoryError:
     result["oom_observer"] = [[int(v) for v in args[:3]] for args in seen]

@@ -107,8 +107,12 @@ def _load_torch_glue(path: str, running: str):
     PyTorch's allocator classes, whose layout may change between releases,
     so a mismatch could crash instead of failing. Raises RuntimeError naming
     both versions (or the loader's error)."""
+    # libcachealloc.so first (and its shared libstdc++ with it), then the
+    # glue with its symbols kept local: nothing in the glue may take part in
+    # resolving symbols of libraries loaded later.
+    lib()
     try:
-        g = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        g = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
     except OSError as e:
         raise RuntimeError(f"cachealloc: cannot load the PyTorch glue {path}: {e}. Rebuild it "
                            "against the installed torch, or pass torch_glue=False") from e
