@@ -58,10 +58,24 @@ struct CodeNames {
 };
 
 // Code object -> names. Guarded by the GIL (capture runs holding it);
-// the extra reference keeps each cached code object alive.
+// the extra reference keeps each cached code object alive, so that its
+// address cannot be reused by another code object while cached.
 absl::flat_hash_map<void*, CodeNames>& code_cache() {
   static auto* cache = new absl::flat_hash_map<void*, CodeNames>();
   return *cache;
+}
+
+// A program that keeps compiling code (exec, generated kernels' wrappers)
+// would otherwise keep every code object it ever allocated from alive:
+// past this many entries the cache is emptied (its references dropped) and
+// refilled. Real programs allocate from a few thousand places at most.
+constexpr size_t kMaxCachedCodeObjects = 16384;
+
+void trim_code_cache(const CPython& py) {
+  auto& cache = code_cache();
+  if (cache.size() < kMaxCachedCodeObjects) return;
+  for (auto& [code, names] : cache) py.decref(code);
+  cache.clear();
 }
 
 std::string attr_string(const CPython& py, void* obj, const char* attr) {
@@ -98,6 +112,7 @@ ContextPtr capture_python_frames(int max_depth) {
 ContextPtr walk_frames(const CPython& py, int max_depth) {
   void* frame = py.get_frame();
   if (!frame) return nullptr;
+  trim_code_cache(py);
   auto ctx = std::make_shared<CallContext>();
   void* owned = nullptr;  // frames from frame_back are new references
   for (int depth = 0; frame && depth < max_depth; ++depth) {

@@ -110,3 +110,30 @@ def test_last_oom_reports_the_failed_requests_numbers():
     # rounded up to 2 MiB: 402 MiB.
     assert f"OOM 0 1 {400 * MiB + 1} {400 * MiB + 512} {402 * MiB} {GiB} {GiB // 2} {300 * MiB} {300 * MiB}" in out, out
     assert "OTHER THREAD -1" in out, out
+
+
+def test_python_frame_capture_does_not_keep_every_code_object_alive():
+    # Captured stacks cache each code object's names, holding a reference;
+    # a program that keeps compiling new code must not keep all of it
+    # alive (the cache is bounded at 16384 code objects).
+    code = """
+    import sys, cachealloc
+    cachealloc.init("", "simulated")
+    cachealloc.record_memory_history("all", "all", "python", 10)
+    ns = {"ca": cachealloc}
+    def run(i):
+        c = compile("ca._free(ca._malloc(1000))", f"<generated {i}>", "exec")
+        exec(c, ns)
+        return c
+    first = run(0)
+    held = sys.getrefcount(first)
+    probe = compile("pass", "<probe>", "exec")
+    base = sys.getrefcount(probe)
+    print("CACHED", held - base)
+    for i in range(1, 20000):
+        run(i)
+    print("AFTER", sys.getrefcount(first) - base)
+    """
+    rc, out = run(code)
+    assert rc == 0, out
+    assert "CACHED 1" in out and "AFTER 0" in out, out
