@@ -42,6 +42,8 @@ using ActionMask = uint16_t;
 constexpr ActionMask action_bit(TraceAction a) {
   return static_cast<ActionMask>(1u << static_cast<unsigned>(a));
 }
+static_assert(static_cast<unsigned>(TraceAction::kUserDefined) < 8 * sizeof(ActionMask),
+              "every action needs a bit in ActionMask");
 
 struct TraceEntry {
   TraceAction action = TraceAction::kAlloc;

@@ -338,10 +338,13 @@ int cachealloc_set_history_skip_actions(const char* actions) {
   return guarded([&] {
     cachealloc::ActionMask skipped = 0;
     std::string_view rest = actions ? actions : "";
-    while (!rest.empty()) {
+    // Every comma separates two names, so "alloc," and ",alloc" both hold
+    // an empty (unknown) name.
+    for (bool more = !rest.empty(); more;) {
       const size_t comma = rest.find(',');
       const std::string_view name = rest.substr(0, comma);
-      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      more = comma != std::string_view::npos;
+      rest = more ? rest.substr(comma + 1) : std::string_view();
       const auto action = cachealloc::parse_action(name);
       if (!action || *action == cachealloc::TraceAction::kUserDefined)
         throw std::invalid_argument(

@@ -74,8 +74,13 @@ constexpr size_t kMaxCachedCodeObjects = 16384;
 void trim_code_cache(const CPython& py) {
   auto& cache = code_cache();
   if (cache.size() < kMaxCachedCodeObjects) return;
-  for (auto& [code, names] : cache) py.decref(code);
+  // Emptied before any reference is dropped: dropping the last one can run
+  // Python code (weakref callbacks), which can free a tensor and capture a
+  // stack, re-entering here; it must find an empty cache, not this one
+  // half released.
+  auto old = std::move(cache);
   cache.clear();
+  for (auto& [code, names] : old) py.decref(code);
 }
 
 std::string attr_string(const CPython& py, void* obj, const char* attr) {

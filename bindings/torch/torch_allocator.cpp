@@ -17,7 +17,9 @@
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
+#include <algorithm>
 #include <atomic>
+#include <iterator>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -339,26 +341,34 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
                                              size_t max_entries, CCA::RecordContext when,
                                              bool clear_history,
                                              const std::vector<std::string>& skip_actions) {
-  // As native, every call replaces the skipped set. First, so that an
-  // unknown action name (native ignores it; we name it) changes nothing.
+  // As native, every call replaces the skipped set, and a name that is not
+  // one of the CUDA allocator's actions is ignored (torch documents some
+  // for other devices): PyTorch's API must behave as it does natively.
+  static const char* const kActions[] = {"alloc",        "free_requested", "free_completed",
+                                         "segment_alloc", "segment_free",   "oom", "snapshot"};
   std::string skipped;
   for (const auto& a : skip_actions) {
-    TORCH_CHECK(!a.empty() && a.find(',') == std::string::npos,
-                "skip_actions: unknown action '", a, "'");
-    skipped += (skipped.empty() ? "" : ",") + a;
+    const bool known = std::any_of(std::begin(kActions), std::end(kActions),
+                                   [&](const char* k) { return a == k; });
+    if (known) skipped += (skipped.empty() ? "" : ",") + a;
+    else TORCH_WARN_ONCE("_record_memory_history: skip_actions entry '", a,
+                         "' is not an action of the CUDA allocator; ignored, as native does");
   }
-  check(cachealloc_set_history_skip_actions(skipped.c_str()));
-  // Contexts come from PyTorch's own recorder (stored per block and entry),
-  // so PyTorch symbolizes our snapshots' frames exactly as its own.
-  recorder_.store(enabled ? recorder : nullptr);
-  when_.store(enabled ? when : CCA::RecordContext::NEVER);
-  history_enabled_.store(enabled);
   if (clear_history) check(cachealloc_record_history(0, 0, 0, 1));
   // Disabled, nothing is captured any more (the runtime would otherwise keep
   // taking the capturing path for every call).
   check(cachealloc_record_history(enabled ? 1 : 0,
                                   static_cast<int>(enabled ? when : CCA::RecordContext::NEVER), 0,
                                   max_entries ? max_entries : 1));
+  // The rest only once the ring is set (it can fail: the ring could not
+  // grow), so a failed call leaves the old settings in force. Every name in
+  // `skipped` is known, so that call cannot fail.
+  // Contexts come from PyTorch's own recorder (stored per block and entry),
+  // so PyTorch symbolizes our snapshots' frames exactly as its own.
+  recorder_.store(enabled ? recorder : nullptr);
+  when_.store(enabled ? when : CCA::RecordContext::NEVER);
+  history_enabled_.store(enabled);
+  check(cachealloc_set_history_skip_actions(skipped.c_str()));
 }
 
 thread_local std::string install_error;

@@ -287,8 +287,10 @@ TEST(History, ActionNamesParseBackAndNothingElseDoes) {
 }
 
 // native's skip_actions: a skipped action is left out wherever it occurs,
-// including either half of a cache-hit free, in the fast path's steady
-// state (a full ring) as well as while the ring fills.
+// including either half of a cache-hit free, with a full ring (its steady
+// state) and while it fills. (A non-empty set always takes the slow path;
+// the last step checks that clearing it brings back the fast path's
+// two-entry free.)
 TEST(History, SkippedActionsAreLeftOut) {
   using A = TraceAction;
   for (const size_t ring : {size_t{100}, size_t{3}}) {

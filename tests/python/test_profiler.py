@@ -633,12 +633,22 @@ def test_record_history_skip_actions_as_native(ca):
         "alloc", "free_requested", "free_completed"]
 
 
-@pytest.mark.parametrize("bad", [["allocs"], ["alloc,free_completed"], [""], [3], ["user_defined"]])
+@pytest.mark.parametrize("bad", [["allocs"], ["alloc,free_completed"], [""], [3], ["user_defined"],
+                                 "alloc"])
 def test_record_history_rejects_unknown_skip_actions_and_changes_nothing(ca, bad):
     ca.record_memory_history("all", max_entries=1000, skip_actions=["alloc"])
-    with pytest.raises((ValueError, ca.CacheallocError), match="unknown action"):
+    with pytest.raises(ValueError, match="unknown action|list of action names"):
         ca.record_memory_history("all", max_entries=1000, skip_actions=bad)
     ca._free(ca._malloc(MiB))
     # The earlier set is still in force.
     assert "alloc" not in [e["action"] for e in ca.snapshot()["device_traces"][0]]
     ca.record_memory_history(None)
+
+
+@pytest.mark.parametrize("bad", [b"allocs", b"alloc,", b",alloc", b"alloc,,oom", b"user_defined"])
+def test_c_api_skip_actions_rejects_unknown_and_empty_names(ca, bad):
+    lib = ca._native.lib()
+    assert lib.cachealloc_set_history_skip_actions(b"alloc,oom") == 0
+    assert lib.cachealloc_set_history_skip_actions(bad) == -1
+    assert b"unknown action" in lib.cachealloc_last_error()
+    assert lib.cachealloc_set_history_skip_actions(None) == 0

@@ -16,6 +16,7 @@ import collections
 import ctypes
 import io
 import pickle
+import re
 import sys
 from typing import Any, Optional
 
@@ -95,10 +96,12 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
 
 
 def _release(version: str) -> tuple:
-    """(major, minor, patch) of a torch version: "2.11.0+cu130" -> (2, 11, 0)."""
-    parts = version.split("+")[0].split(".")[:3]
-    digits = ["".join(ch for ch in p if ch.isdigit()) or "0" for p in parts]
-    return tuple(int(d) for d in digits)
+    """(major, minor, patch) of a torch version, from each part's leading
+    digits: "2.11.0+cu130" -> (2, 11, 0), "2.6.0rc1" -> (2, 6, 0), "2.11" ->
+    (2, 11, 0). Nightlies of one release share it, though their layouts may
+    differ: the check below cannot tell them apart."""
+    parts = (version.split("+")[0].split(".") + ["0", "0", "0"])[:3]
+    return tuple(int(re.match(r"\d*", p).group() or 0) for p in parts)
 
 
 def _load_torch_glue(path: str, running: str):
@@ -109,16 +112,22 @@ def _load_torch_glue(path: str, running: str):
     both versions (or the loader's error)."""
     # libcachealloc.so first (and its shared libstdc++ with it), then the
     # glue with its symbols kept local: nothing in the glue may take part in
-    # resolving symbols of libraries loaded later.
+    # resolving symbols of libraries loaded later. (Loading runs the glue's
+    # static constructors before the check; they only build empty objects.)
     lib()
     try:
         g = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
     except OSError as e:
         raise RuntimeError(f"cachealloc: cannot load the PyTorch glue {path}: {e}. Rebuild it "
                            "against the installed torch, or pass torch_glue=False") from e
-    built = g.cachealloc_torch_built_for
+    try:
+        built = g.cachealloc_torch_built_for
+    except AttributeError:
+        raise RuntimeError(f"cachealloc: the PyTorch glue {path} predates cachealloc's torch version "
+                           "check (it does not say which torch it was built against); rebuild it, "
+                           "or pass torch_glue=False") from None
     built.restype = ctypes.c_char_p
-    built_for = built().decode()
+    built_for = (built() or b"").decode()
     if _release(built_for) != _release(running):
         raise RuntimeError(
             f"cachealloc: the PyTorch glue {path} was built against torch {built_for}, but torch "
@@ -226,6 +235,11 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 _CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
 
 
+# Native's trace action names (what skip_actions may name).
+_TRACE_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
+                  "oom", "snapshot")
+
+
 def record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all",
                           stacks: str = "all", max_entries: int = sys.maxsize,
                           skip_actions: Optional[list] = None) -> None:
@@ -250,10 +264,13 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
     if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 1:
         raise ValueError(f"max_entries must be a positive int, got {max_entries!r}")
+    if isinstance(skip_actions, (str, bytes)):
+        raise ValueError(f"skip_actions must be a list of action names, got {skip_actions!r}")
     skip = list(skip_actions or [])
     for a in skip:
-        if not isinstance(a, str) or not a or "," in a:
-            raise ValueError(f"skip_actions: unknown action {a!r}")
+        if a not in _TRACE_ACTIONS:
+            raise ValueError(f"skip_actions: unknown action {a!r} (expected one of "
+                             f"{', '.join(_TRACE_ACTIONS)})")
     if _mode == "torch-extension":
         # PyTorch's recorder gathers the frames (Python and, with
         # stacks="all", C++), exactly as for its native allocator.
@@ -262,12 +279,14 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
         extra = {"skip_actions": skip} if skip else {}  # not every torch release takes it
         torch.cuda.memory._record_memory_history(enabled, context, stacks, max_entries, **extra)
         return
-    check(lib().cachealloc_set_history_skip_actions(",".join(skip).encode()))
     level = 0 if enabled is None else _CONTEXT_LEVELS[context]
     # As native (torch/csrc/cuda/memory_snapshot.cpp): "state" records
     # history too, in a ring of one entry; only "all" keeps max_entries.
     entries = min(max_entries, 2**62) if enabled == "all" else 1
     check(lib().cachealloc_record_history(0 if enabled is None else 1, level, 1, entries))
+    # After the ring is set, so a failure there leaves the old set; the
+    # names are checked above, so this cannot fail.
+    check(lib().cachealloc_set_history_skip_actions(",".join(skip).encode()))
 
 
 class _PlainUnpickler(pickle.Unpickler):
