@@ -123,9 +123,9 @@ void HistoryRecorder::record(TraceEntry entry) {
 void HistoryRecorder::on_event(const EngineEvent& e) {
   // The steady state's cache-hit pair: a full ring, frameless events
   // (context=None, or native's "state" level) stamped with ticks, no
-  // skipped actions (plain_), and a slot whose old record holds no frames. Written straight into the slot
-  // with no calls, so this path needs no saved registers; everything else
-  // goes to record_event (a tail call).
+  // skipped actions (plain_), and a slot whose old record holds no frames.
+  // Written straight into the slot with no calls, so this path needs no
+  // saved registers; everything else goes to record_event (a tail call).
   // (full_ implies enabled: disable() clears it.)
   const bool alloc = e.kind == EngineEventKind::kAlloc;
   if (!full_ || !plain_ || !(alloc || e.kind == EngineEventKind::kFree) || kept_context(e))

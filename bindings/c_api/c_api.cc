@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,9 +21,9 @@ using cachealloc::Runtime;
 namespace {
 
 thread_local std::string last_error;
-// The calling thread's last OutOfMemoryError (cachealloc_last_oom).
-thread_local bool had_oom = false;
-thread_local cachealloc::OutOfMemoryError::Details last_oom;
+// The calling thread's last OutOfMemoryError (cachealloc_last_oom); empty
+// until it has one.
+thread_local std::optional<cachealloc::OutOfMemoryError::Details> last_oom;
 
 // Runs fn, turning exceptions into -1 + last_error.
 template <typename Fn>
@@ -84,7 +85,6 @@ void* cachealloc_malloc(ssize_t size, int device, void* stream) {
         r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
   } catch (const cachealloc::OutOfMemoryError& e) {
     last_oom = e.details();
-    had_oom = true;
     if (auto handler = r.oom_handler()) handler(e.what());
     throw;
   }
@@ -113,7 +113,6 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
   } catch (const cachealloc::OutOfMemoryError& e) {
     last_error = e.what();
     last_oom = e.details();
-    had_oom = true;
     return 1;
   } catch (const std::exception& e) {
     last_error = e.what();
@@ -376,11 +375,11 @@ int cachealloc_last_oom(cachealloc_oom_info* out) {
     last_error = "cachealloc_last_oom: out is NULL";
     return -1;
   }
-  if (!had_oom) {
+  if (!last_oom) {
     last_error = "cachealloc_last_oom: no out-of-memory error on this thread";
     return -1;
   }
-  const auto& d = last_oom;
+  const auto& d = *last_oom;
   *out = cachealloc_oom_info{d.device,         d.limit_set ? 1 : 0, d.requested_bytes,
                              d.rounded_bytes,  d.allocation_bytes,  d.device_total,
                              d.device_free,    d.allowed_bytes,     d.allocated_bytes,

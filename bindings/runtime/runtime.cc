@@ -277,25 +277,21 @@ void Runtime::record_history(bool enabled, ContextLevel level, bool python_stack
 
 void Runtime::set_history_skipped(ActionMask skipped) {
   std::lock_guard<std::mutex> lock(init_mutex_);
-  Generation& g = current();
-  for (int d = 0; d < g.allocator.device_count(); ++d)
-    g.allocator.with_device(
-        d, [&](DeviceCachingAllocator&) { g.history[static_cast<size_t>(d)]->set_skipped(skipped); });
+  for_each_recorder(current(), [&](DeviceCachingAllocator&, HistoryRecorder& h) {
+    h.set_skipped(skipped);
+  });
 }
 
 void Runtime::set_recording(Generation& g, bool enabled, bool keep_context,
                             size_t max_entries) {
-  for (int d = 0; d < g.allocator.device_count(); ++d) {
-    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
-      auto& h = *g.history[static_cast<size_t>(d)];
-      const bool was_enabled = h.enabled();
-      if (enabled) h.enable(max_entries, keep_context);
-      else h.disable();
-      // Attached only while recording (a disabled recorder ignores events).
-      if (!was_enabled && h.enabled()) e.add_observer(&h);
-      if (was_enabled && !h.enabled()) e.remove_observer(&h);
-    });
-  }
+  for_each_recorder(g, [&](DeviceCachingAllocator& e, HistoryRecorder& h) {
+    const bool was_enabled = h.enabled();
+    if (enabled) h.enable(max_entries, keep_context);
+    else h.disable();
+    // Attached only while recording (a disabled recorder ignores events).
+    if (!was_enabled && h.enabled()) e.add_observer(&h);
+    if (was_enabled && !h.enabled()) e.remove_observer(&h);
+  });
 }
 
 PyValue Runtime::snapshot() {

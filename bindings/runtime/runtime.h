@@ -194,6 +194,15 @@ class Runtime {
   // keep_context) or off (cleared), attaching each recorder to its engine
   // only while it records.
   static void set_recording(Generation& g, bool enabled, bool keep_context, size_t max_entries);
+  // Calls fn(engine, recorder) for each device of `g`, under that device's
+  // lock (recorders are observers: they change only under it).
+  template <typename Fn>
+  static void for_each_recorder(Generation& g, Fn&& fn) {
+    for (int d = 0; d < g.allocator.device_count(); ++d)
+      g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+        fn(e, *g.history[static_cast<size_t>(d)]);
+      });
+  }
 
   // Serialises init() and record_history(); guards generations_.
   std::mutex init_mutex_;
