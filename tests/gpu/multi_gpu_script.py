@@ -7,6 +7,7 @@ import sys
 
 mode = sys.argv[1]
 import torch
+from record_stream_check import record_stream_reuse
 
 if mode == "cachealloc":
     import cachealloc
@@ -60,21 +61,8 @@ result["peaks_after_reset_of_1"] = [torch.cuda.max_memory_allocated(0),
 # 3. record_stream onto a stream of the other device: the block (on cuda:0)
 #    must not be reused while that stream (on cuda:1) still runs; the
 #    allocator records its event on the stream's device.
-with torch.cuda.device(1):
-    side = torch.cuda.Stream()
-x = torch.empty(8 << 20, dtype=torch.uint8, device="cuda:0")
-x_ptr = x.data_ptr()
-with torch.cuda.device(1), torch.cuda.stream(side):
-    torch.cuda._sleep(200_000_000)  # keep cuda:1's side stream busy (~0.1 s)
-x.record_stream(side)
-del x
-y = torch.empty(8 << 20, dtype=torch.uint8, device="cuda:0")
-result["cross_device_reused_while_busy"] = y.data_ptr() == x_ptr
-side.synchronize()
-del y
-z = torch.empty(8 << 20, dtype=torch.uint8, device="cuda:0")
-result["cross_device_reused_after_sync"] = z.data_ptr() == x_ptr
-del z
+(result["cross_device_reused_while_busy"],
+ result["cross_device_reused_after_sync"]) = record_stream_reuse(0, 1, touch=False)
 
 # 4. OOM on cuda:1 under a memory fraction: the message names GPU 1 and
 #    the observers get device 1.

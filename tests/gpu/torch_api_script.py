@@ -11,6 +11,7 @@ mode = sys.argv[1]
 out_dir = pathlib.Path(sys.argv[2])
 os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 import torch
+from record_stream_check import record_stream_reuse
 
 if mode == "cachealloc":
     import cachealloc
@@ -60,21 +61,8 @@ result["num_alloc_after_reset"] = torch.cuda.memory_stats()["allocation.all.allo
 
 # 3. record_stream on a side stream: the block must not be reused while the
 #    side stream still works on it.
-side = torch.cuda.Stream()
-a = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
-a_ptr = a.data_ptr()
-with torch.cuda.stream(side):
-    torch.cuda._sleep(200_000_000)  # keep the side stream busy (~0.1 s)
-    a.add_(1)
-a.record_stream(side)
-del a
-b = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
-result["record_stream_reused_while_busy"] = b.data_ptr() == a_ptr
-side.synchronize()
-del b
-c = torch.empty(8 << 20, dtype=torch.uint8, device="cuda")
-result["record_stream_reused_after_sync"] = c.data_ptr() == a_ptr
-del c
+(result["record_stream_reused_while_busy"],
+ result["record_stream_reused_after_sync"]) = record_stream_reuse(0, 0, touch=True)
 
 # 4. Summary, stats, snapshot.
 result["summary_lines"] = len(torch.cuda.memory_summary().splitlines())
