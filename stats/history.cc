@@ -20,10 +20,9 @@ const char* action_name(TraceAction a) {
 }
 
 std::optional<TraceAction> parse_action(std::string_view name) {
-  for (auto a : {TraceAction::kSegmentAlloc, TraceAction::kSegmentFree, TraceAction::kAlloc,
-                 TraceAction::kFreeRequested, TraceAction::kFreeCompleted, TraceAction::kOom,
-                 TraceAction::kSnapshot, TraceAction::kUserDefined})
+  for (auto a : kRecordedActions)
     if (name == action_name(a)) return a;
+  if (name == action_name(TraceAction::kUserDefined)) return TraceAction::kUserDefined;
   return std::nullopt;
 }
 

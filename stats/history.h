@@ -37,6 +37,13 @@ const char* action_name(TraceAction a);
 // The action spelled `name` (native's spelling, as action_name), or
 // nullopt for anything else.
 std::optional<TraceAction> parse_action(std::string_view name);
+// The actions the CUDA allocator records, in native's order: every action
+// but kUserDefined (annotations, which skip_actions cannot name). The one
+// list that the C API, the PyTorch glue and the Python package read.
+inline constexpr TraceAction kRecordedActions[] = {
+    TraceAction::kAlloc,        TraceAction::kFreeRequested, TraceAction::kFreeCompleted,
+    TraceAction::kSegmentAlloc, TraceAction::kSegmentFree,   TraceAction::kOom,
+    TraceAction::kSnapshot};
 // A set of actions, bit (1 << action) each.
 using ActionMask = uint16_t;
 constexpr ActionMask action_bit(TraceAction a) {

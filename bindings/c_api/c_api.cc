@@ -333,6 +333,17 @@ int cachealloc_record_history(int enabled, int context, int python_stacks, size_
   });
 }
 
+const char* cachealloc_history_action_names(void) {
+  // Built once from the one list (kRecordedActions); static, never freed.
+  static const std::string names = [] {
+    std::string out;
+    for (auto a : cachealloc::kRecordedActions)
+      out += (out.empty() ? "" : ",") + std::string(cachealloc::action_name(a));
+    return out;
+  }();
+  return names.c_str();
+}
+
 int cachealloc_set_history_skip_actions(const char* actions) {
   return guarded([&] {
     cachealloc::ActionMask skipped = 0;
@@ -346,10 +357,9 @@ int cachealloc_set_history_skip_actions(const char* actions) {
       rest = more ? rest.substr(comma + 1) : std::string_view();
       const auto action = cachealloc::parse_action(name);
       if (!action || *action == cachealloc::TraceAction::kUserDefined)
-        throw std::invalid_argument(
-            "skip_actions: unknown action '" + std::string(name) +
-            "' (expected alloc, free_requested, free_completed, segment_alloc, segment_free, "
-            "oom or snapshot)");
+        throw std::invalid_argument("skip_actions: unknown action '" + std::string(name) +
+                                    "' (expected one of " + cachealloc_history_action_names() +
+                                    ")");
       skipped |= cachealloc::action_bit(*action);
     }
     initialized_runtime().set_history_skipped(skipped);

@@ -85,10 +85,14 @@ CACHEALLOC_API void* cachealloc_base_allocation(void* ptr, size_t* size);
  * RecordContext). python_stacks: capture Python frames. max_entries >= 1. */
 CACHEALLOC_API int cachealloc_record_history(int enabled, int context, int python_stacks,
                               size_t max_entries);
+/* The names of the actions the history records, in native's spelling and
+ * order, comma-separated: "alloc,free_requested,free_completed,
+ * segment_alloc,segment_free,oom,snapshot". The names
+ * cachealloc_set_history_skip_actions accepts. Static; needs no init. */
+CACHEALLOC_API const char* cachealloc_history_action_names(void);
 /* Leaves these actions out of every device's history from now on, until
  * the next cachealloc_init (PyTorch's skip_actions): a comma-separated list
- * of native action names ("alloc", "free_requested", "free_completed",
- * "segment_alloc", "segment_free", "oom", "snapshot"); NULL or "" records
+ * of names from cachealloc_history_action_names(); NULL or "" records
  * every action. Entries already recorded stay. -1 (nothing changes) for an
  * unknown or empty name, which the error names. */
 CACHEALLOC_API int cachealloc_set_history_skip_actions(const char* actions);

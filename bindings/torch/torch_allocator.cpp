@@ -344,12 +344,19 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
   // As native, every call replaces the skipped set, and a name that is not
   // one of the CUDA allocator's actions is ignored (torch documents some
   // for other devices): PyTorch's API must behave as it does natively.
-  static const char* const kActions[] = {"alloc",        "free_requested", "free_completed",
-                                         "segment_alloc", "segment_free",   "oom", "snapshot"};
+  // The C API's list, split once: the one place the names are written.
+  static const std::vector<std::string> kActions = [] {
+    std::vector<std::string> out;
+    const std::string names = cachealloc_history_action_names();
+    size_t start = 0;
+    for (size_t comma; (comma = names.find(',', start)) != std::string::npos; start = comma + 1)
+      out.push_back(names.substr(start, comma - start));
+    out.push_back(names.substr(start));
+    return out;
+  }();
   std::string skipped;
   for (const auto& a : skip_actions) {
-    const bool known = std::any_of(std::begin(kActions), std::end(kActions),
-                                   [&](const char* k) { return a == k; });
+    const bool known = std::find(kActions.begin(), kActions.end(), a) != kActions.end();
     if (known) skipped += (skipped.empty() ? "" : ",") + a;
     else TORCH_WARN_ONCE("_record_memory_history: skip_actions entry '", a,
                          "' is not an action of the CUDA allocator; ignored, as native does");

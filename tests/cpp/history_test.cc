@@ -277,10 +277,17 @@ std::vector<TraceAction> actions_of(const HistoryRecorder& h) {
 }
 
 TEST(History, ActionNamesParseBackAndNothingElseDoes) {
-  for (auto a : {TraceAction::kSegmentAlloc, TraceAction::kSegmentFree, TraceAction::kAlloc,
-                 TraceAction::kFreeRequested, TraceAction::kFreeCompleted, TraceAction::kOom,
-                 TraceAction::kSnapshot})
+  // kRecordedActions holds every action but kUserDefined, each once.
+  ActionMask seen = 0;
+  for (auto a : kRecordedActions) {
     EXPECT_EQ(parse_action(action_name(a)), a);
+    EXPECT_NE(a, TraceAction::kUserDefined);
+    EXPECT_EQ(seen & action_bit(a), 0) << action_name(a);
+    seen |= action_bit(a);
+  }
+  EXPECT_EQ(seen | action_bit(TraceAction::kUserDefined),
+            action_bit(TraceAction::kUserDefined) * 2 - 1);
+  EXPECT_EQ(parse_action("user_defined"), TraceAction::kUserDefined);
   EXPECT_FALSE(parse_action("allocs"));
   EXPECT_FALSE(parse_action(""));
   EXPECT_FALSE(parse_action("Alloc"));

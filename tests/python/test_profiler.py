@@ -645,6 +645,15 @@ def test_record_history_rejects_unknown_skip_actions_and_changes_nothing(ca, bad
     ca.record_memory_history(None)
 
 
+def test_history_action_names_are_natives():
+    # torch 2.11's TraceEntry::Action names that the CUDA allocator records
+    # (user_defined is an annotation, not an action skip_actions can name).
+    from cachealloc import _native
+    names = _native.lib().cachealloc_history_action_names().decode().split(",")
+    assert names == ["alloc", "free_requested", "free_completed", "segment_alloc",
+                     "segment_free", "oom", "snapshot"]
+
+
 @pytest.mark.parametrize("bad", [b"allocs", b"alloc,", b",alloc", b"alloc,,oom", b"user_defined"])
 def test_c_api_skip_actions_rejects_unknown_and_empty_names(ca, bad):
     lib = ca._native.lib()

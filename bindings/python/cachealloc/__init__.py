@@ -235,9 +235,10 @@ def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
 _CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}
 
 
-# Native's trace action names (what skip_actions may name).
-_TRACE_ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free",
-                  "oom", "snapshot")
+def _trace_actions() -> tuple:
+    """Native's trace action names, which skip_actions may name (the
+    library's list, so that it is written down once)."""
+    return tuple(lib().cachealloc_history_action_names().decode().split(","))
 
 
 def record_memory_history(enabled: Optional[str] = "all", context: Optional[str] = "all",
@@ -267,10 +268,11 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
     if isinstance(skip_actions, (str, bytes)):
         raise ValueError(f"skip_actions must be a list of action names, got {skip_actions!r}")
     skip = list(skip_actions or [])
+    known = _trace_actions()
     for a in skip:
-        if a not in _TRACE_ACTIONS:
+        if a not in known:
             raise ValueError(f"skip_actions: unknown action {a!r} (expected one of "
-                             f"{', '.join(_TRACE_ACTIONS)})")
+                             f"{', '.join(known)})")
     if _mode == "torch-extension":
         # PyTorch's recorder gathers the frames (Python and, with
         # stacks="all", C++), exactly as for its native allocator.

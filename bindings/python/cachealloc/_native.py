@@ -99,6 +99,7 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_block_size": (c_int, [c_void_p, ctypes.POINTER(c_size)]),
         "cachealloc_base_allocation": (c_void_p, [c_void_p, ctypes.POINTER(c_size)]),
         "cachealloc_record_history": (c_int, [c_int, c_int, c_int, c_size]),
+        "cachealloc_history_action_names": (c_char_p, []),
         "cachealloc_set_history_skip_actions": (c_int, [c_char_p]),
         "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
                                                ctypes.POINTER(c_size)]),
