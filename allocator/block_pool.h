@@ -29,17 +29,36 @@
 
 namespace cachealloc {
 
+struct PrivatePool;
+
 class BlockPool {
  public:
   using Entry = FreeEntry;
   using Index = FreeIndex;
   using iterator = Index::iterator;
 
-  explicit BlockPool(bool is_small) : is_small_(is_small) {}
+  // `owner`: the private pool (private_pool.h) this is half of, or null
+  // for the device's default pools.
+  explicit BlockPool(bool is_small, PrivatePool* owner = nullptr)
+      : is_small_(is_small),
+        split_rule_(is_small ? SplitRule::kSmallPool : SplitRule::kLargePool),
+        owner_(owner) {}
   BlockPool(const BlockPool&) = delete;
   BlockPool& operator=(const BlockPool&) = delete;
 
   bool is_small() const { return is_small_; }
+  PrivatePool* owner() const { return owner_; }
+  // Which of native's should_split rules a block of this pool follows. One
+  // byte read on every allocation, so that a pool that never splits costs
+  // the others nothing.
+  enum class SplitRule : uint8_t {
+    kSmallPool,  // split when at least kMinBlockSize would remain
+    kLargePool,  // split below max_split_size when more than kSmallSize would remain
+    kNever,      // MemPool(no_split=True): blocks are handed out whole
+  };
+  SplitRule split_rule() const { return split_rule_; }
+  // Native keeps no_split per pool id, set once and never cleared.
+  void set_no_split() { split_rule_ = SplitRule::kNever; }
 
   // Indexes a free block and stamps its GC age base. Returns false if it was
   // already indexed.
@@ -145,6 +164,8 @@ class BlockPool {
     hint_version_ = shape_version_;
   }
   const bool is_small_;
+  SplitRule split_rule_;
+  PrivatePool* const owner_;
   int64_t free_block_searches_ = 0;
   Index index_;
   // find()'s shortcut: the entry last indexed or re-keyed. FreeIndex

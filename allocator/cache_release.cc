@@ -1,5 +1,6 @@
 // Giving cached memory back to the device: garbage collection, the two
 // release steps of the OOM retry path, and empty_cache.
+#include <cstddef>
 #include <vector>
 
 #include "allocator/device_allocator.h"
@@ -20,6 +21,7 @@ void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) 
 
   backend_.release(device_, block->address, block->size);
   reserved_bytes_ -= block->size;
+  if (PrivatePool* owner = block->pool->owner()) --owner->segment_count;
   block->pool->erase(block);
   segment_heads_.erase(block);
   delete_block(block);
@@ -100,11 +102,34 @@ bool DeviceCachingAllocator::release_available_cached_blocks(const Request& r,
   return true;
 }
 
-// native: release_cached_blocks (default pools; no graph pools here).
-bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx) {
-  synchronize_and_free_events(ctx);
-  release_blocks(large_blocks_, ctx);
-  release_blocks(small_blocks_, ctx);
+// native: release_cached_blocks. With the default id: the default pools
+// (large, then small; only while no private pool is routed to, since it
+// waits for every stream) and then every freeable private pool. With a
+// private pool's id: that pool only, if it is freeable. A freeable pool is
+// released small half first, and erased once it holds no segment.
+bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId id) {
+  if (id.is_default() && routes_.empty()) {
+    synchronize_and_free_events(ctx);
+    release_blocks(large_blocks_, ctx);
+    release_blocks(small_blocks_, ctx);
+  }
+  for (size_t i = 0; i < freeable_pools_.size();) {
+    PrivatePool* pool = freeable_pools_[i];
+    if (!id.is_default() && pool->id != id) {
+      ++i;
+      continue;
+    }
+    if (!id.is_default()) synchronize_and_free_events(ctx, pool);
+    release_blocks(pool->small, ctx);
+    release_blocks(pool->large, ctx);
+    if (pool->segment_count == 0) {
+      const PoolId erased = pool->id;
+      freeable_pools_.erase(freeable_pools_.begin() + static_cast<std::ptrdiff_t>(i));
+      private_pools_.erase(erased);  // destroys *pool
+    } else {
+      ++i;
+    }
+  }
   return true;
 }
 
@@ -116,8 +141,8 @@ void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& c
   for (Block* b : whole) release_block(b, ctx);
 }
 
-void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx) {
-  release_cached_blocks(ctx);
+void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx, PoolId pool) {
+  release_cached_blocks(ctx, pool);
 }
 
 }  // namespace cachealloc

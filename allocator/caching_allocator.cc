@@ -125,11 +125,11 @@ bool CachingAllocator::retire_if_idle() {
   return true;
 }
 
-void CachingAllocator::empty_cache(int device, const ContextPtr& context) {
+void CachingAllocator::empty_cache(int device, const ContextPtr& context, PoolId pool) {
   if (device != -1) at(device);  // a bad index throws before anything changes
   for (int i = 0; i < device_count(); ++i) {
     if (device >= 0 && i != device) continue;
-    with_device(i, [&](DeviceCachingAllocator& e) { e.empty_cache(context); });
+    with_device(i, [&](DeviceCachingAllocator& e) { e.empty_cache(context, pool); });
   }
 }
 

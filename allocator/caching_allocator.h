@@ -62,8 +62,8 @@ class CachingAllocator {
   // Segment start and size for an address; throws InvalidPointerError.
   uintptr_t base_allocation(uintptr_t address, size_t* segment_bytes);
 
-  // device -1: every device.
-  void empty_cache(int device = -1, const ContextPtr& context = nullptr);
+  // device -1: every device. `pool`: see DeviceCachingAllocator::empty_cache.
+  void empty_cache(int device = -1, const ContextPtr& context = nullptr, PoolId pool = {});
   // Retires the allocator if no block is in use on any device (allocated,
   // or freed but waiting for stream events): every later allocate and
   // pointer lookup throws AllocatorRetired without changing anything.

@@ -62,9 +62,12 @@ Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream,
   r.pool = &pool;
   r.alloc_size = segment_size_for(r.size);
   if (gc_active()) garbage_collect_cached_blocks(ctx);
-  const bool found = alloc_block(r, false, ctx) ||
-                     (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
-                     (release_cached_blocks(ctx) && alloc_block(r, true, ctx));
+  if (alloc_block(r, false, ctx)) return r.block;
+  if (!use_on_oom_pools_.empty() && !pool.owner())
+    if (Block* cached = take_use_on_oom_block(r)) return cached;
+  // Native empties the whole cache only while no private pool is routed to.
+  const bool found = (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
+                     (routes_.empty() && release_cached_blocks(ctx) && alloc_block(r, true, ctx));
   if (!found) raise_oom(r, orig_size, ctx);
   return r.block;
 }
@@ -115,6 +118,7 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   }
 
   reserved_bytes_ += size;
+  if (PrivatePool* owner = r.pool->owner()) ++owner->segment_count;
   b->address = address;
   b->size = size;
   b->requested_size = 0;
@@ -169,8 +173,16 @@ void DeviceCachingAllocator::set_memory_limit(size_t bytes) { limit_.set_bytes(b
 
 size_t DeviceCachingAllocator::largest_cached_block() const {
   size_t largest = 0;
-  for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
-    for (const auto& e : pool->entries()) largest = std::max(largest, e.size);
+  auto scan = [&](const BlockPool& pool) {
+    for (const auto& e : pool.entries()) largest = std::max(largest, e.size);
+  };
+  scan(large_blocks_);
+  scan(small_blocks_);
+  // Native's cacheInfo counts private pools' cached blocks too.
+  for (const auto& [id, p] : private_pools_) {
+    scan(p->large);
+    scan(p->small);
+  }
   return largest;
 }
 

@@ -23,8 +23,10 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "allocator/block.h"
 #include "allocator/block_pool.h"
@@ -33,6 +35,7 @@
 #include "allocator/engine_observer.h"
 #include "allocator/hot_inline.h"
 #include "allocator/memory_limit.h"
+#include "allocator/private_pool.h"
 #include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
 
@@ -44,6 +47,7 @@ struct SegmentView {
   uintptr_t address = 0;
   StreamId stream = 0;
   bool is_small = false;
+  PoolId pool_id;                       // (0, 0): the default pools
   const ContextPtr* context = nullptr;  // where the segment was reserved
   std::vector<const Block*> blocks;     // address order, tiling the segment
 };
@@ -77,9 +81,41 @@ class DeviceCachingAllocator {
   // the work queued on `stream` at free() time has finished.
   void record_stream(Block* block, StreamId stream);
 
-  // Returns every unsplit cached segment to the device (after waiting for
-  // outstanding cross-stream events).
-  void empty_cache(const ContextPtr& context = nullptr);
+  // Returns every unsplit cached segment of the default pools to the device
+  // (after waiting for outstanding cross-stream events; skipped while a
+  // private pool is routed to, as native), and those of every freeable
+  // private pool. With a private pool's id: only that pool's, if it is
+  // freeable (PyTorch's emptyCache(mempool_id)).
+  void empty_cache(const ContextPtr& context = nullptr, PoolId pool = {});
+
+  // --- Private pools: PyTorch's MemPool (private_pool.h; private_pools.cc).
+  // Each throws std::invalid_argument for the id (0, 0), and those that
+  // need an existing pool throw it for an unknown id, naming the id.
+  //
+  // Creates pool `id` (use count 1) or adds a use to it. Throws if the pool
+  // exists but is freeable (use count 0).
+  void create_or_incref_pool(PoolId id);
+  // Routes every malloc whose stream `filter` accepts to pool `id` (created
+  // if needed; one use is added) until end_allocate_to_pool(id). The newest
+  // route is tried first. Throws if `id` is routed to already.
+  void begin_allocate_to_pool(PoolId id, PoolFilter filter);
+  // Ends the route to `id`; its use count is unchanged. Throws if `id` is
+  // not routed to.
+  void end_allocate_to_pool(PoolId id);
+  // Drops one use of pool `id`; at 0 the pool becomes freeable (empty_cache
+  // returns its cached segments; it is erased once it holds none).
+  void release_pool(PoolId id);
+  // The pool's use count. Throws for an unknown id.
+  int pool_use_count(PoolId id) const;
+  // MemPool(use_on_oom=True): when a request to the default pools finds no
+  // cached block and the device refuses a new segment, a cached block of
+  // this pool may serve it (before any cached segment is released).
+  void set_use_on_oom(PoolId id, bool use_on_oom);
+  // MemPool(no_split=True): the pool's blocks are handed out whole. Cannot
+  // be undone (native has no way to clear it either).
+  void set_no_split(PoolId id);
+  // Whether pool `id` exists on this device.
+  bool has_pool(PoolId id) const { return private_pools_.contains(id); }
   // Limits reserved bytes to floor(fraction * device capacity).
   void set_memory_fraction(double fraction);
   // Limits reserved bytes to `bytes` directly.
@@ -138,11 +174,16 @@ class DeviceCachingAllocator {
   // Throws SizeOverflowError for a request of `size` bytes.
   [[noreturn]] static void refuse_size(size_t size);
   // malloc's miss, out of line: reserves a segment for a request of `size`
-  // rounded (`orig_size` asked) bytes from `pool` (collecting garbage and
-  // emptying the cache as needed) and returns its block, unindexed; or
-  // raises OOM. Invalidates iterators into the pools.
+  // rounded (`orig_size` asked) bytes from `pool` (collecting garbage,
+  // trying use_on_oom pools and emptying the cache as needed) and returns
+  // its block, unindexed (a use_on_oom pool's cached block is taken out of
+  // that pool's index); or raises OOM. Invalidates iterators into the pools.
   Block* reserve_segment(BlockPool& pool, StreamId stream, size_t size, size_t orig_size,
                          const ContextPtr& ctx);
+  // native: try_mempool_fallback. A cached block of a use_on_oom pool that
+  // fits the request (r.pool is a default pool), taken out of its pool's
+  // index; or null.
+  Block* take_use_on_oom_block(const Request& r);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
   // Hands out `block` for a request of `size` rounded bytes. `slot` is
@@ -167,14 +208,15 @@ class DeviceCachingAllocator {
   // giving memory back (cache_release.cc)
   void garbage_collect_cached_blocks(const ContextPtr& ctx);
   bool release_available_cached_blocks(const Request& r, const ContextPtr& ctx);
-  bool release_cached_blocks(const ContextPtr& ctx);
+  bool release_cached_blocks(const ContextPtr& ctx, PoolId pool = {});
   void release_blocks(BlockPool& pool, const ContextPtr& ctx);
   void release_block(Block* block, const ContextPtr& ctx);
 
   // cross-stream events (stream_events.cc)
   void insert_events(Block* block);
   void process_events(const ContextPtr& ctx);
-  void synchronize_and_free_events(const ContextPtr& ctx);
+  // `only`: wait for the events of that private pool's blocks only.
+  void synchronize_and_free_events(const ContextPtr& ctx, const PrivatePool* only = nullptr);
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -183,6 +225,15 @@ class DeviceCachingAllocator {
   BlockPool& pool_for(size_t rounded) {
     return rounded <= kSmallSizeForPool ? small_blocks_ : large_blocks_;
   }
+  // native: get_pool. The pool a malloc of `rounded` bytes on `stream`
+  // searches: that of the newest route whose filter accepts the stream, or
+  // the default one.
+  BlockPool& pool_for(size_t rounded, StreamId stream) {
+    if (!routing_) [[likely]] return pool_for(rounded);
+    return routed_pool(rounded, stream);
+  }
+  BlockPool& routed_pool(size_t rounded, StreamId stream);
+  PrivatePool& pool_named(PoolId id, const char* what) const;
   PoolKind kind_of(const BlockPool& pool) const {
     return pool.is_small() ? PoolKind::kSmall : PoolKind::kLarge;
   }
@@ -277,6 +328,21 @@ class DeviceCachingAllocator {
   size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
   // Outstanding cross-stream events, per stream, oldest first.
   StreamEventQueues events_;
+
+  // Private pools by id. Owned through pointers: Blocks point at their
+  // BlockPools, which must not move.
+  absl::flat_hash_map<PoolId, std::unique_ptr<PrivatePool>> private_pools_;
+  // The pools with use count 0, in the order they reached it (empty_cache
+  // releases them in this order; native walks a hash map).
+  std::vector<PrivatePool*> freeable_pools_;
+  // Active routes (begin_allocate_to_pool), oldest first; each pool at most
+  // once. A routed pool has a use count >= 1, so it is never erased.
+  std::vector<std::pair<PrivatePool*, PoolFilter>> routes_;
+  // !routes_.empty(), kept for malloc's hot path: a byte test instead of
+  // comparing two pointers.
+  bool routing_ = false;
+  // use_on_oom pools, in the order they were marked.
+  std::vector<PoolId> use_on_oom_pools_;
 
   size_t reserved_bytes_ = 0;  // bytes held from the device
   MemoryLimit limit_;

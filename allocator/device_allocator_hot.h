@@ -22,10 +22,14 @@ namespace cachealloc {
 Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
                                       const ContextPtr& ctx) {
   if (orig_size > kMaxRequestSize) [[unlikely]] refuse_size(orig_size);
-  if (!events_.empty()) [[unlikely]] process_events(ctx);  // cross-stream frees are rare
+  // Cross-stream frees are rare. Native leaves them pending while a private
+  // pool is routed to.
+  if (!events_.empty()) [[unlikely]] {
+    if (routes_.empty()) process_events(ctx);
+  }
 
   const size_t size = rounded_request(orig_size);
-  BlockPool& pool = pool_for(size);
+  BlockPool& pool = pool_for(size, stream);
   BlockPool::iterator slot = get_free_block(pool, stream, size);
   Block* block;
   if (!BlockPool::is_end(slot)) [[likely]] {
@@ -65,11 +69,17 @@ BlockPool::iterator DeviceCachingAllocator::get_free_block(BlockPool& pool, Stre
 // native: should_split (non-expandable)
 bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const {
   const size_t remaining = block->size - size;
-  if (block->pool->is_small()) return remaining >= kMinBlockSize;
-  return size < config_.max_split_size && remaining > kSmallSize;
+  switch (block->pool->split_rule()) {
+    case BlockPool::SplitRule::kSmallPool: return remaining >= kMinBlockSize;
+    case BlockPool::SplitRule::kLargePool:
+      return size < config_.max_split_size && remaining > kSmallSize;
+    case BlockPool::SplitRule::kNever: return false;  // MemPool(no_split=True)
+  }
+  return false;
 }
 
-// native: alloc_found_block. Native moves the remainder into the old Block
+// native: alloc_found_block. `slot` is block's entry in `pool`, or end()
+// for a block in no index. Native moves the remainder into the old Block
 // object and makes a new one for the front; here the front keeps the object
 // (so segment heads are stable) and the remainder is new. Addresses, sizes,
 // requested sizes and statistics come out the same.
@@ -92,7 +102,9 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
     // when a split of its tree finds no spare node), and it then leaves the
     // index unchanged; nothing is linked yet, so the engine is unchanged.
     try {
-      if (BlockPool::is_end(slot)) pool.insert(remaining);
+      // No entry: a fresh segment's block, or one taken from a use_on_oom
+      // pool, which may not be `pool` (block->pool is the block's own).
+      if (BlockPool::is_end(slot)) block->pool->insert(remaining);
       else pool.replace(slot, remaining);  // usually in place: same rank
     } catch (...) {
       return_unused_block(remaining);

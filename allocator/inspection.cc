@@ -1,6 +1,8 @@
 // Read-only views of the engine: segment listing and the invariant check
 // that tests (and debug builds of the bindings) run after operations.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
@@ -24,14 +26,35 @@ namespace {
 }  // namespace
 
 void DeviceCachingAllocator::check_invariants() const {
-  for (const BlockPool* pool : {&large_blocks_, &small_blocks_})
+  std::vector<const BlockPool*> pools = {&large_blocks_, &small_blocks_};
+  for (const auto& [id, p] : private_pools_) {
+    pools.push_back(&p->large);
+    pools.push_back(&p->small);
+    if (p->use_count < 0) throw InvariantViolation("pool " + id.to_string() + ": use count < 0");
+    const bool listed = std::find(freeable_pools_.begin(), freeable_pools_.end(), p.get()) !=
+                        freeable_pools_.end();
+    if (listed != (p->use_count == 0))
+      throw InvariantViolation("pool " + id.to_string() +
+                               ": freeable list disagrees with its use count");
+  }
+  if (freeable_pools_.size() > private_pools_.size())
+    throw InvariantViolation("freeable list holds a pool that does not exist");
+  for (const auto& [pool, filter] : routes_)
+    if (pool->use_count < 1)
+      throw InvariantViolation("pool " + pool->id.to_string() + " is routed to with no use");
+  size_t indexed_blocks = 0;
+  for (const BlockPool* pool : pools) {
     if (std::string broken = pool->check_index(); !broken.empty())
       throw InvariantViolation("invariant broken: pool index: " + broken);
+    indexed_blocks += pool->size();
+  }
+  absl::flat_hash_map<const PrivatePool*, int> segments_of;
   size_t reserved = 0, free_blocks = 0, allocated = 0;
   uintptr_t previous_end = 0;
   for (const SegmentView& s : segments()) {
     const Block* head = s.blocks.front();
     if (s.address < previous_end) violated("segments overlap", head);
+    if (const PrivatePool* owner = head->pool->owner()) ++segments_of[owner];
     size_t segment_bytes = 0;
     for (const Block* b : s.blocks) {
       if (b->size == 0 || b->size % kMinBlockSize != 0)
@@ -63,8 +86,13 @@ void DeviceCachingAllocator::check_invariants() const {
     throw InvariantViolation("reserved bytes " + std::to_string(reserved_bytes_) +
                              " differ from the segments' total " +
                              std::to_string(reserved));
-  if (free_blocks != large_blocks_.size() + small_blocks_.size())
+  if (free_blocks != indexed_blocks)
     throw InvariantViolation("pool index holds blocks that are in no segment");
+  for (const auto& [id, p] : private_pools_)
+    if (p->segment_count != segments_of[p.get()])
+      throw InvariantViolation("pool " + id.to_string() + " counts " +
+                               std::to_string(p->segment_count) + " segments but holds " +
+                               std::to_string(segments_of[p.get()]));
   for (const Block* b : spare_blocks_)
     if (b->allocated || b->event_count != 0 || !b->stream_uses.empty() ||
         b->context_when_allocated || b->context_when_segment_allocated)

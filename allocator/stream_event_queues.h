@@ -85,9 +85,32 @@ void free_blocks_of_completed_events(StreamEventQueues& queues, BackendOf backen
 }
 
 // native: synchronize_and_free_events, after its sync-all-streams event
-// (which the caller emits). Waits for every queued event, destroys it, calls
-// free_block(Block*) on each block whose last event that was, and leaves no
-// event queued.
+// (which the caller emits). Waits for every queued event of a block that
+// `wanted(const Block*)` accepts, destroys it, calls free_block(Block*) on
+// each block whose last event that was, and leaves the other events queued
+// in their order. Streams left with no events are dropped.
+template <typename BackendOf, typename FreeBlock, typename Wanted>
+void synchronize_and_free_events_if(StreamEventQueues& queues, BackendOf backend_of,
+                                    FreeBlock free_block, Wanted wanted) {
+  for (auto it = queues.begin(); it != queues.end();) {
+    auto& queue = it->second;
+    for (auto e = queue.begin(); e != queue.end();) {
+      auto [ev, block] = *e;
+      if (!wanted(block)) {
+        ++e;
+        continue;
+      }
+      backend_of().synchronize_event(ev);
+      backend_of().destroy_event(ev);
+      e = queue.erase(e);
+      if (--block->event_count == 0) free_block(block);
+    }
+    if (queue.empty()) it = queues.erase(it);  // B-tree: erase invalidates `it`
+    else ++it;
+  }
+}
+
+// synchronize_and_free_events_if for every block: leaves no event queued.
 template <typename BackendOf, typename FreeBlock>
 void synchronize_and_free_all_events(StreamEventQueues& queues, BackendOf backend_of,
                                      FreeBlock free_block) {

@@ -22,12 +22,20 @@ void DeviceCachingAllocator::process_events(const ContextPtr& ctx) {
                                   [this, &ctx](Block* block) { free_block(block, ctx); });
 }
 
-// native: synchronize_and_free_events
-void DeviceCachingAllocator::synchronize_and_free_events(const ContextPtr& ctx) {
+// native: synchronize_and_free_events (counted as a sync of all streams
+// even when limited to one private pool's blocks, as native counts it).
+void DeviceCachingAllocator::synchronize_and_free_events(const ContextPtr& ctx,
+                                                         const PrivatePool* only) {
   EngineEvent e{EngineEventKind::kSyncAllStreams};
   emit(e);
-  synchronize_and_free_all_events(events_, [this]() -> DeviceBackend& { return backend_; },
-                                  [this, &ctx](Block* block) { free_block(block, ctx); });
+  auto backend_of = [this]() -> DeviceBackend& { return backend_; };
+  auto free = [this, &ctx](Block* block) { free_block(block, ctx); };
+  if (!only) {
+    synchronize_and_free_all_events(events_, backend_of, free);
+    return;
+  }
+  synchronize_and_free_events_if(events_, backend_of, free,
+                                 [only](const Block* b) { return b->pool->owner() == only; });
 }
 
 }  // namespace cachealloc

@@ -52,7 +52,7 @@ PyValue segment_to_py(const SegmentView& s) {
   d.set("requested_size", int_value(requested));
   d.set("stream", int_value(s.stream));
   d.set("segment_type", PyValue::str(s.is_small ? "small" : "large"));
-  d.set("segment_pool_id", PyValue::tuple({PyValue::integer(0), PyValue::integer(0)}));
+  d.set("segment_pool_id", PyValue::tuple({int_value(s.pool_id.first), int_value(s.pool_id.second)}));
   d.set("is_expandable", PyValue::boolean(false));
   d.set("frames", frames_to_py(s.context ? *s.context : nullptr));
   d.set("blocks", std::move(blocks));

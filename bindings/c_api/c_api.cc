@@ -6,8 +6,10 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "allocator/errors.h"
@@ -61,6 +63,16 @@ cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
 
 // Inline: on every malloc and free.
 CACHEALLOC_HOT_INLINE Runtime& initialized_runtime() { return Runtime::initialized_instance(); }
+
+// Runs fn(DeviceCachingAllocator&) on one device's engine under its lock;
+// exceptions become -1 + last_error (the memory-pool calls).
+template <typename Fn>
+int on_pool_device(int device, Fn&& fn) {
+  return guarded([&] {
+    initialized_runtime().current().allocator.with_device(
+        device, [&](cachealloc::DeviceCachingAllocator& e) { fn(e); });
+  });
+}
 
 const std::vector<std::string>& stat_names() {
   static const auto* names = [] {
@@ -395,6 +407,65 @@ int cachealloc_last_oom(cachealloc_oom_info* out) {
                              d.device_free,    d.allowed_bytes,     d.allocated_bytes,
                              d.reserved_bytes};
   return 0;
+}
+
+// --- Memory pools. Each runs on one device's engine under its lock.
+int cachealloc_pool_create_or_incref(int device, uint64_t first, uint64_t second) {
+  return on_pool_device(device, [&](auto& e) { e.create_or_incref_pool({first, second}); });
+}
+
+int cachealloc_pool_begin_allocate(int device, uint64_t first, uint64_t second,
+                                   cachealloc_pool_filter filter, void* user,
+                                   void (*release_user)(void*)) {
+  // Owns `user` from here on, whatever happens.
+  std::shared_ptr<void> owned(user, [release_user](void* u) {
+    if (release_user) release_user(u);
+  });
+  cachealloc::PoolFilter accept;
+  if (filter) {
+    accept = [filter, owned](cachealloc::StreamId stream) {
+      return filter(owned.get(), reinterpret_cast<void*>(stream)) != 0;
+    };
+  } else {
+    accept = [thread = std::this_thread::get_id()](cachealloc::StreamId) {
+      return std::this_thread::get_id() == thread;
+    };
+  }
+  owned.reset();  // the filter holds it now (or nothing does)
+  return on_pool_device(device, [&](auto& e) {
+    e.begin_allocate_to_pool({first, second}, std::move(accept));
+  });
+}
+
+int cachealloc_pool_end_allocate(int device, uint64_t first, uint64_t second) {
+  return on_pool_device(device, [&](auto& e) { e.end_allocate_to_pool({first, second}); });
+}
+
+int cachealloc_pool_release(int device, uint64_t first, uint64_t second) {
+  return on_pool_device(device, [&](auto& e) { e.release_pool({first, second}); });
+}
+
+int cachealloc_pool_use_count(int device, uint64_t first, uint64_t second, int* out) {
+  return on_pool_device(device, [&](auto& e) {
+    if (!out) throw std::invalid_argument("cachealloc_pool_use_count: out is NULL");
+    *out = e.pool_use_count({first, second});
+  });
+}
+
+int cachealloc_pool_set_use_on_oom(int device, uint64_t first, uint64_t second,
+                                   int use_on_oom) {
+  return on_pool_device(device,
+                        [&](auto& e) { e.set_use_on_oom({first, second}, use_on_oom != 0); });
+}
+
+int cachealloc_pool_set_no_split(int device, uint64_t first, uint64_t second) {
+  return on_pool_device(device, [&](auto& e) { e.set_no_split({first, second}); });
+}
+
+int cachealloc_empty_cache_pool(int device, uint64_t first, uint64_t second) {
+  return guarded([&] {
+    initialized_runtime().current().allocator.empty_cache(device, nullptr, {first, second});
+  });
 }
 
 void cachealloc_set_oom_handler(void (*handler)(const char* message)) {

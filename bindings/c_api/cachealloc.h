@@ -96,6 +96,42 @@ CACHEALLOC_API const char* cachealloc_history_action_names(void);
  * every action. Entries already recorded stay. -1 (nothing changes) for an
  * unknown or empty name, which the error names. */
 CACHEALLOC_API int cachealloc_set_history_skip_actions(const char* actions);
+/* --- Memory pools: PyTorch's MemPool (torch.cuda.MemPool, use_mem_pool) ---
+ * A pool id is PyTorch's MempoolId_t (first, second); (0, 0) names the
+ * default pools and is refused. Pools are per device. Each call returns 0,
+ * or -1 with cachealloc_last_error() naming the problem (unknown pool,
+ * pool released already, route not open, ...); nothing changes then. */
+/* Creates the pool with one use, or adds a use (a MemPool object). */
+CACHEALLOC_API int cachealloc_pool_create_or_incref(int device, uint64_t first, uint64_t second);
+/* Routes mallocs on `device` to the pool (created if needed; adds a use)
+ * until cachealloc_pool_end_allocate. Which mallocs: filter(user, stream)
+ * != 0, called under the device's lock on the allocating thread; with a
+ * NULL filter, those made by the calling thread (use_mem_pool). `user` is
+ * released with release_user (may be NULL) when the route ends or the call
+ * fails (at once with a NULL filter, which does not use it). The newest
+ * route is tried first. */
+typedef int (*cachealloc_pool_filter)(void* user, void* stream);
+CACHEALLOC_API int cachealloc_pool_begin_allocate(int device, uint64_t first, uint64_t second,
+                                                  cachealloc_pool_filter filter, void* user,
+                                                  void (*release_user)(void*));
+CACHEALLOC_API int cachealloc_pool_end_allocate(int device, uint64_t first, uint64_t second);
+/* Drops one use; at 0 the pool is freeable: cachealloc_empty_cache_pool
+ * (or a full empty_cache) returns its cached segments, and it is erased
+ * once it holds none. Its blocks still in use stay valid. */
+CACHEALLOC_API int cachealloc_pool_release(int device, uint64_t first, uint64_t second);
+CACHEALLOC_API int cachealloc_pool_use_count(int device, uint64_t first, uint64_t second,
+                                             int* out);
+/* MemPool(use_on_oom=True): a default-pool request the device refuses may
+ * take a cached block of this pool. */
+CACHEALLOC_API int cachealloc_pool_set_use_on_oom(int device, uint64_t first, uint64_t second,
+                                                  int use_on_oom);
+/* MemPool(no_split=True): the pool hands out whole blocks. Permanent. */
+CACHEALLOC_API int cachealloc_pool_set_no_split(int device, uint64_t first, uint64_t second);
+/* Returns the pool's cached segments if it is freeable (PyTorch's
+ * emptyCache(mempool_id)); (0, 0): as cachealloc_empty_cache. device -1:
+ * all devices. */
+CACHEALLOC_API int cachealloc_empty_cache_pool(int device, uint64_t first, uint64_t second);
+
 /* Snapshot pickle (protocol 4) of every device; *out must be released with
  * cachealloc_release_buffer. */
 CACHEALLOC_API int cachealloc_snapshot_pickle(char** out, size_t* length);
@@ -196,8 +232,10 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
  * active bytes; a visit is itself recorded as one, as native records each
  * snapshot it takes). */
 typedef struct cachealloc_snapshot_visitor {
+  /* pool_first, pool_second: the segment's memory pool, (0, 0) default. */
   void (*segment)(void* user, int device, uint64_t address, uint64_t total_size,
-                  void* stream, int is_small, void* context);
+                  void* stream, int is_small, void* context, uint64_t pool_first,
+                  uint64_t pool_second);
   void (*block)(void* user, uint64_t size, uint64_t requested_size, int allocated,
                 int active, void* context);
   void (*trace)(void* user, int device, int action, uint64_t addr, uint64_t size,

@@ -192,7 +192,7 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
           if (!b->is_free()) active += b->size;
         }
         v.segment(user, d, s.address, total, reinterpret_cast<void*>(s.stream), s.is_small,
-                  opaque_of(s.context));
+                  opaque_of(s.context), s.pool_id.first, s.pool_id.second);
         for (const Block* b : s.blocks)
           v.block(user, b->size, b->requested_size, b->allocated, !b->is_free(),
                   opaque_of(&b->context_when_allocated));

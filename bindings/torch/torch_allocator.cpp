@@ -21,6 +21,7 @@
 #include <atomic>
 #include <iterator>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -41,6 +42,18 @@ using ContextPtr = std::shared_ptr<c10::GatheredContext>;
 
 void release_context(void* p) { delete static_cast<ContextPtr*>(p); }
 ContextPtr context_of(void* p) { return p ? *static_cast<ContextPtr*>(p) : nullptr; }
+
+// The type of createOrIncrefPool's allocator parameter: a raw pointer in
+// some torch releases, a shared_ptr in others. Deduced, so the override
+// below matches whichever release the glue is compiled against.
+template <typename Method>
+struct ThirdParameter;
+template <typename C, typename R, typename A, typename B, typename T>
+struct ThirdParameter<R (C::*)(A, B, T)> {
+  using type = T;
+};
+using PoolAllocatorArg =
+    ThirdParameter<decltype(&CCA::CUDAAllocator::createOrIncrefPool)>::type;
 
 class CacheallocTorchAllocator;
 CacheallocTorchAllocator* g_allocator = nullptr;  // the installed instance
@@ -137,10 +150,49 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
     check(cachealloc_set_memory_fraction(fraction, device));
   }
+  // (0, 0): torch.cuda.empty_cache(); a pool's id: ~MemPool, on every
+  // device, as native.
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
-    TORCH_CHECK(mempool_id.first == 0 && mempool_id.second == 0,
-                "cachealloc: memory pools (MemPool) are not supported yet");
-    check(cachealloc_empty_cache(-1));
+    check(cachealloc_empty_cache_pool(-1, mempool_id.first, mempool_id.second));
+  }
+
+  // Memory pools (torch.cuda.MemPool, use_mem_pool): cachealloc's engine
+  // keeps them as native does (allocator/private_pool.h).
+  void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
+                          PoolAllocatorArg allocator) override {
+    // A pool whose segments come from another allocator (ncclMemAlloc, ...)
+    // would need a second backend per pool.
+    TORCH_CHECK(allocator == nullptr,
+                "cachealloc: MemPool(allocator=...) is not supported; MemPool() without an "
+                "allocator is");
+    check(cachealloc_pool_create_or_incref(device, id.first, id.second));
+  }
+  void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    using Filter = std::function<bool(cudaStream_t)>;
+    check(cachealloc_pool_begin_allocate(
+        device, id.first, id.second,
+        [](void* f, void* stream) -> int {
+          return (*static_cast<Filter*>(f))(static_cast<cudaStream_t>(stream)) ? 1 : 0;
+        },
+        new Filter(std::move(filter)), [](void* f) { delete static_cast<Filter*>(f); }));
+  }
+  void endAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    check(cachealloc_pool_end_allocate(device, id.first, id.second));
+  }
+  void releasePool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    check(cachealloc_pool_release(device, id.first, id.second));
+  }
+  int getPoolUseCount(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    int count = 0;
+    check(cachealloc_pool_use_count(device, id.first, id.second, &count));
+    return count;
+  }
+  void setUseOnOOM(c10::DeviceIndex device, c10::cuda::MempoolId_t id, bool use_on_oom) override {
+    check(cachealloc_pool_set_use_on_oom(device, id.first, id.second, use_on_oom ? 1 : 0));
+  }
+  void setNoSplit(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
+    check(cachealloc_pool_set_no_split(device, id.first, id.second));
   }
   void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
     size_t cached = 0;
@@ -269,18 +321,28 @@ DeviceStats CacheallocTorchAllocator::getDeviceStats(c10::DeviceIndex device) {
   return s;
 }
 
-SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t, bool include_traces) {
+SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
+                                                bool include_traces) {
   struct Collector {
     SnapshotInfo info;
     bool traces = true;
+    // As native: a pool's id lists only that pool's segments; (0, 0) all.
+    c10::cuda::MempoolId_t only{0, 0};
+    bool keep = true;  // the segment being visited is listed
   } c;
   c.traces = include_traces;
+  c.only = mempool;
   c.info.device_traces.resize(static_cast<size_t>(std::max(cachealloc_device_count(), 1)));
   cachealloc_snapshot_visitor v{};
   v.segment = [](void* u, int device, uint64_t address, uint64_t, void* stream, int is_small,
-                 void* ctx) {
-    auto& info = static_cast<Collector*>(u)->info;
+                 void* ctx, uint64_t pool_first, uint64_t pool_second) {
+    auto* c = static_cast<Collector*>(u);
+    const c10::cuda::MempoolId_t pool{pool_first, pool_second};
+    c->keep = (c->only.first == 0 && c->only.second == 0) || pool == c->only;
+    if (!c->keep) return;
+    auto& info = c->info;
     SegmentInfo s;
+    s.owner_private_pool_id = pool;
     s.device = static_cast<c10::DeviceIndex>(device);
     s.address = address;
     s.stream = static_cast<decltype(s.stream)>(stream);
@@ -290,6 +352,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t, bool inc
     info.segments.push_back(std::move(s));
   };
   v.block = [](void* u, uint64_t size, uint64_t requested, int allocated, int active, void* ctx) {
+    if (!static_cast<Collector*>(u)->keep) return;
     SegmentInfo& s = static_cast<Collector*>(u)->info.segments.back();
     decltype(s.blocks)::value_type b;
     b.size = size;
