@@ -30,6 +30,7 @@ __all__ = [
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "empty_cache", "set_per_process_memory_fraction", "memory_summary",
     "record_memory_history", "snapshot", "dump_snapshot", "library_path", "lab", "profiler",
+    "MemPool", "use_mem_pool",
 ]
 
 library_path = _native.library_path
@@ -396,3 +397,4 @@ def _free(ptr: int, device: Any = 0) -> None:
 
 
 from . import lab, profiler  # noqa: E402  (they use the functions above)
+from .mempool import MemPool, use_mem_pool  # noqa: E402

@@ -78,6 +78,7 @@ class CurrentBytesStruct(ctypes.Structure):
 
 def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
     c_int, c_size, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
+    u64 = ctypes.c_uint64
     sigs = {
         "cachealloc_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
         "cachealloc_try_malloc": (c_int, [ctypes.c_ssize_t, c_int, c_void_p, ctypes.POINTER(c_void_p)]),
@@ -101,6 +102,14 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_record_history": (c_int, [c_int, c_int, c_int, c_size]),
         "cachealloc_history_action_names": (c_char_p, []),
         "cachealloc_set_history_skip_actions": (c_int, [c_char_p]),
+        "cachealloc_pool_create_or_incref": (c_int, [c_int, u64, u64]),
+        "cachealloc_pool_begin_allocate": (c_int, [c_int, u64, u64, c_void_p, c_void_p, c_void_p]),
+        "cachealloc_pool_end_allocate": (c_int, [c_int, u64, u64]),
+        "cachealloc_pool_release": (c_int, [c_int, u64, u64]),
+        "cachealloc_pool_use_count": (c_int, [c_int, u64, u64, ctypes.POINTER(c_int)]),
+        "cachealloc_pool_set_use_on_oom": (c_int, [c_int, u64, u64, c_int]),
+        "cachealloc_pool_set_no_split": (c_int, [c_int, u64, u64]),
+        "cachealloc_empty_cache_pool": (c_int, [c_int, u64, u64]),
         "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
                                                ctypes.POINTER(c_size)]),
         "cachealloc_release_buffer": (None, [ctypes.POINTER(ctypes.c_char)]),
