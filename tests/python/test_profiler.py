@@ -578,6 +578,22 @@ def test_free_of_an_unknown_or_freed_pointer_raises_and_changes_nothing(ca, capf
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.parametrize("conf, backend, error, message", [
+    (123, "simulated", TypeError, "conf must be a str"),
+    (b"max_split_size_mb:64", "simulated", TypeError, "conf must be a str"),
+    ("", 5, TypeError, "backend must be a str"),
+    # ctypes passes a char* that ends at the NUL: the rest was silently ignored.
+    ("max_split_size_mb:64\x00no_such_option:1", "simulated", ValueError, "conf .*NUL"),
+    ("", "simulated:1024\x00junk", ValueError, "backend .*NUL"),
+])
+def test_init_rejects_wrong_types_and_nul_characters_and_changes_nothing(ca, conf, backend, error,
+                                                                         message):
+    with pytest.raises(error, match=message):
+        ca.init(conf, backend)
+    assert ca.backend() == "simulated:8589934592"
+    assert ca.memory_stats()["max_split_size"] == -1
+
+
 def test_uninitialized_device_error_names_the_cause():
     r = _py("import cachealloc as ca\nca.memory_stats(0)")
     assert "-1 devices" not in r.stderr, r.stderr

@@ -44,10 +44,23 @@ def init(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
     backend: None/"cuda" (cudaMalloc), "async" (cudaMallocAsync),
     "simulated[:BYTES[:DEVICES]]" (no GPU; for tests and the replay lab).
     Raises CacheallocError for a bad config or backend, or when blocks are
-    still allocated.
+    still allocated; TypeError when either is not a str (or None),
+    ValueError when one holds a NUL character. Nothing changes then.
     """
-    check(lib().cachealloc_init(conf.encode() if conf is not None else None,
-                                backend.encode() if backend else None))
+    check(lib().cachealloc_init(_c_string("conf", conf), _c_string("backend", backend) or None))
+
+
+def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
+    """value encoded for a C string argument (None stays None). The C side
+    reads up to the first NUL, so a NUL inside would silently cut the text
+    short: refused instead."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{name} must not contain NUL characters, got {value!r}")
+    return value.encode()
 
 
 def install(conf: Optional[str] = None, backend: Optional[str] = None,
