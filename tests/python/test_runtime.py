@@ -137,3 +137,45 @@ def test_python_frame_capture_does_not_keep_every_code_object_alive():
     rc, out = run(code)
     assert rc == 0, out
     assert "CACHED 1" in out and "AFTER 0" in out, out
+
+
+def test_simulated_devices_never_hand_out_the_same_address():
+    # Simulated devices were placed 1 TiB apart whatever their size, so a
+    # larger device's segments overlapped the next device's: one address
+    # named a block on each, and a free with the wrong device hint freed
+    # the other device's block.
+    code = """
+    import cachealloc as ca
+    TiB = 1 << 40
+    ca.init("", f"simulated:{4 * TiB}:2")
+    on_0 = [ca._malloc(TiB, 0), ca._malloc(TiB, 0)]
+    on_1 = ca._malloc(TiB, 1)
+    print("SHARED", on_1 in on_0)
+    ca._free(on_1, 0)  # wrong hint: the block is still found on device 1
+    print("ALLOCATED TiB", ca.memory_allocated(0) // TiB, ca.memory_allocated(1) // TiB)
+    """
+    rc, out = run(code)
+    assert rc == 0, out
+    assert "SHARED False" in out and "ALLOCATED TiB 2 0" in out, out
+
+
+def test_simulated_sizes_that_do_not_fit_are_refused():
+    # A size past 2**64 was read as 2**64 - 1 (strtoull saturates), and
+    # sizes whose address ranges cannot be laid out below 2**63 (snapshots
+    # hold addresses as signed 64-bit ints) were accepted.
+    code = """
+    import cachealloc as ca
+    ca.init("", "simulated")
+    for backend in ("simulated:99999999999999999999999", "simulated:18446744073709551615",
+                    f"simulated:{1 << 62}:2"):
+        try:
+            ca.init("", backend)
+            print("ACCEPTED", backend, ca.backend())
+        except ca.CacheallocError as e:
+            print("REFUSED", e)
+    print("BACKEND", ca.backend())
+    """
+    rc, out = run(code)
+    assert rc == 0, out
+    assert "ACCEPTED" not in out and out.count("REFUSED backend") == 3, out
+    assert "BACKEND simulated\n" in out, out
