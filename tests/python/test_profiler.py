@@ -594,6 +594,20 @@ def test_init_rejects_wrong_types_and_nul_characters_and_changes_nothing(ca, con
     assert ca.memory_stats()["max_split_size"] == -1
 
 
+@pytest.mark.parametrize("bad, error", [
+    ("0.5", TypeError), (None, TypeError), (True, TypeError), ([0.5], TypeError),
+    (-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+])
+def test_memory_fraction_wrong_type_is_a_type_error_and_changes_nothing(ca, bad, error):
+    # As torch.cuda.set_per_process_memory_fraction: TypeError for a
+    # fraction that is not a number, ValueError outside [0, 1].
+    with pytest.raises(error, match="fraction"):
+        ca.set_per_process_memory_fraction(bad, 0)
+    fraction = ctypes.c_double()
+    assert ca.lib().cachealloc_memory_fraction(0, ctypes.byref(fraction)) == 0
+    assert fraction.value == 1.0
+
+
 def test_uninitialized_device_error_names_the_cause():
     r = _py("import cachealloc as ca\nca.memory_stats(0)")
     assert "-1 devices" not in r.stderr, r.stderr

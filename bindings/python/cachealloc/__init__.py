@@ -233,9 +233,13 @@ def empty_cache() -> None:
 
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
     """Caps the memory this process reserves on the device at
-    floor(fraction * capacity); beyond it requests raise OutOfMemoryError."""
-    if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-        raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
+    floor(fraction * capacity); beyond it requests raise OutOfMemoryError.
+    TypeError for a fraction that is not an int or float (a bool included),
+    ValueError outside [0, 1], as torch.cuda's."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError(f"fraction must be a float, not {type(fraction).__name__}")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
     check(lib().cachealloc_set_memory_fraction(float(fraction), _device_index(device)))
 
 
