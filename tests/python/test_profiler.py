@@ -608,6 +608,19 @@ def test_memory_fraction_wrong_type_is_a_type_error_and_changes_nothing(ca, bad,
     assert fraction.value == 1.0
 
 
+def test_install_again_with_another_config_is_refused_not_ignored(ca, monkeypatch):
+    # A second install() returned silently, leaving the first config in
+    # force: a user's max_split_size_mb was dropped without a word.
+    monkeypatch.setattr(ca, "_mode", "plain")  # as after a first install()
+    ca.install()  # nothing asked for: still a no-op
+    ca.install(conf="", backend="simulated:8589934592")  # what is in force: a no-op
+    with pytest.raises(RuntimeError, match="already installed.*max_split_size_mb:64"):
+        ca.install(conf="max_split_size_mb:64")
+    with pytest.raises(RuntimeError, match="already installed.*simulated:1024"):
+        ca.install(backend="simulated:1024")
+    assert ca.memory_stats(0)["max_split_size"] == -1 and ca.backend() == "simulated:8589934592"
+
+
 def test_uninitialized_device_error_names_the_cause():
     r = _py("import cachealloc as ca\nca.memory_stats(0)")
     assert "-1 devices" not in r.stderr, r.stderr

@@ -78,13 +78,16 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     Must run before CUDA memory is allocated in this process. Raises
     RuntimeError if PyTorch already initialized CUDA (its native allocator
     then owns memory and cannot be swapped), CacheallocError for a bad
-    config.
+    config. Once installed, calling it again changes nothing: without a
+    conf or backend, or with the ones in force, it returns; with others it
+    raises RuntimeError naming both.
     """
     global _mode, _pluggable
+    if _mode != "not installed":
+        _check_installed_settings(conf, backend)
+        return
     import torch
 
-    if _mode != "not installed":
-        return
     if torch.cuda.is_initialized():
         raise RuntimeError(
             "cachealloc.install() must run before CUDA is initialized: PyTorch's native "
@@ -106,6 +109,19 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
     torch.cuda.memory.change_current_allocator(_pluggable)
     _mode = "plain"
+
+
+def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
+    """Raises RuntimeError when install() is asked again for a conf or
+    backend other than the ones in force (it cannot change them)."""
+    text = ctypes.c_char_p()
+    check(lib().cachealloc_config_info(None, None, None, ctypes.byref(text)))
+    active_conf, active_backend = (text.value or b"").decode(), backend()
+    if (conf is not None and conf != active_conf) or (backend_ and backend_ != active_backend):
+        raise RuntimeError(
+            f"cachealloc is already installed ({_mode} mode, conf {active_conf!r}, backend "
+            f"{active_backend!r}); install(conf={conf!r}, backend={backend_!r}) cannot change "
+            "them. Install once, with the settings wanted, before CUDA memory is allocated")
 
 
 def _release(version: str) -> tuple:
