@@ -59,14 +59,20 @@ class Parser {
         c.expandable_segments = boolean(key);
         if (c.expandable_segments)
           fail(key, "expandable_segments:True is not supported by cachealloc yet");
-      } else if (key == "release_lock_on_cudamalloc") {
+      } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
+        // Native accepts the ROCm spellings on CUDA builds too.
         c.release_lock_on_cudamalloc = boolean(key);
-      } else if (key == "pinned_use_cuda_host_register") {
+      } else if (key == "pinned_use_cuda_host_register" ||
+                 key == "pinned_use_hip_host_register") {
         c.pinned_use_cuda_host_register = boolean(key);
       } else if (key == "pinned_num_register_threads") {
         size_t v = unsigned_int(key);
         check(key, config_rules::register_threads(v));
         c.pinned_num_register_threads = v;
+      } else if (key == "pinned_reserve_segment_size_mb") {
+        size_t v = unsigned_int(key);
+        if (v == 0) fail(key, "must be greater than 0, got " + last_);
+        c.pinned_reserve_segment_size_mb = v;
       } else if (key == "pinned_use_background_threads") {
         c.pinned_use_background_threads = boolean(key);
       } else if (key == "graph_capture_record_stream_reuse") {

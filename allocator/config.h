@@ -45,6 +45,8 @@ struct AllocatorConfig {
   bool release_lock_on_cudamalloc = false;
   bool pinned_use_cuda_host_register = false;
   size_t pinned_num_register_threads = 1;
+  // Host (pinned) memory reserved up front, MiB; 0 = none. Parsed, not used.
+  size_t pinned_reserve_segment_size_mb = 0;
   bool pinned_use_background_threads = false;
   bool graph_capture_record_stream_reuse = false;
   // Memory fraction applied at start-up; negative = none.

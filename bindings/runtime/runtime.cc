@@ -1,6 +1,7 @@
 #include "bindings/runtime/runtime.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 
 #include "allocator/errors.h"
@@ -30,7 +31,10 @@ std::vector<std::string> split(const std::string& s, char sep) {
 size_t parse_count(const std::string& text, const std::string& what) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
     throw ConfigError("backend: " + what + " must be a number, got '" + text + "'");
-  return std::strtoull(text.c_str(), nullptr, 10);
+  errno = 0;
+  const unsigned long long n = std::strtoull(text.c_str(), nullptr, 10);
+  if (errno == ERANGE) throw ConfigError("backend: " + what + " '" + text + "' is too large");
+  return static_cast<size_t>(n);
 }
 
 }  // namespace
@@ -73,9 +77,18 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
     size_t bytes = parts.size() > 1 ? parse_count(parts[1], "simulated bytes") : (size_t{80} << 30);
     size_t devices = parts.size() > 2 ? parse_count(parts[2], "simulated devices") : 1;
     if (devices == 0 || devices > 64) throw ConfigError("backend: 1 to 64 simulated devices");
+    // Each device's addresses start a whole number of TiB (at least one)
+    // past the previous device's, so that no address is handed out by two
+    // devices; all must end below 2^63 (snapshots hold signed 64-bit ints).
+    constexpr uintptr_t kTiB = uintptr_t{1} << 40;
+    const uintptr_t stride_tib = std::max<uintptr_t>(1, bytes / kTiB + (bytes % kTiB != 0));
+    if (stride_tib * devices > ((uintptr_t{1} << 63) - SimulatedDevice::kDefaultBase) / kTiB)
+      throw ConfigError("backend '" + kind + "': simulated bytes " + std::to_string(bytes) +
+                        " on " + std::to_string(devices) +
+                        " devices do not fit below address 2^63");
     for (size_t i = 0; i < devices; ++i)
       backends.push_back(std::make_unique<SimulatedDevice>(
-          bytes, SimulatedDevice::kDefaultBase + i * (uintptr_t{1} << 40)));
+          bytes, SimulatedDevice::kDefaultBase + i * stride_tib * kTiB));
   } else if (kind == "cuda" || kind == "async") {
 #ifdef CACHEALLOC_WITH_CUDA
     const int n = cuda_device_count();

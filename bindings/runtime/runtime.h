@@ -71,7 +71,8 @@ class Runtime {
   // Sets up the allocator. backend: "cuda" (cudaMalloc, default), "async"
   // (cudaMallocAsync; also chosen by conf "backend:cudaMallocAsync"), or
   // "simulated[:BYTES[:DEVICES]]" (no GPU: address bookkeeping only, for
-  // tests and demos). Throws ConfigError (bad conf or backend, or a block
+  // tests and demos; 1 to 64 devices, each at least 1 TiB of addresses
+  // apart, all below 2^63). Throws ConfigError (bad conf or backend, or a block
   // is in use) or BackendError (no CUDA device); nothing changes then.
   // Calling again is allowed only while no block is in use; it replaces the
   // allocator (a new Generation: fresh stats, history off, no scopes) and

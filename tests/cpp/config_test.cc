@@ -156,6 +156,26 @@ TEST(Booleans, OnlyCapitalisedTrueOrFalse) {
       ExpectRejectedNaming(std::string(key) + ":" + bad, key);
 }
 
+TEST(HipSpellings, AcceptedAsTheirCudaKeys) {
+  // Native accepts the ROCm spellings on CUDA builds too
+  // (c10/cuda/CUDAAllocatorConfig.cpp: "release_lock_on_hipmalloc" ||
+  // "release_lock_on_cudamalloc", and the same for the host register).
+  const AllocatorConfig c = AllocatorConfig::parse(
+      "release_lock_on_hipmalloc:True,pinned_use_hip_host_register:True");
+  EXPECT_TRUE(c.release_lock_on_cudamalloc);
+  EXPECT_TRUE(c.pinned_use_cuda_host_register);
+  ExpectRejectedNaming("release_lock_on_hipmalloc:true", "release_lock_on_hipmalloc");
+  ExpectRejectedNaming("pinned_use_hip_host_register:1", "pinned_use_hip_host_register");
+}
+
+TEST(PinnedReserveSegmentSize, PositiveMiB) {
+  EXPECT_EQ(AllocatorConfig::parse("pinned_reserve_segment_size_mb:64")
+                .pinned_reserve_segment_size_mb, 64u);
+  for (const char* bad : {"0", "-1", "abc", "99999999999999999999999"})
+    ExpectRejectedNaming(std::string("pinned_reserve_segment_size_mb:") + bad,
+                         "pinned_reserve_segment_size_mb");
+}
+
 TEST(PinnedNumRegisterThreads, PowerOfTwoUpTo128) {
   EXPECT_EQ(AllocatorConfig::parse("pinned_num_register_threads:8").pinned_num_register_threads,
             8u);

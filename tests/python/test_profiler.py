@@ -578,6 +578,49 @@ def test_free_of_an_unknown_or_freed_pointer_raises_and_changes_nothing(ca, capf
     assert capfd.readouterr().err == ""
 
 
+@pytest.mark.parametrize("conf, backend, error, message", [
+    (123, "simulated", TypeError, "conf must be a str"),
+    (b"max_split_size_mb:64", "simulated", TypeError, "conf must be a str"),
+    ("", 5, TypeError, "backend must be a str"),
+    # ctypes passes a char* that ends at the NUL: the rest was silently ignored.
+    ("max_split_size_mb:64\x00no_such_option:1", "simulated", ValueError, "conf .*NUL"),
+    ("", "simulated:1024\x00junk", ValueError, "backend .*NUL"),
+])
+def test_init_rejects_wrong_types_and_nul_characters_and_changes_nothing(ca, conf, backend, error,
+                                                                         message):
+    with pytest.raises(error, match=message):
+        ca.init(conf, backend)
+    assert ca.backend() == "simulated:8589934592"
+    assert ca.memory_stats()["max_split_size"] == -1
+
+
+@pytest.mark.parametrize("bad, error", [
+    ("0.5", TypeError), (None, TypeError), (True, TypeError), ([0.5], TypeError),
+    (-0.1, ValueError), (1.5, ValueError), (float("nan"), ValueError),
+])
+def test_memory_fraction_wrong_type_is_a_type_error_and_changes_nothing(ca, bad, error):
+    # As torch.cuda.set_per_process_memory_fraction: TypeError for a
+    # fraction that is not a number, ValueError outside [0, 1].
+    with pytest.raises(error, match="fraction"):
+        ca.set_per_process_memory_fraction(bad, 0)
+    fraction = ctypes.c_double()
+    assert ca.lib().cachealloc_memory_fraction(0, ctypes.byref(fraction)) == 0
+    assert fraction.value == 1.0
+
+
+def test_install_again_with_another_config_is_refused_not_ignored(ca, monkeypatch):
+    # A second install() returned silently, leaving the first config in
+    # force: a user's max_split_size_mb was dropped without a word.
+    monkeypatch.setattr(ca, "_mode", "plain")  # as after a first install()
+    ca.install()  # nothing asked for: still a no-op
+    ca.install(conf="", backend="simulated:8589934592")  # what is in force: a no-op
+    with pytest.raises(RuntimeError, match="already installed.*max_split_size_mb:64"):
+        ca.install(conf="max_split_size_mb:64")
+    with pytest.raises(RuntimeError, match="already installed.*simulated:1024"):
+        ca.install(backend="simulated:1024")
+    assert ca.memory_stats(0)["max_split_size"] == -1 and ca.backend() == "simulated:8589934592"
+
+
 def test_uninitialized_device_error_names_the_cause():
     r = _py("import cachealloc as ca\nca.memory_stats(0)")
     assert "-1 devices" not in r.stderr, r.stderr

@@ -45,10 +45,23 @@ def init(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
     backend: None/"cuda" (cudaMalloc), "async" (cudaMallocAsync),
     "simulated[:BYTES[:DEVICES]]" (no GPU; for tests and the replay lab).
     Raises CacheallocError for a bad config or backend, or when blocks are
-    still allocated.
+    still allocated; TypeError when either is not a str (or None),
+    ValueError when one holds a NUL character. Nothing changes then.
     """
-    check(lib().cachealloc_init(conf.encode() if conf is not None else None,
-                                backend.encode() if backend else None))
+    check(lib().cachealloc_init(_c_string("conf", conf), _c_string("backend", backend) or None))
+
+
+def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
+    """value encoded for a C string argument (None stays None). The C side
+    reads up to the first NUL, so a NUL inside would silently cut the text
+    short: refused instead."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{name} must not contain NUL characters, got {value!r}")
+    return value.encode()
 
 
 def install(conf: Optional[str] = None, backend: Optional[str] = None,
@@ -66,13 +79,16 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     Must run before CUDA memory is allocated in this process. Raises
     RuntimeError if PyTorch already initialized CUDA (its native allocator
     then owns memory and cannot be swapped), CacheallocError for a bad
-    config.
+    config. Once installed, calling it again changes nothing: without a
+    conf or backend, or with the ones in force, it returns; with others it
+    raises RuntimeError naming both.
     """
     global _mode, _pluggable
+    if _mode != "not installed":
+        _check_installed_settings(conf, backend)
+        return
     import torch
 
-    if _mode != "not installed":
-        return
     if torch.cuda.is_initialized():
         raise RuntimeError(
             "cachealloc.install() must run before CUDA is initialized: PyTorch's native "
@@ -94,6 +110,19 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
     torch.cuda.memory.change_current_allocator(_pluggable)
     _mode = "plain"
+
+
+def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
+    """Raises RuntimeError when install() is asked again for a conf or
+    backend other than the ones in force (it cannot change them)."""
+    text = ctypes.c_char_p()
+    check(lib().cachealloc_config_info(None, None, None, ctypes.byref(text)))
+    active_conf, active_backend = (text.value or b"").decode(), backend()
+    if (conf is not None and conf != active_conf) or (backend_ and backend_ != active_backend):
+        raise RuntimeError(
+            f"cachealloc is already installed ({_mode} mode, conf {active_conf!r}, backend "
+            f"{active_backend!r}); install(conf={conf!r}, backend={backend_!r}) cannot change "
+            "them. Install once, with the settings wanted, before CUDA memory is allocated")
 
 
 def _release(version: str) -> tuple:
@@ -221,9 +250,13 @@ def empty_cache() -> None:
 
 def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
     """Caps the memory this process reserves on the device at
-    floor(fraction * capacity); beyond it requests raise OutOfMemoryError."""
-    if not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
-        raise ValueError(f"fraction must be a number in [0, 1], got {fraction!r}")
+    floor(fraction * capacity); beyond it requests raise OutOfMemoryError.
+    TypeError for a fraction that is not an int or float (a bool included),
+    ValueError outside [0, 1], as torch.cuda's."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError(f"fraction must be a float, not {type(fraction).__name__}")
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"fraction must be in [0, 1], got {fraction!r}")
     check(lib().cachealloc_set_memory_fraction(float(fraction), _device_index(device)))
 
 
