@@ -1,12 +1,17 @@
 // Randomized test of the engine: over a million mixed operations (malloc of
 // 1 B to 1 GiB on several streams, frees in random order, record_stream with
-// held events, empty_cache, OOM under a limit), checking after EVERY
+// held events, empty_cache, OOM under a limit; in one configuration also
+// memory pools: routes opened and closed, pools made and released, with
+// no_split and use_on_oom), checking after EVERY
 // operation that
 //   - check_invariants() holds (blocks tile segments, free neighbours merged,
 //     pool index consistent), and
 //   - every current statistic equals what the segment list implies, per pool
 //     and in aggregate, with peak >= current and allocated - freed == current;
-//   - no block is handed out over memory still in use on another stream.
+//   - no block is handed out over memory still in use on another stream;
+//   - a malloc lands in the pool of the newest route that accepts its stream
+//     (or, with none, in the default pools or a use_on_oom pool), and every
+//     pool's use count is what the calls made it.
 // The seed is fixed and printed; CACHEALLOC_SEED=<n> replays another one.
 #include <gtest/gtest.h>
 
@@ -45,6 +50,7 @@ struct Scenario {
   int streams;          // distinct streams used
   uint64_t seed_salt;   // keeps the configurations' sequences apart
   bool quiet_releases;  // GC or max_split_size must free without a full sync
+  bool pools = false;   // also memory pool operations (PyTorch's MemPool)
 };
 
 // The stat families of DeviceStats, in its order.
@@ -149,6 +155,8 @@ class RandomRun {
   // release_available_cached_blocks at work.
   int64_t quiet_releases() const { return quiet_releases_; }
   DeviceStats stats() const { return h_.stats(); }
+  int64_t pool_ops() const { return pool_ops_; }
+  int64_t routed_mallocs() const { return routed_mallocs_; }
 
  private:
   struct Live {
@@ -156,6 +164,15 @@ class RandomRun {
     size_t requested;
     StreamId stream;
     bool used_elsewhere;  // record_stream on another stream
+  };
+  // A pool the run holds (made and not yet released by it).
+  struct HeldPool {
+    PoolId id;
+    int uses = 1;         // what pool_use_count must say
+    bool routed = false;  // a route is open; then `route_stream` is routed
+    StreamId route_stream = 0;
+    bool every_stream = false;  // the route accepts every stream
+    uint64_t opened = 0;  // order of route opening (newest wins)
   };
 
   StreamId RandomStream() {
@@ -185,10 +202,13 @@ class RandomRun {
     if (live_.empty() || (live_.size() < kMaxLive && r < malloc_share)) return Malloc();
     if (r < 900) return Free();
     if (r < 960) return RecordStream();
+    if (sc_.pools && r < 975) return PoolOp();
     if (r < 995) return ToggleEvents();
     ++empty_caches_;
+    const int64_t syncs = h_.stats().num_sync_all_streams;
     h_.engine.empty_cache();
-    pending_.clear();  // empty_cache synchronizes every outstanding event
+    // It synchronizes every outstanding event, unless a route is open.
+    if (h_.stats().num_sync_all_streams != syncs) pending_.clear();
     return "empty_cache";
   }
 
@@ -208,19 +228,31 @@ class RandomRun {
     // A full sync (OOM path) completes every event: that memory is free now.
     if (h_.stats().num_sync_all_streams != syncs) pending_.clear();
     else if (h_.stats().num_device_free != device_frees) ++quiet_releases_;
+    const HeldPool* route = RouteFor(stream);
     if (!b) {
-      // The OOM path synced every stream and returned every whole cached
-      // segment before giving up: no pending free or whole free segment is left.
-      for (const SegmentView& s : h_.engine.segments())
-        for (const Block* blk : s.blocks)
-          if (!blk->allocated && (!blk->is_free() || s.blocks.size() == 1))
-            error_ = "OOM left a pending free or a whole free segment";
+      // Unless a route is open (native then neither syncs nor empties the
+      // cache), the OOM path synced every stream and returned every whole
+      // cached segment of the default pools (and of freeable pools) before
+      // giving up: no pending free or whole free default segment is left.
+      if (!AnyRoute())
+        for (const SegmentView& s : h_.engine.segments())
+          for (const Block* blk : s.blocks)
+            if (!blk->allocated && (!blk->is_free() ||
+                                    (s.blocks.size() == 1 && s.pool_id.is_default())))
+              error_ = "OOM left a pending free or a whole free segment";
       return what.str() + " -> OOM";
+    }
+    const PrivatePool* owner = b->pool->owner();
+    if (route) {
+      ++routed_mallocs_;
+      if (!owner || owner->id != route->id) error_ = "a routed malloc missed its pool";
+    } else if (owner && !UseOnOom(owner->id)) {
+      error_ = "an unrouted malloc landed in a pool that is not use_on_oom";
     }
     if (b->size < size || b->size % 512 != 0 || b->stream != stream || !b->allocated ||
         b->requested_size != size)
       error_ = "bad block fields";
-    for (const auto& [start, end] : pending_)
+    for (const auto& [start, end, pool] : pending_)
       if (b->address < end && start < b->address + b->size)
         error_ = "block overlaps memory still in use on another stream";
     live_.push_back({b, size, stream, false});
@@ -233,11 +265,88 @@ class RandomRun {
     live_[i] = live_.back();
     live_.pop_back();
     if (l.used_elsewhere && events_held_) {
-      pending_.emplace_back(l.block->address, l.block->address + l.block->size);
+      const PrivatePool* owner = l.block->pool->owner();
+      pending_.push_back({l.block->address, l.block->address + l.block->size,
+                          owner ? owner->id : PoolId{}});
       ++pending_frees_;
     }
     h_.engine.free(l.block);
     return "free(" + std::to_string(l.requested) + ")";
+  }
+
+  // Memory pool calls as PyTorch makes them: MemPool() (sometimes
+  // no_split or use_on_oom), use_mem_pool's enter (route + use) and exit
+  // (end route + release), and ~MemPool (use_on_oom off, release, empty the
+  // pool's cache). Routes accept one stream or every stream.
+  std::string PoolOp() {
+    ++pool_ops_;
+    const int r = std::uniform_int_distribution<int>(0, 3)(rng_);
+    if (r == 0 || held_.empty()) {
+      if (held_.size() >= 4) return "pool: none (4 held)";
+      const PoolId id{0, next_pool_++};
+      h_.engine.create_or_incref_pool(id);
+      HeldPool p;
+      p.id = id;
+      const int flavour = std::uniform_int_distribution<int>(0, 3)(rng_);
+      if (flavour == 1) h_.engine.set_no_split(id);
+      if (flavour == 2) {
+        h_.engine.set_use_on_oom(id, true);
+        use_on_oom_.push_back(id);
+      }
+      held_.push_back(p);
+      return "MemPool" + id.to_string();
+    }
+    HeldPool& p = held_[std::uniform_int_distribution<size_t>(0, held_.size() - 1)(rng_)];
+    if (r == 1 && !p.routed) {
+      p.every_stream = std::uniform_int_distribution<int>(0, 2)(rng_) == 0;
+      p.route_stream = RandomStream();
+      const bool every = p.every_stream;
+      const StreamId only = p.route_stream;
+      h_.engine.begin_allocate_to_pool(p.id, [every, only](StreamId s) {
+        return every || s == only;
+      });
+      p.routed = true;
+      p.opened = ++routes_opened_;
+      ++p.uses;
+      return "use_mem_pool" + p.id.to_string() + " enter";
+    }
+    if (p.routed) {
+      h_.engine.end_allocate_to_pool(p.id);
+      h_.engine.release_pool(p.id);
+      p.routed = false;
+      --p.uses;
+      return "use_mem_pool" + p.id.to_string() + " exit";
+    }
+    // ~MemPool of a pool with no open route: it becomes freeable.
+    const PoolId id = p.id;
+    h_.engine.set_use_on_oom(id, false);
+    std::erase(use_on_oom_, id);
+    h_.engine.release_pool(id);
+    const int64_t syncs = h_.stats().num_sync_all_streams;
+    h_.engine.empty_cache(nullptr, id);
+    if (h_.stats().num_sync_all_streams != syncs) ForgetPendingOf(id);
+    std::erase_if(held_, [&](const HeldPool& q) { return q.id == id; });
+    return "~MemPool" + id.to_string();
+  }
+  bool AnyRoute() const {
+    return std::any_of(held_.begin(), held_.end(), [](const HeldPool& p) { return p.routed; });
+  }
+  // The pool a malloc on `stream` must land in: the newest open route
+  // that accepts the stream; null for none.
+  const HeldPool* RouteFor(StreamId stream) const {
+    const HeldPool* best = nullptr;
+    for (const HeldPool& p : held_)
+      if (p.routed && (p.every_stream || p.route_stream == stream) &&
+          (!best || p.opened > best->opened))
+        best = &p;
+    return best;
+  }
+  bool UseOnOom(PoolId id) const {
+    return std::find(use_on_oom_.begin(), use_on_oom_.end(), id) != use_on_oom_.end();
+  }
+  // empty_cache(pool id) synced the events of that pool's blocks only.
+  void ForgetPendingOf(PoolId id) {
+    std::erase_if(pending_, [&](const Pending& p) { return p.pool == id; });
   }
 
   std::string RecordStream() {
@@ -274,6 +383,8 @@ class RandomRun {
     std::string err = CompareStats(h_.stats(), Recompute(segments, h_.config.max_split_size));
     if (h_.device.live_segments() != segments.size()) err += "device segment count differs; ";
     if (h_.device.used_bytes() != h_.engine.reserved_bytes()) err += "device bytes differ; ";
+    for (const HeldPool& p : held_)
+      if (h_.engine.pool_use_count(p.id) != p.uses) err += "pool use count differs; ";
     return err;
   }
 
@@ -283,11 +394,20 @@ class RandomRun {
   std::vector<Live> live_;
   std::vector<size_t> sizes_;
   size_t next_size_ = 0;
-  // Address ranges freed while their stream events are held back.
-  std::vector<std::pair<uintptr_t, uintptr_t>> pending_;
+  // Address ranges freed while their stream events are held back, and the
+  // pool of each.
+  struct Pending {
+    uintptr_t start, end;
+    PoolId pool;
+  };
+  std::vector<Pending> pending_;
   bool events_held_ = false;
   std::string error_;  // a failed check made during the operation itself
   int64_t ooms_ = 0, pending_frees_ = 0, empty_caches_ = 0, quiet_releases_ = 0;
+  std::vector<HeldPool> held_;
+  std::vector<PoolId> use_on_oom_;
+  uint64_t next_pool_ = 1, routes_opened_ = 0;
+  int64_t pool_ops_ = 0, routed_mallocs_ = 0;
 };
 
 void RunScenario(const Scenario& sc) {
@@ -304,10 +424,15 @@ void RunScenario(const Scenario& sc) {
   if (sc.quiet_releases) {
     EXPECT_GT(run.quiet_releases(), 0);
   }
+  if (sc.pools) {
+    EXPECT_GT(run.pool_ops(), 0);
+    EXPECT_GT(run.routed_mallocs(), 0);
+  }
   std::cout << "[ counts   ] ops=" << kOpsPerConfig << " ooms=" << run.ooms()
             << " pending_frees=" << run.pending_frees()
             << " quiet_releases=" << run.quiet_releases()
-            << " device_allocs=" << run.stats().num_device_alloc << "\n";
+            << " device_allocs=" << run.stats().num_device_alloc
+            << " pool_ops=" << run.pool_ops() << " routed_mallocs=" << run.routed_mallocs() << "\n";
 }
 
 const Scenario kScenarios[] = {
@@ -315,13 +440,15 @@ const Scenario kScenarios[] = {
     {"max_split_size_mb:64", 4 * kGiB, 3 * kGiB, 3, 1, true},
     {"roundup_power2_divisions:4", 3 * kGiB, 0, 4, 2, false},
     {"garbage_collection_threshold:0.6", 4 * kGiB, 5 * kGiB / 2, 3, 3, true},
+    {"max_split_size_mb:64", 4 * kGiB, 3 * kGiB, 3, 4, true, true},
 };
-static_assert(std::size(kScenarios) * kOpsPerConfig >= 1'000'000);
+static_assert((std::size(kScenarios) - 1) * kOpsPerConfig >= 1'000'000);
 
 TEST(Randomized, DefaultConfigFourStreams) { RunScenario(kScenarios[0]); }
 TEST(Randomized, MaxSplitSize64MiBUnderALimit) { RunScenario(kScenarios[1]); }
 TEST(Randomized, RoundupPower2Divisions4) { RunScenario(kScenarios[2]); }
 TEST(Randomized, GarbageCollectionThreshold06UnderALimit) { RunScenario(kScenarios[3]); }
+TEST(Randomized, MemoryPoolsUnderALimit) { RunScenario(kScenarios[4]); }
 
 }  // namespace
 }  // namespace cachealloc::testing
