@@ -34,6 +34,21 @@ size_t size_field(const PyValue& dict, const char* key, const std::string& where
   return static_cast<size_t>(v);
 }
 
+const std::string& str_field(const PyValue& dict, const char* key, const std::string& where) {
+  const PyValue& v = field(dict, key, where);
+  if (v.kind() != PyValue::Kind::kStr)
+    bad(where, std::string("field '") + key + "' is " + v.kind_name() + ", expected str");
+  return v.as_str();
+}
+
+// A list (or tuple) field's items.
+const PyValue::List& list_field(const PyValue& dict, const char* key, const std::string& where) {
+  const PyValue& v = field(dict, key, where);
+  if (v.kind() != PyValue::Kind::kList && v.kind() != PyValue::Kind::kTuple)
+    bad(where, std::string("field '") + key + "' is " + v.kind_name() + ", expected list");
+  return v.items();
+}
+
 ContextPtr frames_of(const PyValue& entry, const std::string& where) {
   const PyValue* frames = entry.find("frames");
   if (!frames || frames->kind() != PyValue::Kind::kList || frames->items().empty())
@@ -41,8 +56,8 @@ ContextPtr frames_of(const PyValue& entry, const std::string& where) {
   auto ctx = std::make_shared<CallContext>();
   for (const PyValue& f : frames->items()) {
     StackFrame sf;
-    sf.name = field(f, "name", where).as_str();
-    sf.filename = field(f, "filename", where).as_str();
+    sf.name = str_field(f, "name", where);
+    sf.filename = str_field(f, "filename", where);
     sf.line = static_cast<int>(int_field(f, "line", where));
     ctx->frames.push_back(std::move(sf));
   }
@@ -249,9 +264,12 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       RecordedSegment rs;
       rs.address = static_cast<uintptr_t>(size_field(s, "address", where));
       rs.total_size = size_field(s, "total_size", where);
-      rs.is_small = field(s, "segment_type", where).as_str() == "small";
-      for (const PyValue& b : field(s, "blocks", where).items())
-        rs.blocks.emplace_back(size_field(b, "size", where), field(b, "state", where).as_str());
+      rs.is_small = str_field(s, "segment_type", where) == "small";
+      const PyValue::List& blocks = list_field(s, "blocks", where);
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        const std::string at = where + " block " + std::to_string(k);
+        rs.blocks.emplace_back(size_field(blocks[k], "size", at), str_field(blocks[k], "state", at));
+      }
       t.final_segments.push_back(std::move(rs));
       t.final_segment_devices.push_back(static_cast<int>(int_field(s, "device", where)));
     }

@@ -1,0 +1,89 @@
+// Hostile snapshot contents that parse_trace and replay_trace must turn into
+// a TraceFormatError or a divergence: wrong kinds, memory amplification
+// through shared pickle values, and segments a real device could never
+// hand out. Each was found by fuzzing (trace_fuzz_test.cc); the inputs here
+// are the minimized cases, built in code.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allocator/errors.h"
+#include "replay/replayer.h"
+#include "replay/trace.h"
+#include "stats/pickle_reader.h"
+#include "stats/pickle_writer.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+PyValue event(const char* action, int64_t addr, int64_t size, int64_t stream = 0) {
+  PyValue e = PyValue::dict();
+  e.set("action", PyValue::str(action));
+  e.set("addr", PyValue::integer(addr));
+  e.set("size", PyValue::integer(size));
+  e.set("stream", PyValue::integer(stream));
+  return e;
+}
+
+// {"segments": segments, "device_traces": [events]}.
+PyValue snapshot(std::vector<PyValue> events, PyValue segments = PyValue::list()) {
+  PyValue s = PyValue::dict();
+  s.set("segments", std::move(segments));
+  s.set("device_traces", PyValue::list({PyValue::list(std::move(events))}));
+  return s;
+}
+
+PyValue segment(PyValue segment_type, PyValue blocks, int64_t device = 0) {
+  PyValue s = PyValue::dict();
+  s.set("device", PyValue::integer(device));
+  s.set("address", PyValue::integer(kMiB * 1024));
+  s.set("total_size", PyValue::integer(2 * kMiB));
+  s.set("segment_type", std::move(segment_type));
+  s.set("blocks", std::move(blocks));
+  return s;
+}
+
+PyValue block(PyValue state) {
+  PyValue b = PyValue::dict();
+  b.set("size", PyValue::integer(2 * kMiB));
+  b.set("state", std::move(state));
+  return b;
+}
+
+// Expects parse_trace to throw TraceFormatError with `part` in the message.
+void ExpectTraceFormatError(const PyValue& snap, const std::string& part, bool keep_frames = false) {
+  try {
+    parse_trace(snap, keep_frames);
+    ADD_FAILURE() << "accepted, expected a TraceFormatError containing: " << part;
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(TraceInput, FieldsOfTheWrongKindAreTraceFormatErrorsNamingTheField) {
+  // These used to escape as PyValueError ("expected str, got int"), naming
+  // neither the entry nor the field.
+  const PyValue inactive = PyValue::str("inactive");
+  ExpectTraceFormatError(snapshot({}, PyValue::list({segment(PyValue::integer(1), PyValue::list())})),
+                         "segment 0: field 'segment_type' is int, expected str");
+  ExpectTraceFormatError(snapshot({}, PyValue::list({segment(PyValue::str("small"), PyValue::dict())})),
+                         "segment 0: field 'blocks' is dict, expected list");
+  ExpectTraceFormatError(
+      snapshot({}, PyValue::list({segment(PyValue::str("small"), PyValue::list({block(PyValue::none())}))})),
+      "segment 0 block 0: field 'state' is NoneType, expected str");
+  PyValue e = event("alloc", 512 * kMiB, 512);
+  PyValue frame = PyValue::dict();
+  frame.set("name", PyValue::integer(1));
+  frame.set("filename", PyValue::str("f.py"));
+  frame.set("line", PyValue::integer(1));
+  e.set("frames", PyValue::list({frame}));
+  ExpectTraceFormatError(snapshot({e}), "device 0 entry 0: field 'name' is int, expected str",
+                         /*keep_frames=*/true);
+}
+
+}  // namespace
+}  // namespace cachealloc
