@@ -268,7 +268,14 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       const PyValue::List& blocks = list_field(s, "blocks", where);
       for (size_t k = 0; k < blocks.size(); ++k) {
         const std::string at = where + " block " + std::to_string(k);
-        rs.blocks.emplace_back(size_field(blocks[k], "size", at), str_field(blocks[k], "state", at));
+        const size_t size = size_field(blocks[k], "size", at);
+        const std::string& state = str_field(blocks[k], "state", at);
+        // Only the states a snapshot can hold are kept: a state is copied
+        // per block, and a pickle can reference one huge string from every
+        // block for 2 bytes each.
+        if (state != "active_allocated" && state != "active_pending_free" && state != "inactive")
+          bad(at, "unknown state '" + state.substr(0, 40) + (state.size() > 40 ? "...'" : "'"));
+        rs.blocks.emplace_back(size, state);
       }
       t.final_segments.push_back(std::move(rs));
       t.final_segment_devices.push_back(static_cast<int>(int_field(s, "device", where)));

@@ -63,9 +63,10 @@ struct RecordedTrace {
 // Reads the structure. keep_frames: attach recorded frames to events (for
 // writing a replayed snapshot); costs memory on big traces.
 // Throws TraceFormatError for a missing field or a value of the wrong kind
-// (the message names the entry and the field); expandable-segment traces
-// (segment_map/unmap) are refused as unsupported. Throws ConfigError for
-// allocator_settings the config rules refuse (see config_from_settings).
+// (the message names the entry and the field), or a block state other than
+// active_allocated, active_pending_free and inactive; expandable-segment
+// traces (segment_map/unmap) are refused as unsupported. Throws ConfigError
+// for allocator_settings the config rules refuse (see config_from_settings).
 RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
 
 // The allocator config a snapshot's "allocator_settings" dict describes

@@ -85,5 +85,21 @@ TEST(TraceInput, FieldsOfTheWrongKindAreTraceFormatErrorsNamingTheField) {
                          /*keep_frames=*/true);
 }
 
+TEST(TraceInput, UnknownBlockStateIsRefusedNotCopiedPerBlock) {
+  // One 1 MiB string referenced by 100000 blocks is a ~1 MiB pickle; copying
+  // the state per block would take 100 GiB.
+  const PyValue huge = PyValue::str(std::string(kMiB, 'x'));
+  const PyValue shared_block = block(huge);
+  const PyValue blocks = PyValue::list(std::vector<PyValue>(100000, shared_block));
+  const PyValue snap = read_pickle(write_pickle(
+      snapshot({}, PyValue::list({segment(PyValue::str("large"), blocks)}))));
+  ExpectTraceFormatError(snap, "segment 0 block 0: unknown state 'xxxx");
+  for (const char* state : {"active_allocated", "active_pending_free", "inactive"}) {
+    const PyValue ok = snapshot({}, PyValue::list({segment(PyValue::str("large"),
+                                                           PyValue::list({block(PyValue::str(state))}))}));
+    EXPECT_EQ(parse_trace(ok, false).final_segments.at(0).blocks.at(0).second, state);
+  }
+}
+
 }  // namespace
 }  // namespace cachealloc
