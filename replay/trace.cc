@@ -222,6 +222,11 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
   }
   const PyValue& traces = field(snap, "device_traces", "top level");
   if (traces.kind() != PyValue::Kind::kList) bad("device_traces", "expected a list");
+  // Each device costs a replay engine: a short pickle must not ask for
+  // millions of them.
+  if (traces.items().size() > kMaxTraceDevices)
+    bad("device_traces", std::to_string(traces.items().size()) + " devices, more than " +
+                             std::to_string(kMaxTraceDevices));
   for (size_t dev = 0; dev < traces.items().size(); ++dev) {
     const PyValue& list = traces.items()[dev];
     if (list.kind() != PyValue::Kind::kList)
@@ -277,8 +282,12 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
           bad(at, "unknown state '" + state.substr(0, 40) + (state.size() > 40 ? "...'" : "'"));
         rs.blocks.emplace_back(size, state);
       }
+      const int64_t device = int_field(s, "device", where);
+      if (device < 0 || static_cast<uint64_t>(device) >= kMaxTraceDevices)
+        bad(where, "device " + std::to_string(device) + " is not in [0, " +
+                       std::to_string(kMaxTraceDevices) + ")");
       t.final_segments.push_back(std::move(rs));
-      t.final_segment_devices.push_back(static_cast<int>(int_field(s, "device", where)));
+      t.final_segment_devices.push_back(static_cast<int>(device));
     }
   }
   return t;

@@ -101,5 +101,22 @@ TEST(TraceInput, UnknownBlockStateIsRefusedNotCopiedPerBlock) {
   }
 }
 
+TEST(TraceInput, MoreDevicesThanPyTorchCanNumberAreRefused) {
+  // 200000 empty device traces are a 400 kB pickle (1 kB gzipped) and used
+  // to cost a replay engine each: 1.5 GB.
+  PyValue snap = PyValue::dict();
+  snap.set("device_traces",
+           PyValue::list(std::vector<PyValue>(kMaxTraceDevices + 1, PyValue::list())));
+  ExpectTraceFormatError(snap, "129 devices, more than 128");
+  PyValue most = PyValue::dict();
+  most.set("device_traces", PyValue::list(std::vector<PyValue>(kMaxTraceDevices, PyValue::list())));
+  EXPECT_EQ(parse_trace(most, false).devices.size(), kMaxTraceDevices);
+  // A segment's device is checked against the same bound, not truncated to int.
+  const PyValue blocks = PyValue::list({block(PyValue::str("inactive"))});
+  for (int64_t device : {int64_t{-1}, int64_t{128}, int64_t{1} << 32})
+    ExpectTraceFormatError(snapshot({}, PyValue::list({segment(PyValue::str("large"), blocks, device)})),
+                           "device " + std::to_string(device) + " is not in [0, 128)");
+}
+
 }  // namespace
 }  // namespace cachealloc
