@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
 
 namespace cachealloc {
@@ -49,10 +50,17 @@ const PyValue::List& list_field(const PyValue& dict, const char* key, const std:
   return v.items();
 }
 
-ContextPtr frames_of(const PyValue& entry, const std::string& where) {
+// The contexts made so far, by the frames list they were made from. A pickle
+// can reference one list from any number of entries (2 bytes each); each
+// list is then copied once, not once per entry.
+using ContextCache = absl::flat_hash_map<const PyValue::List*, ContextPtr>;
+
+ContextPtr frames_of(const PyValue& entry, const std::string& where, ContextCache& cache) {
   const PyValue* frames = entry.find("frames");
   if (!frames || frames->kind() != PyValue::Kind::kList || frames->items().empty())
     return nullptr;
+  ContextPtr& cached = cache[&frames->items()];
+  if (cached) return cached;
   auto ctx = std::make_shared<CallContext>();
   for (const PyValue& f : frames->items()) {
     StackFrame sf;
@@ -61,6 +69,7 @@ ContextPtr frames_of(const PyValue& entry, const std::string& where) {
     sf.line = static_cast<int>(int_field(f, "line", where));
     ctx->frames.push_back(std::move(sf));
   }
+  cached = ctx;
   return ctx;
 }
 
@@ -227,6 +236,7 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
   if (traces.items().size() > kMaxTraceDevices)
     bad("device_traces", std::to_string(traces.items().size()) + " devices, more than " +
                              std::to_string(kMaxTraceDevices));
+  ContextCache contexts;
   for (size_t dev = 0; dev < traces.items().size(); ++dev) {
     const PyValue& list = traces.items()[dev];
     if (list.kind() != PyValue::Kind::kList)
@@ -257,7 +267,7 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       if (const PyValue* tu = e.find("time_us"); tu && tu->kind() == PyValue::Kind::kInt)
         r.time_us = tu->as_int();
       r.source_index = i;
-      if (keep_frames) r.context = frames_of(e, where);
+      if (keep_frames) r.context = frames_of(e, where, contexts);
       events.push_back(std::move(r));
     }
     t.devices.push_back(std::move(events));

@@ -118,5 +118,27 @@ TEST(TraceInput, MoreDevicesThanPyTorchCanNumberAreRefused) {
                            "device " + std::to_string(device) + " is not in [0, 128)");
 }
 
+TEST(TraceInput, FramesListSharedByEntriesIsCopiedOnce) {
+  // A pickle can reference one frames list from every entry for 2 bytes
+  // each; the entries share one context instead of a copy each.
+  PyValue frame = PyValue::dict();
+  frame.set("name", PyValue::str(std::string(4096, 'n')));
+  frame.set("filename", PyValue::str("f.py"));
+  frame.set("line", PyValue::integer(7));
+  const PyValue frames = PyValue::list(std::vector<PyValue>(100, frame));
+  std::vector<PyValue> events;
+  for (int i = 0; i < 1000; ++i) {
+    PyValue e = event("alloc", 512 * kMiB, 512);
+    e.set("frames", frames);
+    events.push_back(e);
+  }
+  const RecordedTrace t = parse_trace(read_pickle(write_pickle(snapshot(events))), true);
+  ASSERT_EQ(t.devices.at(0).size(), 1000u);
+  ASSERT_TRUE(t.devices[0][0].context);
+  EXPECT_EQ(t.devices[0][0].context->frames.size(), 100u);
+  EXPECT_EQ(t.devices[0][0].context->frames[0].line, 7);
+  for (const RecordedEvent& e : t.devices[0]) EXPECT_EQ(e.context, t.devices[0][0].context);
+}
+
 }  // namespace
 }  // namespace cachealloc
