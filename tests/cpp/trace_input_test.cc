@@ -140,5 +140,60 @@ TEST(TraceInput, FramesListSharedByEntriesIsCopiedOnce) {
   for (const RecordedEvent& e : t.devices[0]) EXPECT_EQ(e.context, t.devices[0][0].context);
 }
 
+// Replays `events` on one device, with invariant checks after each request.
+ReplayResult replay(std::vector<PyValue> events) {
+  ReplayOptions options;
+  options.check_invariants = true;
+  return replay_trace(parse_trace(snapshot(std::move(events)), false), options);
+}
+
+TEST(TraceInput, SegmentOverlappingALiveSegmentDivergesInsteadOfCorruptingTheEngine) {
+  // The second segment_alloc lies inside the first segment. The replay
+  // device used to hand it out, so the trace "replayed clean" while the
+  // engine held two blocks at one address (check_invariants: "segments
+  // overlap").
+  const int64_t a = int64_t{1} << 32;
+  const ReplayResult r = replay({
+      event("segment_alloc", a, 20 * kMiB), event("alloc", a, 2 * kMiB),
+      event("alloc", a + 2 * kMiB, 18 * kMiB),
+      event("segment_alloc", a + 2 * kMiB, 18 * kMiB), event("alloc", a + 2 * kMiB, 18 * kMiB),
+      event("free_requested", a + 2 * kMiB, 18 * kMiB), event("free_completed", a + 2 * kMiB, 18 * kMiB),
+  });
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 3u);
+  EXPECT_EQ(r.divergence->expected.action, "segment_alloc");
+  EXPECT_NE(r.divergence->got.address, static_cast<size_t>(a + 2 * kMiB));
+}
+
+TEST(TraceInput, SegmentAtTheReplayDevicesOwnAddressesDoesNotCollide) {
+  // The replay device hands unexpected segments out from 0xdead00000000000.
+  // A trace that put a segment there made the next unexpected one land on
+  // it: two segments at one address, then "release of unknown segment"
+  // (BackendError) escaped replay_trace.
+  const int64_t u = int64_t{0xdead00000000000};
+  const ReplayResult r = replay({
+      event("segment_alloc", u, 20 * kMiB), event("alloc", u, 2 * kMiB),
+      event("alloc", u + 2 * kMiB, 18 * kMiB),
+      event("free_requested", u, 2 * kMiB), event("free_completed", u, 2 * kMiB),
+      event("segment_alloc", u, 20 * kMiB, 1), event("alloc", u, 2 * kMiB, 1),
+      event("free_requested", u, 2 * kMiB, 1), event("free_completed", u, 2 * kMiB, 1),
+      event("free_requested", u + 2 * kMiB, 18 * kMiB), event("free_completed", u + 2 * kMiB, 18 * kMiB),
+      event("segment_free", u, 20 * kMiB), event("segment_free", u, 20 * kMiB, 1),
+  });
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 5u);
+  EXPECT_NE(r.divergence->got.address, static_cast<size_t>(u));
+}
+
+TEST(TraceInput, SegmentAtAddressZeroIsNeverHandedOut) {
+  // 0 is how a backend says "device full". A segment recorded there used to
+  // be handed out as 0: the engine took it as a refusal (and retried), while
+  // the replay device counted the bytes as used for good.
+  const ReplayResult r = replay({event("segment_alloc", 0, 2 * kMiB), event("alloc", 0, 512)});
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 0u);
+  EXPECT_EQ(r.divergence->got.action, "segment_alloc");
+}
+
 }  // namespace
 }  // namespace cachealloc
