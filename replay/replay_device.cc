@@ -1,19 +1,46 @@
 #include "replay/replay_device.h"
 
+#include <cstdint>
+#include <iterator>
 #include <string>
 
 #include "allocator/errors.h"
 
 namespace cachealloc {
 
+bool ReplayDevice::range_free(uintptr_t address, size_t bytes) const {
+  if (address == 0 || bytes == 0 || bytes > UINTPTR_MAX - address) return false;
+  auto next = live_.lower_bound(address);
+  if (next != live_.end() && next->first - address < bytes) return false;
+  if (next != live_.begin()) {
+    auto prev = std::prev(next);
+    if (address - prev->first < prev->second) return false;
+  }
+  return true;
+}
+
 uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
-  if (bytes > capacity_ - used_) return 0;
+  if (bytes == 0 || bytes > capacity_ - used_) return 0;
   uintptr_t address;
-  if (primed_ && primed_->bytes == bytes && !live_.contains(primed_->address)) {
+  if (primed_ && primed_->bytes == bytes && range_free(primed_->address, bytes)) {
     address = primed_->address;
   } else {
+    // The first free range from next_unexpected_ on: the trace may have put
+    // segments there too. Device full rather than wrap around.
+    constexpr size_t kStep = 2097152;
     address = next_unexpected_;
-    next_unexpected_ += (bytes + 2097151) / 2097152 * 2097152;
+    for (;;) {
+      if (bytes > UINTPTR_MAX - address) return 0;
+      if (range_free(address, bytes)) break;
+      // Skip past the last live segment that starts inside the range (or
+      // reaches into it from below).
+      const auto blocker = std::prev(live_.upper_bound(address + bytes - 1));
+      const uintptr_t end = blocker->first + blocker->second;  // range_free'd once: no wrap
+      if (end > UINTPTR_MAX - kStep) return 0;
+      address = (end + kStep - 1) / kStep * kStep;
+    }
+    const uintptr_t span = (bytes + kStep - 1) / kStep * kStep;
+    next_unexpected_ = span > UINTPTR_MAX - address ? UINTPTR_MAX : address + span;
   }
   primed_.reset();
   live_.emplace(address, bytes);

@@ -6,13 +6,20 @@
 // unexpected allocate() gets an address from a separate range, so the
 // divergence shows at once. Events stay pending until the replayer marks
 // them complete (the trace says when a delayed free completed).
+//
+// The trace is untrusted: a primed address is taken only when the range
+// [address, address + bytes) is non-zero, does not wrap around, and
+// overlaps no live segment; otherwise the allocation is unexpected. So,
+// whatever the trace says, live segments never overlap (the engine relies
+// on it: blocks of two segments at one address would corrupt its indexes),
+// and a trace that claims otherwise diverges instead.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "allocator/device_backend.h"
 
@@ -44,13 +51,19 @@ class ReplayDevice : public DeviceBackend {
     uintptr_t address;
     size_t bytes;
   };
+  // Whether [address, address + bytes) is non-empty, above 0, does not wrap
+  // and overlaps no live segment. O(log live segments).
+  bool range_free(uintptr_t address, size_t bytes) const;
+
   // Unexpected segments come from here, far from any real device address.
   static constexpr uintptr_t kUnexpectedBase = uintptr_t{0xdead00000000000};
   const size_t capacity_;
   size_t used_ = 0;
   std::optional<Primed> primed_;
   uintptr_t next_unexpected_ = kUnexpectedBase;
-  absl::flat_hash_map<uintptr_t, size_t> live_;
+  // Live segments: address -> bytes. Ordered, to find overlaps; only
+  // segment allocations and releases touch it, not every request.
+  std::map<uintptr_t, size_t> live_;
   EventId next_event_ = 1;
   absl::flat_hash_set<EventId> pending_;
 };

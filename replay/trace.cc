@@ -5,6 +5,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
 
 namespace cachealloc {
@@ -34,18 +35,41 @@ size_t size_field(const PyValue& dict, const char* key, const std::string& where
   return static_cast<size_t>(v);
 }
 
-ContextPtr frames_of(const PyValue& entry, const std::string& where) {
+const std::string& str_field(const PyValue& dict, const char* key, const std::string& where) {
+  const PyValue& v = field(dict, key, where);
+  if (v.kind() != PyValue::Kind::kStr)
+    bad(where, std::string("field '") + key + "' is " + v.kind_name() + ", expected str");
+  return v.as_str();
+}
+
+// A list (or tuple) field's items.
+const PyValue::List& list_field(const PyValue& dict, const char* key, const std::string& where) {
+  const PyValue& v = field(dict, key, where);
+  if (v.kind() != PyValue::Kind::kList && v.kind() != PyValue::Kind::kTuple)
+    bad(where, std::string("field '") + key + "' is " + v.kind_name() + ", expected list");
+  return v.items();
+}
+
+// The contexts made so far, by the frames list they were made from. A pickle
+// can reference one list from any number of entries (2 bytes each); each
+// list is then copied once, not once per entry.
+using ContextCache = absl::flat_hash_map<const PyValue::List*, ContextPtr>;
+
+ContextPtr frames_of(const PyValue& entry, const std::string& where, ContextCache& cache) {
   const PyValue* frames = entry.find("frames");
   if (!frames || frames->kind() != PyValue::Kind::kList || frames->items().empty())
     return nullptr;
+  ContextPtr& cached = cache[&frames->items()];
+  if (cached) return cached;
   auto ctx = std::make_shared<CallContext>();
   for (const PyValue& f : frames->items()) {
     StackFrame sf;
-    sf.name = field(f, "name", where).as_str();
-    sf.filename = field(f, "filename", where).as_str();
+    sf.name = str_field(f, "name", where);
+    sf.filename = str_field(f, "filename", where);
     sf.line = static_cast<int>(int_field(f, "line", where));
     ctx->frames.push_back(std::move(sf));
   }
+  cached = ctx;
   return ctx;
 }
 
@@ -207,6 +231,12 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
   }
   const PyValue& traces = field(snap, "device_traces", "top level");
   if (traces.kind() != PyValue::Kind::kList) bad("device_traces", "expected a list");
+  // Each device costs a replay engine: a short pickle must not ask for
+  // millions of them.
+  if (traces.items().size() > kMaxTraceDevices)
+    bad("device_traces", std::to_string(traces.items().size()) + " devices, more than " +
+                             std::to_string(kMaxTraceDevices));
+  ContextCache contexts;
   for (size_t dev = 0; dev < traces.items().size(); ++dev) {
     const PyValue& list = traces.items()[dev];
     if (list.kind() != PyValue::Kind::kList)
@@ -237,7 +267,7 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       if (const PyValue* tu = e.find("time_us"); tu && tu->kind() == PyValue::Kind::kInt)
         r.time_us = tu->as_int();
       r.source_index = i;
-      if (keep_frames) r.context = frames_of(e, where);
+      if (keep_frames) r.context = frames_of(e, where, contexts);
       events.push_back(std::move(r));
     }
     t.devices.push_back(std::move(events));
@@ -249,11 +279,25 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       RecordedSegment rs;
       rs.address = static_cast<uintptr_t>(size_field(s, "address", where));
       rs.total_size = size_field(s, "total_size", where);
-      rs.is_small = field(s, "segment_type", where).as_str() == "small";
-      for (const PyValue& b : field(s, "blocks", where).items())
-        rs.blocks.emplace_back(size_field(b, "size", where), field(b, "state", where).as_str());
+      rs.is_small = str_field(s, "segment_type", where) == "small";
+      const PyValue::List& blocks = list_field(s, "blocks", where);
+      for (size_t k = 0; k < blocks.size(); ++k) {
+        const std::string at = where + " block " + std::to_string(k);
+        const size_t size = size_field(blocks[k], "size", at);
+        const std::string& state = str_field(blocks[k], "state", at);
+        // Only the states a snapshot can hold are kept: a state is copied
+        // per block, and a pickle can reference one huge string from every
+        // block for 2 bytes each.
+        if (state != "active_allocated" && state != "active_pending_free" && state != "inactive")
+          bad(at, "unknown state '" + state.substr(0, 40) + (state.size() > 40 ? "...'" : "'"));
+        rs.blocks.emplace_back(size, state);
+      }
+      const int64_t device = int_field(s, "device", where);
+      if (device < 0 || static_cast<uint64_t>(device) >= kMaxTraceDevices)
+        bad(where, "device " + std::to_string(device) + " is not in [0, " +
+                       std::to_string(kMaxTraceDevices) + ")");
       t.final_segments.push_back(std::move(rs));
-      t.final_segment_devices.push_back(static_cast<int>(int_field(s, "device", where)));
+      t.final_segment_devices.push_back(static_cast<int>(device));
     }
   }
   return t;

@@ -22,6 +22,11 @@ class TraceFormatError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// Most devices a trace may hold (device_traces entries; a segment's
+// "device"). PyTorch's device index (c10::DeviceIndex) is an int8_t, so no
+// recorded process had more.
+constexpr size_t kMaxTraceDevices = 128;
+
 enum class RecordedAction : uint8_t {
   kSegmentAlloc,
   kSegmentFree,
@@ -61,9 +66,15 @@ struct RecordedTrace {
 };
 
 // Reads the structure. keep_frames: attach recorded frames to events (for
-// writing a replayed snapshot); costs memory on big traces.
-// Throws TraceFormatError; expandable-segment traces (segment_map/unmap)
-// are refused as unsupported.
+// writing a replayed snapshot); costs memory on big traces. Entries that
+// share one frames list (one pickle value) share one context.
+// Throws TraceFormatError for a missing field or a value of the wrong kind
+// (the message names the entry and the field), a block state other than
+// active_allocated, active_pending_free and inactive, or more than
+// kMaxTraceDevices devices (or a segment's device outside that range);
+// expandable-segment traces (segment_map/unmap) are refused as
+// unsupported. Throws ConfigError for allocator_settings the config rules
+// refuse (see config_from_settings).
 RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
 
 // The allocator config a snapshot's "allocator_settings" dict describes

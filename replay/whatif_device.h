@@ -14,13 +14,17 @@
 //   - Cross-stream events that complete one by one when the replay says so
 //     (when the trace recorded the matching free_completed).
 //
-// Not thread-safe. Costs: allocate() is O(live segments) on a first fit
-// (as SimulatedDevice), O(log n) with a usable hint.
+// Not thread-safe. Costs: allocate() is O(log n) with a usable hint. A first
+// fit starts where an earlier search for the same size (or a smaller one)
+// left off, so allocating pages one after another (policy:expandable maps a
+// 1 TiB request as 50000 pages) is O(log n) each, however fragmented the
+// addresses below; only gaps that releases opened are walked again.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "allocator/device_backend.h"
@@ -70,6 +74,15 @@ class WhatIfDevice : public DeviceBackend {
   const size_t capacity_;
   size_t used_ = 0;                      // aligned bytes of live segments
   std::map<uintptr_t, size_t> ranges_;  // address -> bytes, live segments
+  // Where a first fit of `size` bytes (aligned) may start its search.
+  // Invariant: no gap (maximal free range) of at least `size` bytes starts
+  // below `from`. So a search for any size >= `size` may start there too.
+  struct FitCursor {
+    size_t size;
+    uintptr_t from;
+  };
+  static constexpr size_t kMaxCursors = 8;  // the sizes used last
+  std::vector<FitCursor> cursors_;         // oldest first
   uintptr_t hint_address_ = 0;
   size_t hint_bytes_ = 0;
   size_t hints_taken_ = 0;

@@ -1,0 +1,199 @@
+// Hostile snapshot contents that parse_trace and replay_trace must turn into
+// a TraceFormatError or a divergence: wrong kinds, memory amplification
+// through shared pickle values, and segments a real device could never
+// hand out. Each was found by fuzzing (trace_fuzz_test.cc); the inputs here
+// are the minimized cases, built in code.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "allocator/errors.h"
+#include "replay/replayer.h"
+#include "replay/trace.h"
+#include "stats/pickle_reader.h"
+#include "stats/pickle_writer.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+PyValue event(const char* action, int64_t addr, int64_t size, int64_t stream = 0) {
+  PyValue e = PyValue::dict();
+  e.set("action", PyValue::str(action));
+  e.set("addr", PyValue::integer(addr));
+  e.set("size", PyValue::integer(size));
+  e.set("stream", PyValue::integer(stream));
+  return e;
+}
+
+// {"segments": segments, "device_traces": [events]}.
+PyValue snapshot(std::vector<PyValue> events, PyValue segments = PyValue::list()) {
+  PyValue s = PyValue::dict();
+  s.set("segments", std::move(segments));
+  s.set("device_traces", PyValue::list({PyValue::list(std::move(events))}));
+  return s;
+}
+
+PyValue segment(PyValue segment_type, PyValue blocks, int64_t device = 0) {
+  PyValue s = PyValue::dict();
+  s.set("device", PyValue::integer(device));
+  s.set("address", PyValue::integer(kMiB * 1024));
+  s.set("total_size", PyValue::integer(2 * kMiB));
+  s.set("segment_type", std::move(segment_type));
+  s.set("blocks", std::move(blocks));
+  return s;
+}
+
+PyValue block(PyValue state) {
+  PyValue b = PyValue::dict();
+  b.set("size", PyValue::integer(2 * kMiB));
+  b.set("state", std::move(state));
+  return b;
+}
+
+// Expects parse_trace to throw TraceFormatError with `part` in the message.
+void ExpectTraceFormatError(const PyValue& snap, const std::string& part, bool keep_frames = false) {
+  try {
+    parse_trace(snap, keep_frames);
+    ADD_FAILURE() << "accepted, expected a TraceFormatError containing: " << part;
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST(TraceInput, FieldsOfTheWrongKindAreTraceFormatErrorsNamingTheField) {
+  // These used to escape as PyValueError ("expected str, got int"), naming
+  // neither the entry nor the field.
+  const PyValue inactive = PyValue::str("inactive");
+  ExpectTraceFormatError(snapshot({}, PyValue::list({segment(PyValue::integer(1), PyValue::list())})),
+                         "segment 0: field 'segment_type' is int, expected str");
+  ExpectTraceFormatError(snapshot({}, PyValue::list({segment(PyValue::str("small"), PyValue::dict())})),
+                         "segment 0: field 'blocks' is dict, expected list");
+  ExpectTraceFormatError(
+      snapshot({}, PyValue::list({segment(PyValue::str("small"), PyValue::list({block(PyValue::none())}))})),
+      "segment 0 block 0: field 'state' is NoneType, expected str");
+  PyValue e = event("alloc", 512 * kMiB, 512);
+  PyValue frame = PyValue::dict();
+  frame.set("name", PyValue::integer(1));
+  frame.set("filename", PyValue::str("f.py"));
+  frame.set("line", PyValue::integer(1));
+  e.set("frames", PyValue::list({frame}));
+  ExpectTraceFormatError(snapshot({e}), "device 0 entry 0: field 'name' is int, expected str",
+                         /*keep_frames=*/true);
+}
+
+TEST(TraceInput, UnknownBlockStateIsRefusedNotCopiedPerBlock) {
+  // One 1 MiB string referenced by 100000 blocks is a ~1 MiB pickle; copying
+  // the state per block would take 100 GiB.
+  const PyValue huge = PyValue::str(std::string(kMiB, 'x'));
+  const PyValue shared_block = block(huge);
+  const PyValue blocks = PyValue::list(std::vector<PyValue>(100000, shared_block));
+  const PyValue snap = read_pickle(write_pickle(
+      snapshot({}, PyValue::list({segment(PyValue::str("large"), blocks)}))));
+  ExpectTraceFormatError(snap, "segment 0 block 0: unknown state 'xxxx");
+  for (const char* state : {"active_allocated", "active_pending_free", "inactive"}) {
+    const PyValue ok = snapshot({}, PyValue::list({segment(PyValue::str("large"),
+                                                           PyValue::list({block(PyValue::str(state))}))}));
+    EXPECT_EQ(parse_trace(ok, false).final_segments.at(0).blocks.at(0).second, state);
+  }
+}
+
+TEST(TraceInput, MoreDevicesThanPyTorchCanNumberAreRefused) {
+  // 200000 empty device traces are a 400 kB pickle (1 kB gzipped) and used
+  // to cost a replay engine each: 1.5 GB.
+  PyValue snap = PyValue::dict();
+  snap.set("device_traces",
+           PyValue::list(std::vector<PyValue>(kMaxTraceDevices + 1, PyValue::list())));
+  ExpectTraceFormatError(snap, "129 devices, more than 128");
+  PyValue most = PyValue::dict();
+  most.set("device_traces", PyValue::list(std::vector<PyValue>(kMaxTraceDevices, PyValue::list())));
+  EXPECT_EQ(parse_trace(most, false).devices.size(), kMaxTraceDevices);
+  // A segment's device is checked against the same bound, not truncated to int.
+  const PyValue blocks = PyValue::list({block(PyValue::str("inactive"))});
+  for (int64_t device : {int64_t{-1}, int64_t{128}, int64_t{1} << 32})
+    ExpectTraceFormatError(snapshot({}, PyValue::list({segment(PyValue::str("large"), blocks, device)})),
+                           "device " + std::to_string(device) + " is not in [0, 128)");
+}
+
+TEST(TraceInput, FramesListSharedByEntriesIsCopiedOnce) {
+  // A pickle can reference one frames list from every entry for 2 bytes
+  // each; the entries share one context instead of a copy each.
+  PyValue frame = PyValue::dict();
+  frame.set("name", PyValue::str(std::string(4096, 'n')));
+  frame.set("filename", PyValue::str("f.py"));
+  frame.set("line", PyValue::integer(7));
+  const PyValue frames = PyValue::list(std::vector<PyValue>(100, frame));
+  std::vector<PyValue> events;
+  for (int i = 0; i < 1000; ++i) {
+    PyValue e = event("alloc", 512 * kMiB, 512);
+    e.set("frames", frames);
+    events.push_back(e);
+  }
+  const RecordedTrace t = parse_trace(read_pickle(write_pickle(snapshot(events))), true);
+  ASSERT_EQ(t.devices.at(0).size(), 1000u);
+  ASSERT_TRUE(t.devices[0][0].context);
+  EXPECT_EQ(t.devices[0][0].context->frames.size(), 100u);
+  EXPECT_EQ(t.devices[0][0].context->frames[0].line, 7);
+  for (const RecordedEvent& e : t.devices[0]) EXPECT_EQ(e.context, t.devices[0][0].context);
+}
+
+// Replays `events` on one device, with invariant checks after each request.
+ReplayResult replay(std::vector<PyValue> events) {
+  ReplayOptions options;
+  options.check_invariants = true;
+  return replay_trace(parse_trace(snapshot(std::move(events)), false), options);
+}
+
+TEST(TraceInput, SegmentOverlappingALiveSegmentDivergesInsteadOfCorruptingTheEngine) {
+  // The second segment_alloc lies inside the first segment. The replay
+  // device used to hand it out, so the trace "replayed clean" while the
+  // engine held two blocks at one address (check_invariants: "segments
+  // overlap").
+  const int64_t a = int64_t{1} << 32;
+  const ReplayResult r = replay({
+      event("segment_alloc", a, 20 * kMiB), event("alloc", a, 2 * kMiB),
+      event("alloc", a + 2 * kMiB, 18 * kMiB),
+      event("segment_alloc", a + 2 * kMiB, 18 * kMiB), event("alloc", a + 2 * kMiB, 18 * kMiB),
+      event("free_requested", a + 2 * kMiB, 18 * kMiB), event("free_completed", a + 2 * kMiB, 18 * kMiB),
+  });
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 3u);
+  EXPECT_EQ(r.divergence->expected.action, "segment_alloc");
+  EXPECT_NE(r.divergence->got.address, static_cast<size_t>(a + 2 * kMiB));
+}
+
+TEST(TraceInput, SegmentAtTheReplayDevicesOwnAddressesDoesNotCollide) {
+  // The replay device hands unexpected segments out from 0xdead00000000000.
+  // A trace that put a segment there made the next unexpected one land on
+  // it: two segments at one address, then "release of unknown segment"
+  // (BackendError) escaped replay_trace.
+  const int64_t u = int64_t{0xdead00000000000};
+  const ReplayResult r = replay({
+      event("segment_alloc", u, 20 * kMiB), event("alloc", u, 2 * kMiB),
+      event("alloc", u + 2 * kMiB, 18 * kMiB),
+      event("free_requested", u, 2 * kMiB), event("free_completed", u, 2 * kMiB),
+      event("segment_alloc", u, 20 * kMiB, 1), event("alloc", u, 2 * kMiB, 1),
+      event("free_requested", u, 2 * kMiB, 1), event("free_completed", u, 2 * kMiB, 1),
+      event("free_requested", u + 2 * kMiB, 18 * kMiB), event("free_completed", u + 2 * kMiB, 18 * kMiB),
+      event("segment_free", u, 20 * kMiB), event("segment_free", u, 20 * kMiB, 1),
+  });
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 5u);
+  EXPECT_NE(r.divergence->got.address, static_cast<size_t>(u));
+}
+
+TEST(TraceInput, SegmentAtAddressZeroIsNeverHandedOut) {
+  // 0 is how a backend says "device full". A segment recorded there used to
+  // be handed out as 0: the engine took it as a refusal (and retried), while
+  // the replay device counted the bytes as used for good.
+  const ReplayResult r = replay({event("segment_alloc", 0, 2 * kMiB), event("alloc", 0, 512)});
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 0u);
+  EXPECT_EQ(r.divergence->got.action, "segment_alloc");
+}
+
+}  // namespace
+}  // namespace cachealloc
