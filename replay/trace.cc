@@ -35,6 +35,26 @@ size_t size_field(const PyValue& dict, const char* key, const std::string& where
   return static_cast<size_t>(v);
 }
 
+// A segment of a memory pool (torch.cuda.MemPool): the trace's entries do
+// not say which requests were routed to the pool (torch 2.11 does not
+// record it), so a replay cannot reproduce them and would only diverge
+// further on. Refused, naming the pool. segment_pool_id is optional (older
+// snapshots lack it); (0, 0) is the default pools.
+void refuse_memory_pool(const PyValue& segment, const std::string& where) {
+  const PyValue* id = segment.find("segment_pool_id");
+  if (!id) return;
+  const bool pair = (id->kind() == PyValue::Kind::kTuple || id->kind() == PyValue::Kind::kList) &&
+                    id->items().size() == 2 && id->items()[0].kind() == PyValue::Kind::kInt &&
+                    id->items()[1].kind() == PyValue::Kind::kInt;
+  if (!pair) bad(where, std::string("field 'segment_pool_id' is ") + id->kind_name() +
+                            ", expected a pair of ints");
+  const int64_t first = id->items()[0].as_int(), second = id->items()[1].as_int();
+  if (first == 0 && second == 0) return;
+  bad(where, "belongs to memory pool (" + std::to_string(first) + ", " + std::to_string(second) +
+                 "); traces of programs that used torch.cuda.MemPool cannot be replayed (they "
+                 "do not record which requests went to a pool)");
+}
+
 const std::string& str_field(const PyValue& dict, const char* key, const std::string& where) {
   const PyValue& v = field(dict, key, where);
   if (v.kind() != PyValue::Kind::kStr)
@@ -280,6 +300,7 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       rs.address = static_cast<uintptr_t>(size_field(s, "address", where));
       rs.total_size = size_field(s, "total_size", where);
       rs.is_small = str_field(s, "segment_type", where) == "small";
+      refuse_memory_pool(s, where);
       const PyValue::List& blocks = list_field(s, "blocks", where);
       for (size_t k = 0; k < blocks.size(); ++k) {
         const std::string at = where + " block " + std::to_string(k);

@@ -159,3 +159,21 @@ def test_bad_settings_error_names_the_field_and_value(cli, tmp_path, field, valu
     r = subprocess.run([cli, "replay", t], capture_output=True, text=True)
     assert r.returncode == 2
     assert f"allocator_settings.{field}" in r.stderr and shown in r.stderr, r.stderr
+
+
+def test_a_trace_with_memory_pool_segments_is_refused_naming_the_pool(cli, tmp_path):
+    # 2.11's trace entries do not say which requests went to a MemPool, so
+    # such a trace cannot be replayed: a clear refusal, not a divergence.
+    def pooled(d):
+        assert d["segments"], "the example trace ends with segments"
+        d["segments"][0]["segment_pool_id"] = (0, 1)
+    r = subprocess.run([cli, "replay", mlp_variant(tmp_path, "pool.pickle", pooled)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "segment 0: belongs to memory pool (0, 1)" in r.stderr, r.stderr
+
+    def bad_kind(d):
+        d["segments"][0]["segment_pool_id"] = "pool"
+    r = subprocess.run([cli, "replay", mlp_variant(tmp_path, "badpool.pickle", bad_kind)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "segment_pool_id" in r.stderr, r.stderr
