@@ -232,9 +232,12 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
   return Parser(text).run();
 }
 
-AllocatorConfig AllocatorConfig::from_environment() {
-  const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  return parse(env ? env : "");
+std::string AllocatorConfig::text_from_environment() {
+  for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
+    if (const char* env = std::getenv(name)) return env;
+  return "";
 }
+
+AllocatorConfig AllocatorConfig::from_environment() { return parse(text_from_environment()); }
 
 }  // namespace cachealloc

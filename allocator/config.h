@@ -57,7 +57,14 @@ struct AllocatorConfig {
 
   // Parses `text`. Throws ConfigError. Empty text gives the defaults.
   static AllocatorConfig parse(std::string_view text);
-  // Parses $PYTORCH_CUDA_ALLOC_CONF (defaults when unset).
+  // The config text the environment gives, as native reads it:
+  // $PYTORCH_CUDA_ALLOC_CONF, else $PYTORCH_ALLOC_CONF (the device-generic
+  // name), else "". When both are set, native's device-generic config
+  // (max_split_size_mb, roundup_power2_divisions, ...) reads
+  // PYTORCH_ALLOC_CONF first (seen in torch 2.13's headers), so those keys
+  // may differ; here the whole of PYTORCH_CUDA_ALLOC_CONF is used.
+  static std::string text_from_environment();
+  // Parses text_from_environment().
   static AllocatorConfig from_environment();
 
   // Divisions in force for a request of `bytes` (0 or 1 = no power-2

@@ -204,9 +204,7 @@ int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
 
 int cachealloc_init(const char* conf, const char* backend) {
   return guarded([&] {
-    std::string c;
-    if (conf) c = conf;
-    else if (const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF")) c = env;
+    const std::string c = conf ? conf : cachealloc::AllocatorConfig::text_from_environment();
     Runtime::instance().init(c, backend ? backend : "");
   });
 }

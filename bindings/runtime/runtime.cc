@@ -127,8 +127,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
 void Runtime::init_from_environment() {
   std::lock_guard<std::mutex> lock(init_mutex_);
   if (current_.load(std::memory_order_relaxed)) return;  // another thread's first call got here first
-  const char* env = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
-  init_locked(env ? env : "", "");
+  init_locked(AllocatorConfig::text_from_environment(), "");
 }
 
 const std::string& Runtime::backend_name() const {
