@@ -1,5 +1,6 @@
 // Giving cached memory back to the device: garbage collection, the two
 // release steps of the OOM retry path, and empty_cache.
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -122,7 +123,13 @@ bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId
     if (!id.is_default()) synchronize_and_free_events(ctx, pool);
     release_blocks(pool->small, ctx);
     release_blocks(pool->large, ctx);
-    if (pool->segment_count == 0) {
+    // A pool still routed to (released by a caller while its route is open)
+    // is kept: the route points at it. Native would fail an internal assert
+    // at the next routed malloc; here the malloc is served, and the pool is
+    // erased by a later empty_cache once the route has ended.
+    const bool routed = std::any_of(routes_.begin(), routes_.end(),
+                                    [&](const auto& route) { return route.first == pool; });
+    if (pool->segment_count == 0 && !routed) {
       const PoolId erased = pool->id;
       freeable_pools_.erase(freeable_pools_.begin() + static_cast<std::ptrdiff_t>(i));
       private_pools_.erase(erased);  // destroys *pool

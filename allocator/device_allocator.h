@@ -336,7 +336,8 @@ class DeviceCachingAllocator {
   // releases them in this order; native walks a hash map).
   std::vector<PrivatePool*> freeable_pools_;
   // Active routes (begin_allocate_to_pool), oldest first; each pool at most
-  // once. A routed pool has a use count >= 1, so it is never erased.
+  // once. A routed pool is never erased, even if a caller released its last
+  // use while the route was open (release_cached_blocks checks).
   std::vector<std::pair<PrivatePool*, PoolFilter>> routes_;
   // !routes_.empty(), kept for malloc's hot path: a byte test instead of
   // comparing two pointers.

@@ -39,9 +39,13 @@ void DeviceCachingAllocator::check_invariants() const {
   }
   if (freeable_pools_.size() > private_pools_.size())
     throw InvariantViolation("freeable list holds a pool that does not exist");
-  for (const auto& [pool, filter] : routes_)
-    if (pool->use_count < 1)
-      throw InvariantViolation("pool " + pool->id.to_string() + " is routed to with no use");
+  // A route may outlive its pool's last use (a caller released it while the
+  // route was open), never the pool itself.
+  for (const auto& [pool, filter] : routes_) {
+    auto it = private_pools_.find(pool->id);
+    if (it == private_pools_.end() || it->second.get() != pool)
+      throw InvariantViolation("a route points at a pool that does not exist");
+  }
   size_t indexed_blocks = 0;
   for (const BlockPool* pool : pools) {
     if (std::string broken = pool->check_index(); !broken.empty())

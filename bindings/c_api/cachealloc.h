@@ -109,7 +109,9 @@ CACHEALLOC_API int cachealloc_pool_create_or_incref(int device, uint64_t first, 
  * NULL filter, those made by the calling thread (use_mem_pool). `user` is
  * released with release_user (may be NULL) when the route ends or the call
  * fails (at once with a NULL filter, which does not use it). The newest
- * route is tried first. */
+ * route is tried first. The filter and release_user run with the device's
+ * lock held (which is not recursive): they must not call cachealloc for
+ * that device. */
 typedef int (*cachealloc_pool_filter)(void* user, void* stream);
 CACHEALLOC_API int cachealloc_pool_begin_allocate(int device, uint64_t first, uint64_t second,
                                                   cachealloc_pool_filter filter, void* user,

@@ -177,6 +177,27 @@ TEST(PrivatePool, WhileRoutedAnOomDoesNotEmptyTheWholeCache) {
   h.engine.check_invariants();
 }
 
+// A caller may release a pool while its route is still open (the C API and
+// torch's private calls allow it). The pool must outlive the route: it was
+// erased by the next empty_cache, and the route's next malloc read freed
+// memory (found by review, under ASan).
+TEST(PrivatePool, AReleasedPoolStaysWhileARouteStillUsesIt) {
+  Harness h;
+  h.engine.begin_allocate_to_pool(kPool, kEveryStream);  // use count 1
+  h.engine.release_pool(kPool);                          // 0: freeable, still routed
+  h.engine.empty_cache();
+  EXPECT_TRUE(h.engine.has_pool(kPool));
+  Block* b = h.engine.malloc(512, kStreamA);
+  EXPECT_EQ(pool_ids(h.engine), (std::vector<PoolId>{kPool}));
+  h.engine.check_invariants();
+  h.engine.free(b);
+  h.engine.end_allocate_to_pool(kPool);
+  h.engine.empty_cache();  // no route now: segment returned, pool erased
+  EXPECT_FALSE(h.engine.has_pool(kPool));
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  h.engine.check_invariants();
+}
+
 TEST(PrivatePool, RefusedCallsNameTheProblemAndChangeNothing) {
   Harness h;
   EXPECT_THROW(h.engine.create_or_incref_pool(PoolId{}), std::invalid_argument);

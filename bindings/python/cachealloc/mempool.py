@@ -126,7 +126,7 @@ def use_mem_pool(pool: MemPool, device: Any = None) -> Iterator[None]:
         raise TypeError(f"pool must be a cachealloc.MemPool, not {type(pool).__name__}")
     if pool._released:
         raise ValueError(f"memory pool {pool.id} was released")
-    index = pool.device if device is None else _device_index(device)
+    index = _device_index(device)  # None: the current device, as torch
     l = lib()
     # A NULL filter routes the calling thread's allocations (C API).
     check(l.cachealloc_pool_begin_allocate(index, *pool.id, None, None, None))
