@@ -1,32 +1,14 @@
 """torch.cuda.MemPool under cachealloc's PyTorch glue, compared with the
 native allocator running the same unmodified script (mempool_script.py).
 Under a plain CUDAPluggableAllocator, torch.cuda.MemPool() raises."""
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-HERE = pathlib.Path(__file__).resolve().parent
-
-
-def run_script(mode):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
-    proc = subprocess.run([sys.executable, str(HERE / "mempool_script.py"), mode],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+from native_vs_cachealloc import run_both
 
 
 @pytest.fixture(scope="module")
 def both():
-    import cachealloc._native as n
-
-    if n.torch_glue_path() is None:
-        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
-    return run_script("native"), run_script("cachealloc")
+    return run_both("mempool_script.py")
 
 
 def test_mempool_routes_and_counts_as_native(both):

@@ -1,15 +1,9 @@
 """Two GPUs: PyTorch's memory API with cachealloc installed, compared with
 the native allocator in the same script (multi_gpu_script.py). Skips, with
 its reason, on machines with fewer than two CUDA devices."""
-import json
-import os
-import pathlib
-import subprocess
-import sys
-
 import pytest
 
-HERE = pathlib.Path(__file__).resolve().parent
+from native_vs_cachealloc import run_both
 
 
 def _device_count():
@@ -26,21 +20,9 @@ pytestmark = pytest.mark.skipif(_device_count() < 2,
                                        f"(found {_device_count()})")
 
 
-def run_script(mode):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
-    proc = subprocess.run([sys.executable, str(HERE / "multi_gpu_script.py"), mode],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def both():
-    import cachealloc._native as n
-
-    if n.torch_glue_path() is None:
-        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
-    return run_script("native"), run_script("cachealloc")
+    return run_both("multi_gpu_script.py")
 
 
 def _differing(native, ours):

@@ -9,25 +9,15 @@ import sys
 
 import pytest
 
+from native_vs_cachealloc import run_both
+
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def run_script(mode, tmp):
-    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
-    proc = subprocess.run([sys.executable, str(HERE / "torch_api_script.py"), mode, str(tmp)],
-                          capture_output=True, text=True, env=env, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
 def both(tmp_path_factory):
-    import cachealloc._native as n
-
-    if n.torch_glue_path() is None:
-        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
     tmp = tmp_path_factory.mktemp("api")
-    return run_script("native", tmp), run_script("cachealloc", tmp), tmp
+    return (*run_both("torch_api_script.py", tmp), tmp)
 
 
 def test_unmodified_api_prints_the_same_stats(both):

@@ -1,6 +1,8 @@
-"""Shared fixtures: where the built tool and the reference traces are."""
+"""Shared fixtures: where the built tool and the reference traces are, and
+the package on a simulated device."""
 import os
 import pathlib
+import sys
 
 import pytest
 
@@ -8,6 +10,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED", REPO.parent / "shared"))
 BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 CLI = BUILD / "tools" / "cachealloc"
+sys.path.insert(0, str(REPO / "bindings" / "python"))
 
 
 @pytest.fixture(scope="session")
@@ -23,3 +26,18 @@ def traces_dir():
     if not d.is_dir():
         pytest.skip(f"reference traces not found at {d} (set CACHEALLOC_SHARED)")
     return d
+
+
+@pytest.fixture
+def ca():
+    """cachealloc on a fresh simulated 8 GiB device (one per test)."""
+    if "CACHEALLOC_LIBRARY" not in os.environ:
+        lib = BUILD / "bindings" / "libcachealloc.so"
+        if not lib.exists():
+            pytest.fail(f"{lib} not built: ninja -C {BUILD} cachealloc_shared")
+        os.environ["CACHEALLOC_LIBRARY"] = str(lib)
+    import cachealloc
+
+    cachealloc.init("", "simulated:8589934592")
+    yield cachealloc
+    cachealloc.record_memory_history(None)

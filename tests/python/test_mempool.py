@@ -1,31 +1,11 @@
 """Memory pools (torch.cuda.MemPool's meaning) through the Python package
 and the C API, on the simulated backend."""
 import ctypes
-import os
-import pathlib
-import sys
 import threading
 
 import pytest
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
-sys.path.insert(0, str(REPO / "bindings" / "python"))
 MiB = 1024 * 1024
-
-
-@pytest.fixture
-def ca():
-    """cachealloc on a fresh simulated 8 GiB device (one per test)."""
-    if "CACHEALLOC_LIBRARY" not in os.environ:
-        lib = BUILD / "bindings" / "libcachealloc.so"
-        if not lib.exists():
-            pytest.fail(f"{lib} not built: ninja -C {BUILD} cachealloc_shared")
-        os.environ["CACHEALLOC_LIBRARY"] = str(lib)
-    import cachealloc
-
-    cachealloc.init("", "simulated:8589934592")
-    return cachealloc
 
 
 def pool_of(ca, ptr):

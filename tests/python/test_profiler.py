@@ -36,21 +36,6 @@ SMALL_SEGMENT = 2 * MiB  # the simulated device reserves small-pool segments of 
 
 
 @pytest.fixture
-def ca():
-    """cachealloc on a fresh simulated 8 GiB device (one per test)."""
-    if "CACHEALLOC_LIBRARY" not in os.environ:
-        lib = BUILD / "bindings" / "libcachealloc.so"
-        if not lib.exists():
-            pytest.fail(f"{lib} not built: ninja -C {BUILD} cachealloc_shared")
-        os.environ["CACHEALLOC_LIBRARY"] = str(lib)
-    import cachealloc
-
-    cachealloc.init("", "simulated:8589934592")
-    yield cachealloc
-    cachealloc.record_memory_history(None)
-
-
-@pytest.fixture
 def prof(ca):
     from cachealloc.profiler import MemoryProfiler
 

@@ -16,6 +16,7 @@ it for this pool, as native's destructor does).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import itertools
 from typing import Any, Iterator, Optional
 
@@ -72,8 +73,6 @@ class MemPool:
 
     def use_count(self) -> int:
         """Holders of the pool: this object, plus one per open use_mem_pool."""
-        import ctypes
-
         count = ctypes.c_int()
         check(lib().cachealloc_pool_use_count(self._device, *self._id, ctypes.byref(count)))
         return count.value

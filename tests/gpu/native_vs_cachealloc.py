@@ -1,0 +1,32 @@
+"""The GPU tests' way of comparing allocators: a script runs once in a fresh
+process per allocator ("native", then "cachealloc", passed as its first
+argument) and prints one JSON line of what it saw."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def run_script(script, mode, *args):
+    """The JSON object `script` (a file in tests/gpu) printed last under
+    allocator `mode`; fails the test, with its stderr, if it failed."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
+    proc = subprocess.run([sys.executable, str(HERE / script), mode, *map(str, args)],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_both(script, *args):
+    """(native's, cachealloc's) results of `script`; skips, saying why,
+    when the PyTorch glue is not built."""
+    import cachealloc._native as n
+
+    if n.torch_glue_path() is None:
+        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
+    return run_script(script, "native", *args), run_script(script, "cachealloc", *args)
