@@ -78,7 +78,9 @@ class DeviceCachingAllocator {
   // freed since (CachingAllocator checks pointers before calling this).
   CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr);
   // Marks `block` as used on `stream` too: its memory is not reused before
-  // the work queued on `stream` at free() time has finished.
+  // the work queued on `stream` at free() time has finished. While a
+  // private pool is routed to (a CUDA graph may be capturing), the use is
+  // also noted as made during the route: see defer_events.
   void record_stream(Block* block, StreamId stream);
 
   // Returns every unsplit cached segment of the default pools to the device
@@ -134,7 +136,8 @@ class DeviceCachingAllocator {
   // Whether no block is in use: none handed out (each has >= 512 bytes, so
   // allocated_bytes_ counts them) and none freed but waiting for stream
   // events (each waits in events_ until its last event completes).
-  bool idle() const { return allocated_bytes_ == 0 && events_.empty(); }
+  // Blocks freed while a route was open wait in deferred_frees_ instead.
+  bool idle() const { return allocated_bytes_ == 0 && !stream_work_; }
   int device() const { return device_; }
   const AllocatorConfig& config() const { return config_; }
   // Whether malloc(size, stream) would be served from the cache right now,
@@ -213,10 +216,25 @@ class DeviceCachingAllocator {
   void release_block(Block* block, const ContextPtr& ctx);
 
   // cross-stream events (stream_events.cc)
+  // free() of a block with stream uses (out of line: rare).
+  void free_used_elsewhere(Block* block, const ContextPtr& ctx);
   void insert_events(Block* block);
+  // native: free's capture branch. A block freed while a route is open
+  // waits, its stream uses kept and no event recorded, in deferred_frees_
+  // (querying or recording an event while a CUDA graph captures is an
+  // error), until the first process_events or synchronize after the
+  // routes have ended.
+  void defer_events(Block* block);
+  // native: insert_events_deferred_until_no_capture. Precondition: no
+  // route is open. For each deferred block: drops the stream uses recorded
+  // while a route was open (that work was captured into a graph, not
+  // queued), records events for the rest, and caches the block at once
+  // if none is left.
+  void insert_deferred_events(const ContextPtr& ctx);
   void process_events(const ContextPtr& ctx);
   // `only`: wait for the events of that private pool's blocks only.
   void synchronize_and_free_events(const ContextPtr& ctx, const PrivatePool* only = nullptr);
+  void note_stream_work() { stream_work_ = !events_.empty() || !deferred_frees_.empty(); }
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -328,6 +346,18 @@ class DeviceCachingAllocator {
   size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
   // Outstanding cross-stream events, per stream, oldest first.
   StreamEventQueues events_;
+  // Freed blocks whose events wait for the routes to end (defer_events), in
+  // free order. Each is !allocated, event_count == 0, stream_uses not empty.
+  std::vector<Block*> deferred_frees_;
+  // native: block_to_graph_stream_uses. Per block, the streams that
+  // record_stream added while a route was open. An entry lives until its
+  // block is freed (the deferred path reads it; native keeps the entries
+  // of blocks freed after the routes ended, keyed by a Block object that
+  // may be reused later; here they are dropped at the free).
+  absl::flat_hash_map<const Block*, absl::InlinedVector<StreamId, 2>> route_stream_uses_;
+  // !events_.empty() || !deferred_frees_.empty(), for malloc's hot path: one
+  // byte test (note_stream_work() after each change of either).
+  bool stream_work_ = false;
 
   // Private pools by id. Owned through pointers: Blocks point at their
   // BlockPools, which must not move.

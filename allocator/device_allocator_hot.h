@@ -23,9 +23,10 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
                                       const ContextPtr& ctx) {
   if (orig_size > kMaxRequestSize) [[unlikely]] refuse_size(orig_size);
   // Cross-stream frees are rare. Native leaves them pending while a private
-  // pool is routed to.
-  if (!events_.empty()) [[unlikely]] {
-    if (routes_.empty()) process_events(ctx);
+  // pool is routed to (a CUDA graph may be capturing: no event may be
+  // queried or recorded then).
+  if (stream_work_) [[unlikely]] {
+    if (!routing_) process_events(ctx);
   }
 
   const size_t size = rounded_request(orig_size);
@@ -152,10 +153,7 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
     cache_freed_block(block, ctx, EngineEventKind::kFree);
     return;
   }
-  EngineEvent e = block_event(EngineEventKind::kFreeRequested, block);
-  e.context = ctx ? &ctx : &block->context_when_allocated;
-  emit(e);
-  insert_events(block);
+  free_used_elsewhere(block, ctx);
 }
 
 // native: free_block's body, shared by free() (kFree) and free_block().

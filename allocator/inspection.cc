@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
 #include "allocator/segment_views.h"
@@ -53,6 +54,8 @@ void DeviceCachingAllocator::check_invariants() const {
     indexed_blocks += pool->size();
   }
   absl::flat_hash_map<const PrivatePool*, int> segments_of;
+  absl::flat_hash_set<const Block*> waiting;  // freed, not yet cached: no events yet
+  absl::flat_hash_set<const Block*> busy;     // allocated or waiting for events
   size_t reserved = 0, free_blocks = 0, allocated = 0;
   uintptr_t previous_end = 0;
   for (const SegmentView& s : segments()) {
@@ -80,6 +83,8 @@ void DeviceCachingAllocator::check_invariants() const {
       if (b->is_free() && b->context_when_allocated)
         violated("free block holds an allocation context", b);
       if (b->is_free()) ++free_blocks;
+      else busy.insert(b);
+      if (!b->allocated && b->event_count == 0 && !b->stream_uses.empty()) waiting.insert(b);
       if (b->allocated) allocated += b->size;
       segment_bytes += b->size;
     }
@@ -101,6 +106,16 @@ void DeviceCachingAllocator::check_invariants() const {
     if (b->allocated || b->event_count != 0 || !b->stream_uses.empty() ||
         b->context_when_allocated || b->context_when_segment_allocated)
       violated("spare block is not in the spare state", b);
+  // Deferred frees (defer_events): exactly the freed blocks that hold
+  // stream uses but no events, each listed once.
+  for (const Block* b : deferred_frees_)
+    if (waiting.erase(b) != 1) violated("deferred free is not a freed block without events", b);
+  if (!waiting.empty()) violated("freed block with stream uses has no events", *waiting.begin());
+  if (stream_work_ != (!events_.empty() || !deferred_frees_.empty()))
+    throw InvariantViolation("stream work flag disagrees with the event queues");
+  for (const auto& [b, streams] : route_stream_uses_)
+    if (!busy.contains(b) || streams.empty())
+      throw InvariantViolation("stream uses noted during a route for a block not in use");
   if (allocated != allocated_bytes_)
     throw InvariantViolation("allocated bytes " + std::to_string(allocated_bytes_) +
                              " differ from the allocated blocks' total " +

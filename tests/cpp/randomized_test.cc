@@ -47,7 +47,7 @@ struct Scenario {
   const char* conf;     // PYTORCH_CUDA_ALLOC_CONF text
   size_t capacity;      // simulated device bytes
   size_t limit;         // memory limit in bytes, 0 = none
-  int streams;          // distinct streams used
+  int streams;          // distinct streams used (at most 32: masks in Live)
   uint64_t seed_salt;   // keeps the configurations' sequences apart
   bool quiet_releases;  // GC or max_split_size must free without a full sync
   bool pools = false;   // also memory pool operations (PyTorch's MemPool)
@@ -157,13 +157,20 @@ class RandomRun {
   DeviceStats stats() const { return h_.stats(); }
   int64_t pool_ops() const { return pool_ops_; }
   int64_t routed_mallocs() const { return routed_mallocs_; }
+  // Frees of blocks used on other streams while a route was open (deferred).
+  int64_t deferred_frees() const { return deferred_frees_; }
 
  private:
   struct Live {
     Block* block;
     size_t requested;
     StreamId stream;
-    bool used_elsewhere;  // record_stream on another stream
+    // record_stream on another stream, by stream index (stream / 0x100):
+    // made while no route was open, and while one was. A block freed while
+    // a route is open forgets, as native, every stream also recorded
+    // during a route (that work counts as captured into a CUDA graph).
+    uint32_t used_outside_routes = 0;
+    uint32_t used_during_routes = 0;
   };
   // A pool the run holds (made and not yet released by it).
   struct HeldPool {
@@ -255,7 +262,7 @@ class RandomRun {
     for (const auto& [start, end, pool] : pending_)
       if (b->address < end && start < b->address + b->size)
         error_ = "block overlaps memory still in use on another stream";
-    live_.push_back({b, size, stream, false});
+    live_.push_back({b, size, stream});
     return what.str();
   }
 
@@ -264,7 +271,10 @@ class RandomRun {
     const Live l = live_[i];
     live_[i] = live_.back();
     live_.pop_back();
-    if (l.used_elsewhere && events_held_) {
+    const uint32_t waits_for = AnyRoute() ? l.used_outside_routes & ~l.used_during_routes
+                                          : l.used_outside_routes | l.used_during_routes;
+    if (AnyRoute() && (l.used_outside_routes | l.used_during_routes)) ++deferred_frees_;
+    if (waits_for != 0 && events_held_) {
       const PrivatePool* owner = l.block->pool->owner();
       pending_.push_back({l.block->address, l.block->address + l.block->size,
                           owner ? owner->id : PoolId{}});
@@ -353,7 +363,8 @@ class RandomRun {
     Live& l = live_[std::uniform_int_distribution<size_t>(0, live_.size() - 1)(rng_)];
     const StreamId s = RandomStream();
     h_.engine.record_stream(l.block, s);
-    if (s != l.stream) l.used_elsewhere = true;
+    const uint32_t bit = 1u << (s / 0x100);
+    if (s != l.stream) (AnyRoute() ? l.used_during_routes : l.used_outside_routes) |= bit;
     return "record_stream";
   }
 
@@ -407,7 +418,7 @@ class RandomRun {
   std::vector<HeldPool> held_;
   std::vector<PoolId> use_on_oom_;
   uint64_t next_pool_ = 1, routes_opened_ = 0;
-  int64_t pool_ops_ = 0, routed_mallocs_ = 0;
+  int64_t pool_ops_ = 0, routed_mallocs_ = 0, deferred_frees_ = 0;
 };
 
 void RunScenario(const Scenario& sc) {
@@ -427,12 +438,14 @@ void RunScenario(const Scenario& sc) {
   if (sc.pools) {
     EXPECT_GT(run.pool_ops(), 0);
     EXPECT_GT(run.routed_mallocs(), 0);
+    EXPECT_GT(run.deferred_frees(), 0);
   }
   std::cout << "[ counts   ] ops=" << kOpsPerConfig << " ooms=" << run.ooms()
             << " pending_frees=" << run.pending_frees()
             << " quiet_releases=" << run.quiet_releases()
             << " device_allocs=" << run.stats().num_device_alloc
-            << " pool_ops=" << run.pool_ops() << " routed_mallocs=" << run.routed_mallocs() << "\n";
+            << " pool_ops=" << run.pool_ops() << " routed_mallocs=" << run.routed_mallocs()
+            << " deferred_frees=" << run.deferred_frees() << "\n";
 }
 
 const Scenario kScenarios[] = {
