@@ -104,12 +104,37 @@ class CudaBackendBase : public DeviceBackend {
   CudaEvents events_;
 };
 
+// Lets this thread make calls that a stream capture in global mode forbids
+// (cudaMalloc), for the scope. Native does the same around cudaMalloc when
+// the current stream is capturing: a CUDA graph's private pool needs new
+// segments during capture, and a captured cudaMalloc is not part of the
+// graph (replays do not allocate). Set unconditionally here (one cheap
+// runtime call next to a cudaMalloc): it only matters while a capture is
+// underway, and it also spares another thread's global-mode capture from
+// being invalidated by this thread's cudaMalloc, where native would fail.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() {
+    check(cudaThreadExchangeStreamCaptureMode(&mode_), "cudaThreadExchangeStreamCaptureMode");
+  }
+  ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 class CudaRuntimeBackend final : public CudaBackendBase {
  public:
   uintptr_t allocate(int device, size_t bytes, StreamId) override {
     DeviceScope scope(device);
     void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes);
+    cudaError_t err;
+    {
+      RelaxedCaptureMode relaxed;
+      err = cudaMalloc(&p, bytes);
+    }
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // clear the sticky-free error state
       return 0;
@@ -127,6 +152,14 @@ class CudaAsyncBackend final : public CudaBackendBase {
  public:
   uintptr_t allocate(int device, size_t bytes, StreamId stream) override {
     DeviceScope scope(device);
+    // On a capturing stream cudaMallocAsync would become a node of the
+    // graph (memory the graph owns and frees), not a segment of this cache.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    check(cudaStreamIsCapturing(as_stream(stream), &capture), "cudaStreamIsCapturing");
+    if (capture != cudaStreamCaptureStatusNone)
+      throw BackendError(
+          "cudaMallocAsync backend: cannot reserve a segment on a capturing stream (CUDA graph "
+          "capture needs the default backend, cudaMalloc)");
     void* p = nullptr;
     cudaError_t err = cudaMallocAsync(&p, bytes, as_stream(stream));
     if (err == cudaErrorMemoryAllocation) {
