@@ -137,4 +137,25 @@ void CachingAllocator::set_memory_fraction(double fraction, int device) {
   with_device(device, [&](DeviceCachingAllocator& e) { e.set_memory_fraction(fraction); });
 }
 
+PoolCheckpoint CachingAllocator::checkpoint_pool(int device, PoolId id,
+                                                 const ContextPtr& context) {
+  return with_device(device,
+                     [&](DeviceCachingAllocator& e) { return e.checkpoint_pool(id, context); });
+}
+
+CachingAllocator::RestoredPool CachingAllocator::restore_pool(const PoolCheckpoint& checkpoint,
+                                                              const ContextPtr& context) {
+  Device& d = at(checkpoint.device);
+  std::lock_guard<DeviceMutex> lock(d.mutex);
+  PoolRestore r = d.engine.restore_pool(checkpoint, context);
+  RestoredPool out;
+  out.freed = std::move(r.freed);
+  for (uintptr_t address : out.freed) d.blocks.erase(address);
+  for (Block* b : r.allocated) {
+    d.blocks.insert(b->address, b);
+    out.allocated.emplace_back(b->address, b->size);
+  }
+  return out;
+}
+
 }  // namespace cachealloc

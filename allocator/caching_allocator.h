@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>  // std::lock_guard
+#include <utility>
 #include <vector>
 
 #include "allocator/config.h"
@@ -76,6 +77,20 @@ class CachingAllocator {
   // runtime's re-initialization); the object must then stay alive.
   bool retire_if_idle();
   void set_memory_fraction(double fraction, int device);
+
+  // Pool checkpoints for PyTorch's cudagraph trees: see
+  // DeviceCachingAllocator::checkpoint_pool and restore_pool, whose errors
+  // these throw (and std::out_of_range for a bad device). restore_pool
+  // keeps the pointer table in step: the freed addresses leave it (a later
+  // deallocate of one is refused as unknown), the restored allocations
+  // enter it.
+  PoolCheckpoint checkpoint_pool(int device, PoolId id, const ContextPtr& context = nullptr);
+  struct RestoredPool {
+    std::vector<uintptr_t> freed;                        // addresses
+    std::vector<std::pair<uintptr_t, size_t>> allocated;  // (address, bytes)
+  };
+  RestoredPool restore_pool(const PoolCheckpoint& checkpoint,
+                            const ContextPtr& context = nullptr);
 
   // Runs fn(DeviceCachingAllocator&) with the device's lock held: the way
   // to read state (snapshots) or attach observers consistently.

@@ -35,6 +35,7 @@
 #include "allocator/engine_observer.h"
 #include "allocator/hot_inline.h"
 #include "allocator/memory_limit.h"
+#include "allocator/pool_checkpoint.h"
 #include "allocator/private_pool.h"
 #include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
@@ -118,6 +119,26 @@ class DeviceCachingAllocator {
   void set_no_split(PoolId id);
   // Whether pool `id` exists on this device.
   bool has_pool(PoolId id) const { return private_pools_.contains(id); }
+
+  // --- Pool checkpoints: PyTorch's cudagraph trees (pool_checkpoint.h;
+  // pool_checkpoints.cc). Each throws std::invalid_argument, changing
+  // nothing, for an unknown pool or one released to use count 0, naming it.
+  //
+  // The layout of pool `id`'s segments: each block's address, size and
+  // whether it is allocated. Inserts deferred events first (unless a route
+  // is open). Throws if a block still waits for stream events.
+  PoolCheckpoint checkpoint_pool(PoolId id, const ContextPtr& context = nullptr);
+  // Puts the pool back into `checkpoint`'s layout: frees every block
+  // allocated in the pool, carves the checkpoint's blocks out again and
+  // frees those it had free (statistics and history see those mallocs and
+  // frees, as native's). Returns the addresses freed and the blocks left
+  // allocated, which the caller now holds. Throws std::invalid_argument,
+  // before changing anything, if a checkpointed segment is gone or differs,
+  // or a block of the pool waits for events or was used on other streams.
+  PoolRestore restore_pool(const PoolCheckpoint& checkpoint, const ContextPtr& context = nullptr);
+  // Whether the blocks allocated in pool `id` are exactly those at
+  // `expected` (native's checkPoolLiveAllocations).
+  bool pool_allocations_are(PoolId id, const absl::flat_hash_set<uintptr_t>& expected) const;
   // Limits reserved bytes to floor(fraction * device capacity).
   void set_memory_fraction(double fraction);
   // Limits reserved bytes to `bytes` directly.
@@ -189,12 +210,16 @@ class DeviceCachingAllocator {
   Block* take_use_on_oom_block(const Request& r);
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
+  // Whether alloc_found_block cuts the block down to the request: by
+  // should_split's rules (malloc), or as a pool checkpoint says.
+  enum class SplitChoice : uint8_t { kByRule, kSplit, kWhole };
   // Hands out `block` for a request of `size` rounded bytes. `slot` is
   // block's entry in `pool`'s free index (pool.end() for a fresh segment's
   // block, which is in no index).
   CACHEALLOC_HOT_INLINE Block* alloc_found_block(BlockPool& pool, Block* block,
                                                  BlockPool::iterator slot, size_t size,
-                                                 size_t orig_size, const ContextPtr& ctx);
+                                                 size_t orig_size, const ContextPtr& ctx,
+                                                 SplitChoice choice);
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   // Caches a block whose stream events are done (kFreeCompleted); called
@@ -252,6 +277,11 @@ class DeviceCachingAllocator {
   }
   BlockPool& routed_pool(size_t rounded, StreamId stream);
   PrivatePool& pool_named(PoolId id, const char* what) const;
+  // pool_named, refusing a pool at use count 0 (pool_checkpoints.cc).
+  PrivatePool& live_pool(PoolId id, const char* what) const;
+  // The heads of the pool's segments, in address order.
+  std::vector<const Block*> pool_segment_heads(const PrivatePool& pool) const;
+  void check_restorable(const PrivatePool& pool, const PoolCheckpoint& checkpoint) const;
   PoolKind kind_of(const BlockPool& pool) const {
     return pool.is_small() ? PoolKind::kSmall : PoolKind::kLarge;
   }

@@ -39,7 +39,7 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
     block = reserve_segment(pool, stream, size, orig_size, ctx);
     slot = pool.end();  // the miss may have released blocks: a fresh end()
   }
-  return alloc_found_block(pool, block, slot, size, orig_size, ctx);
+  return alloc_found_block(pool, block, slot, size, orig_size, ctx, SplitChoice::kByRule);
 }
 
 // native: get_free_block's choice. The smallest free block on the stream
@@ -80,16 +80,21 @@ bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const
 }
 
 // native: alloc_found_block. `slot` is block's entry in `pool`, or end()
-// for a block in no index. Native moves the remainder into the old Block
+// for a block in no index. `choice`: malloc splits by should_split's rules
+// (a constant there, so the choice costs nothing); a pool restore splits
+// as the checkpoint says. Native moves the remainder into the old Block
 // object and makes a new one for the front; here the front keeps the object
 // (so segment heads are stable) and the remainder is new. Addresses, sizes,
 // requested sizes and statistics come out the same.
 Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
                                                  BlockPool::iterator slot, size_t size,
-                                                 size_t orig_size, const ContextPtr& ctx) {
+                                                 size_t orig_size, const ContextPtr& ctx,
+                                                 SplitChoice choice) {
   const bool already_split = block->is_split();
   InactiveSplitChange split;
-  if (should_split(block, size)) {
+  const bool split_remainder =
+      choice == SplitChoice::kByRule ? should_split(block, size) : choice == SplitChoice::kSplit;
+  if (split_remainder) {
     // [block | remaining]: the front goes to the caller, the rest is cached.
     // Every placement field set here (gc_count_base by the pool's insert or
     // replace).
