@@ -14,8 +14,8 @@ PyValue frames_to_py(const ContextPtr& context) {
   if (!context) return list;
   for (const StackFrame& f : context->frames) {
     PyValue d = PyValue::dict();
-    d.set("name", PyValue::str(f.name));
-    d.set("filename", PyValue::str(f.filename));
+    d.set("name", PyValue::str(f.name.box()));
+    d.set("filename", PyValue::str(f.filename.box()));
     d.set("line", PyValue::integer(f.line));
     list.append(std::move(d));
   }
