@@ -209,6 +209,30 @@ TEST(TraceInput, FramesReferencingOneLongNameShareItInsteadOfCopyingIt) {
                                 .items()[0].at("name").as_str());
 }
 
+TEST(TraceInput, ReplayedSnapshotOfFramesReferencingOneLongNameHoldsItOnce) {
+  // The replayed snapshot used to copy every frame's strings again (one
+  // frames list per trace entry): as much as the parse, twice in all.
+  const PyValue snap = frames_bomb(kBombNameBytes, kBombRefs, kBombEntries);
+  const RecordedTrace t = parse_trace(snap, /*keep_frames=*/true);
+  ReplayOptions options;
+  options.build_snapshot = true;
+  const size_t before = heap_in_use();
+  const ReplayResult r = replay_trace(t, options);
+  ASSERT_FALSE(r.divergence);
+  ASSERT_TRUE(r.snapshot);
+  const std::string bytes = write_pickle(*r.snapshot);
+  const size_t used = heap_in_use() - before;
+  EXPECT_LT(used, size_t{4} << 20) << "copies would take " << kBombCopiesBytes;
+  // The name once; each entry's list is its own, its frames one dict.
+  EXPECT_LT(bytes.size(), kBombNameBytes + kBombEntries * (5 * kBombRefs + 300));
+  const PyValue back = read_pickle(bytes);
+  const PyValue::List& entries = back.at("device_traces").items().at(0).items();
+  ASSERT_EQ(entries.size(), kBombEntries);
+  for (size_t i = 0; i < entries.size(); ++i)
+    EXPECT_EQ(entries[i].at("frames"), snap.at("device_traces").items()[0].items()[i].at("frames"))
+        << "entry " << i;
+}
+
 // Replays `events` on one device, with invariant checks after each request.
 ReplayResult replay(std::vector<PyValue> events) {
   ReplayOptions options;
