@@ -4,15 +4,19 @@
 #pragma once
 
 #include <memory>
-#include <string>
 #include <vector>
+
+#include "allocator/shared_string.h"
 
 namespace cachealloc {
 
+// The text is shared, not copied: a stack holds a reference to each name,
+// so frames naming the same function or file (across stacks, or one
+// string a pickle references many times) cost its bytes once.
 struct StackFrame {
-  std::string name;      // function name
-  std::string filename;  // source file
-  int line = 0;          // 1-based line number
+  SharedString name;      // function name
+  SharedString filename;  // source file
+  int line = 0;           // 1-based line number
 };
 
 struct CallContext {

@@ -55,11 +55,16 @@ void refuse_memory_pool(const PyValue& segment, const std::string& where) {
                  "do not record which requests went to a pool)");
 }
 
-const std::string& str_field(const PyValue& dict, const char* key, const std::string& where) {
+// A str field's value (to share its text: PyValue::str_box).
+const PyValue& str_value(const PyValue& dict, const char* key, const std::string& where) {
   const PyValue& v = field(dict, key, where);
   if (v.kind() != PyValue::Kind::kStr)
     bad(where, std::string("field '") + key + "' is " + v.kind_name() + ", expected str");
-  return v.as_str();
+  return v;
+}
+
+const std::string& str_field(const PyValue& dict, const char* key, const std::string& where) {
+  return str_value(dict, key, where).as_str();
 }
 
 // A list (or tuple) field's items.
@@ -72,9 +77,18 @@ const PyValue::List& list_field(const PyValue& dict, const char* key, const std:
 
 // The contexts made so far, by the frames list they were made from. A pickle
 // can reference one list from any number of entries (2 bytes each); each
-// list is then copied once, not once per entry.
+// list is then converted once, not once per entry.
 using ContextCache = absl::flat_hash_map<const PyValue::List*, ContextPtr>;
 
+// The entry's recorded frames as a context; null when it has none.
+// A pickle can also reference one string (or one frame dict) from any number
+// of frames, 2 bytes each: a frame shares the string the reader made
+// (SharedString over PyValue::str_box) instead of copying it. A context then
+// costs sizeof(StackFrame) (40 bytes) per frame reference, whatever the
+// strings' lengths: memory follows the pickle's size, not the lengths of the
+// strings times their references (copies made a 1.4 kB .pickle.gz need
+// 20 GB). Throws TraceFormatError for a frame without a str name or
+// filename or an int line.
 ContextPtr frames_of(const PyValue& entry, const std::string& where, ContextCache& cache) {
   const PyValue* frames = entry.find("frames");
   if (!frames || frames->kind() != PyValue::Kind::kList || frames->items().empty())
@@ -82,17 +96,17 @@ ContextPtr frames_of(const PyValue& entry, const std::string& where, ContextCach
   ContextPtr& cached = cache[&frames->items()];
   if (cached) return cached;
   auto ctx = std::make_shared<CallContext>();
+  ctx->frames.reserve(frames->items().size());
   for (const PyValue& f : frames->items()) {
     StackFrame sf;
-    sf.name = str_field(f, "name", where);
-    sf.filename = str_field(f, "filename", where);
+    sf.name = SharedString(str_value(f, "name", where).str_box());
+    sf.filename = SharedString(str_value(f, "filename", where).str_box());
     sf.line = static_cast<int>(int_field(f, "line", where));
     ctx->frames.push_back(std::move(sf));
   }
   cached = ctx;
   return ctx;
 }
-
 
 // A setting's value as the trace holds it, for messages: 'no', 0.5, True,
 // or the kind of a container.

@@ -66,8 +66,10 @@ struct RecordedTrace {
 };
 
 // Reads the structure. keep_frames: attach recorded frames to events (for
-// writing a replayed snapshot); costs memory on big traces. Entries that
-// share one frames list (one pickle value) share one context.
+// writing a replayed snapshot); costs memory on big traces, in proportion to
+// the pickle's size: entries that share one frames list (one pickle value)
+// share one context, and frames share the reader's strings (about 40 bytes
+// per frame reference, whatever the strings' lengths).
 // Throws TraceFormatError for a missing field or a value of the wrong kind
 // (the message names the entry and the field), a block state other than
 // active_allocated, active_pending_free and inactive, or more than

@@ -46,6 +46,10 @@ constexpr char kLongBinGet = 'j';
 // dicts) so that the loader's stack stays small; we do the same.
 constexpr size_t kBatchItems = 1000;
 
+// Strings at least this long (bytes) are also memoized by address
+// (write_str): hashing them again per reference would cost their length.
+constexpr size_t kMinBoxMemoBytes = 256;
+
 class Writer {
  public:
   std::string run(const PyValue& root) {
@@ -134,7 +138,20 @@ class Writer {
   }
 
   void write_str(const std::string& s) {
+    // A long string is looked up by address first: one the tree references
+    // many times (one box shared by many frames) is then found without
+    // hashing its text again, so writing costs its length once, not once
+    // per reference. Short ones (keys, states: a new box each) are hashed,
+    // which costs about what a lookup by address would.
+    const bool long_text = s.size() >= kMinBoxMemoBytes;
+    if (long_text) {
+      if (auto it = str_box_memo_.find(&s); it != str_box_memo_.end()) {
+        write_get(it->second);
+        return;
+      }
+    }
     if (auto it = str_memo_.find(s); it != str_memo_.end()) {
+      if (long_text) str_box_memo_.emplace(&s, it->second);
       write_get(it->second);
       return;
     }
@@ -149,7 +166,9 @@ class Writer {
                         " bytes is too long for BINUNICODE (max 4 GiB - 1)");
     }
     out_.append(s);
-    str_memo_.emplace(s, memoize());
+    const uint32_t index = memoize();
+    str_memo_.emplace(s, index);
+    if (long_text) str_box_memo_.emplace(&s, index);
   }
 
   static const void* identity_of(const PyValue& v) {
@@ -253,6 +272,9 @@ class Writer {
   uint32_t memo_count_ = 0;
   // Keys view strings inside the tree being written, which outlives Writer.
   std::unordered_map<std::string_view, uint32_t> str_memo_;
+  // Strings of kMinBoxMemoBytes or more, by the address of their text (a
+  // box the tree shares; see write_str).
+  std::unordered_map<const std::string*, uint32_t> str_box_memo_;
   std::unordered_map<const void*, uint32_t> container_memo_;
   std::unordered_set<const void*> open_;  // Containers with frames_ entries.
 };

@@ -10,6 +10,8 @@
 //
 // Sharing: equal strings are written once and then referenced through the
 // memo (snapshots repeat file names and keys tens of thousands of times).
+// A long string's box reached again (PyValue copies share it) is found by
+// address, so its text is hashed once however often the tree references it.
 // A container reached twice through shared boxes is written once and then
 // referenced, so the loaded object shares it too, as the original did.
 //

@@ -46,6 +46,11 @@ const std::string& PyValue::as_str() const {
   wrong_kind("str");
 }
 
+std::shared_ptr<const std::string> PyValue::str_box() const {
+  if (const StrBox* s = std::get_if<StrBox>(&data_)) return s->p;
+  wrong_kind("str");
+}
+
 const PyValue::List& PyValue::items() const {
   if (const ListBox* l = std::get_if<ListBox>(&data_)) return *l->p;
   if (const TupleBox* t = std::get_if<TupleBox>(&data_)) return *t->p;

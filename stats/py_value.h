@@ -56,6 +56,12 @@ class PyValue {
   static PyValue str(std::string s) {
     return PyValue(Data(StrBox{std::make_shared<const std::string>(std::move(s))}));
   }
+  // A str that shares `box` instead of copying it (frames' names, see
+  // allocator/shared_string.h); null is "". The text must never change.
+  static PyValue str(std::shared_ptr<const std::string> box) {
+    if (!box) box = std::make_shared<const std::string>();
+    return PyValue(Data(StrBox{std::move(box)}));
+  }
   static PyValue list(List items = {}) {
     return PyValue(Data(ListBox{std::make_shared<List>(std::move(items))}));
   }
@@ -76,6 +82,9 @@ class PyValue {
   // Ints are widened to double, as Python's float() would.
   double as_float() const;
   const std::string& as_str() const;
+  // The shared box behind as_str(), for holders that keep the text after
+  // the tree is gone without copying it. Throws PyValueError if not a str.
+  std::shared_ptr<const std::string> str_box() const;
   // Lists and tuples both expose their items here.
   const List& items() const;
   List& items();

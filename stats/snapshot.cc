@@ -9,20 +9,19 @@ PyValue int_value(uint64_t v) { return PyValue::integer(static_cast<int64_t>(v))
 
 }  // namespace
 
-PyValue frames_to_py(const ContextPtr& context) {
-  PyValue list = PyValue::list();
-  if (!context) return list;
-  for (const StackFrame& f : context->frames) {
-    PyValue d = PyValue::dict();
-    d.set("name", PyValue::str(f.name));
-    d.set("filename", PyValue::str(f.filename));
-    d.set("line", PyValue::integer(f.line));
-    list.append(std::move(d));
-  }
-  return list;
-}
+PyValue frames_to_py(const ContextPtr& context) { return SnapshotFrames().list(context); }
 
 PyValue segment_to_py(const SegmentView& s) {
+  SnapshotFrames frames;
+  return segment_to_py(s, frames);
+}
+
+PyValue trace_entry_to_py(const TraceEntry& t) {
+  SnapshotFrames frames;
+  return trace_entry_to_py(t, frames);
+}
+
+PyValue segment_to_py(const SegmentView& s, SnapshotFrames& frames) {
   size_t total = 0, allocated = 0, active = 0, requested = 0;
   PyValue blocks = PyValue::list();
   for (const Block* b : s.blocks) {
@@ -40,7 +39,7 @@ PyValue segment_to_py(const SegmentView& s) {
     d.set("state", PyValue::str(b->allocated ? "active_allocated"
                                 : is_active  ? "active_pending_free"
                                              : "inactive"));
-    d.set("frames", frames_to_py(b->context_when_allocated));
+    d.set("frames", frames.list(b->context_when_allocated));
     blocks.append(std::move(d));
   }
   PyValue d = PyValue::dict();
@@ -54,12 +53,12 @@ PyValue segment_to_py(const SegmentView& s) {
   d.set("segment_type", PyValue::str(s.is_small ? "small" : "large"));
   d.set("segment_pool_id", PyValue::tuple({int_value(s.pool_id.first), int_value(s.pool_id.second)}));
   d.set("is_expandable", PyValue::boolean(false));
-  d.set("frames", frames_to_py(s.context ? *s.context : nullptr));
+  d.set("frames", frames.list(s.context ? *s.context : nullptr));
   d.set("blocks", std::move(blocks));
   return d;
 }
 
-PyValue trace_entry_to_py(const TraceEntry& t) {
+PyValue trace_entry_to_py(const TraceEntry& t, SnapshotFrames& frames) {
   PyValue d = PyValue::dict();
   d.set("action", PyValue::str(action_name(t.action)));
   d.set(t.action == TraceAction::kOom ? "device_free" : "addr", int_value(t.address));
@@ -68,7 +67,7 @@ PyValue trace_entry_to_py(const TraceEntry& t) {
   d.set("time_us", PyValue::integer(t.time_us));
   d.set("compile_context", PyValue::str("N/A"));
   d.set("user_metadata", PyValue::str(""));
-  if (t.context) d.set("frames", frames_to_py(t.context));
+  if (t.context) d.set("frames", frames.list(t.context));
   return d;
 }
 
@@ -100,12 +99,13 @@ PyValue make_snapshot(const std::vector<SegmentView>& segments,
   std::stable_sort(order.begin(), order.end(), [](const SegmentView* a, const SegmentView* b) {
     return a->address < b->address;
   });
+  SnapshotFrames frames;
   PyValue segs = PyValue::list();
-  for (const SegmentView* s : order) segs.append(segment_to_py(*s));
+  for (const SegmentView* s : order) segs.append(segment_to_py(*s, frames));
   PyValue device_traces = PyValue::list();
   for (const auto& per_device : traces) {
     PyValue list = PyValue::list();
-    for (const TraceEntry& t : per_device) list.append(trace_entry_to_py(t));
+    for (const TraceEntry& t : per_device) list.append(trace_entry_to_py(t, frames));
     device_traces.append(std::move(list));
   }
   return snapshot_root(std::move(segs), std::move(device_traces), config);

@@ -14,14 +14,22 @@
 #include "allocator/device_allocator.h"
 #include "stats/history.h"
 #include "stats/py_value.h"
+#include "stats/snapshot_frames.h"
 
 namespace cachealloc {
 
-// One segment dict ("device", "address", ..., "blocks").
+// One segment dict ("device", "address", ..., "blocks"). With `frames`,
+// its frames lists are shared with everything else converted through it
+// (stats/snapshot_frames.h); without, they are its own.
 PyValue segment_to_py(const SegmentView& segment);
-// One trace entry dict ("action", "addr" or "device_free", "size", ...).
+PyValue segment_to_py(const SegmentView& segment, SnapshotFrames& frames);
+// One trace entry dict ("action", "addr" or "device_free", "size", ...);
+// `frames` as for segment_to_py.
 PyValue trace_entry_to_py(const TraceEntry& entry);
-// A list of frame dicts {"name", "filename", "line"}; empty for null.
+PyValue trace_entry_to_py(const TraceEntry& entry, SnapshotFrames& frames);
+// A list of frame dicts {"name", "filename", "line"}; empty for null. The
+// strings are the context's (shared, not copied); a frame repeated within
+// the stack is one dict.
 PyValue frames_to_py(const ContextPtr& context);
 // The "allocator_settings" dict.
 PyValue allocator_settings_to_py(const AllocatorConfig& config);
@@ -33,6 +41,8 @@ PyValue snapshot_root(PyValue segments, PyValue traces, const AllocatorConfig& c
 
 // The whole snapshot. `segments`: every device's segments, any order (they
 // are sorted by address as native does); `traces`: one list per device.
+// Frames are converted through one SnapshotFrames: the tree and its pickle
+// hold each distinct stack and frame once.
 PyValue make_snapshot(const std::vector<SegmentView>& segments,
                       const std::vector<std::vector<TraceEntry>>& traces,
                       const AllocatorConfig& config);

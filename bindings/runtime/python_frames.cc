@@ -52,9 +52,11 @@ const CPython& cpython() {
   return api;
 }
 
+// Shared with every frame captured from the code object: a frame costs two
+// reference counts, not copies of its names.
 struct CodeNames {
-  std::string filename;
-  std::string name;
+  SharedString filename;
+  SharedString name;
 };
 
 // Code object -> names. Guarded by the GIL (capture runs holding it);

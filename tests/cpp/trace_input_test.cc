@@ -4,8 +4,14 @@
 // hand out. Each was found by fuzzing (trace_fuzz_test.cc); the inputs here
 // are the minimized cases, built in code.
 #include <gtest/gtest.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/allocator_interface.h>
+#else
+#include <malloc.h>
+#endif
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -138,6 +144,93 @@ TEST(TraceInput, FramesListSharedByEntriesIsCopiedOnce) {
   EXPECT_EQ(t.devices[0][0].context->frames.size(), 100u);
   EXPECT_EQ(t.devices[0][0].context->frames[0].line, 7);
   for (const RecordedEvent& e : t.devices[0]) EXPECT_EQ(e.context, t.devices[0][0].context);
+}
+
+// Bytes the heap has handed out and not taken back (ASan's own allocator
+// replaces malloc's under the sanitizers).
+size_t heap_in_use() {
+#if defined(__SANITIZE_ADDRESS__)
+  return __sanitizer_get_current_allocated_bytes();
+#else
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+#endif
+}
+
+// A trace that replays clean (a segment, then a block allocated and freed
+// over and over: `entries` entries) whose every entry has its own frames list
+// of `refs` references to one frame dict named by a `name_bytes` string:
+// as tests/frames_amplification.py writes it, the name and the dict once,
+// each reference 2 bytes. Returned as read back from its pickle.
+PyValue frames_bomb(size_t name_bytes, size_t refs, size_t entries) {
+  PyValue frame = PyValue::dict();
+  frame.set("name", PyValue::str(std::string(name_bytes, 'n')));
+  frame.set("filename", PyValue::str("hostile.py"));
+  frame.set("line", PyValue::integer(1));
+  const int64_t a = int64_t{1} << 30;
+  std::vector<PyValue> events = {event("segment_alloc", a, 2 * kMiB)};
+  while (events.size() < entries)
+    for (const char* action : {"alloc", "free_requested", "free_completed"})
+      events.push_back(event(action, a, 512));
+  for (PyValue& e : events) e.set("frames", PyValue::list(std::vector<PyValue>(refs, frame)));
+  const std::string bytes = write_pickle(snapshot(std::move(events)));
+  // The name once, then a few bytes per reference and entry.
+  EXPECT_LT(bytes.size(), name_bytes + entries * (3 * refs + 100));
+  return read_pickle(bytes);
+}
+
+// Frames used to copy their name and file name: 64 entries x 64 frames
+// referencing one 64 KiB name took 256 MiB here (a 1.4 kB .pickle.gz with a
+// 1 MiB name, 20 GB in `cachealloc replay --snapshot`).
+constexpr size_t kBombNameBytes = 64 << 10, kBombRefs = 64, kBombEntries = 64;
+constexpr size_t kBombCopiesBytes = kBombNameBytes * kBombRefs * kBombEntries;
+
+TEST(TraceInput, FramesReferencingOneLongNameShareItInsteadOfCopyingIt) {
+  const PyValue snap = frames_bomb(kBombNameBytes, kBombRefs, kBombEntries);
+  const size_t before = heap_in_use();
+  const RecordedTrace t = parse_trace(snap, /*keep_frames=*/true);
+  const size_t used = heap_in_use() - before;
+  // About 40 bytes per frame reference, 160 kB in all.
+  EXPECT_LT(used, size_t{2} << 20) << "copies would take " << kBombCopiesBytes;
+  ASSERT_EQ(t.devices.at(0).size(), 64u);
+  std::set<const CallContext*> contexts;
+  std::set<const std::string*> names;
+  for (const RecordedEvent& e : t.devices[0]) {
+    ASSERT_TRUE(e.context);
+    contexts.insert(e.context.get());
+    ASSERT_EQ(e.context->frames.size(), kBombRefs);
+    for (const StackFrame& f : e.context->frames) names.insert(&f.name.str());
+  }
+  // Each entry has its own list (its own context), yet one name: the
+  // reader's string.
+  EXPECT_EQ(contexts.size(), 64u);
+  ASSERT_EQ(names.size(), 1u);
+  EXPECT_EQ(*names.begin(), &snap.at("device_traces").items()[0].items()[0].at("frames")
+                                .items()[0].at("name").as_str());
+}
+
+TEST(TraceInput, ReplayedSnapshotOfFramesReferencingOneLongNameHoldsItOnce) {
+  // The replayed snapshot used to copy every frame's strings again (one
+  // frames list per trace entry): as much as the parse, twice in all.
+  const PyValue snap = frames_bomb(kBombNameBytes, kBombRefs, kBombEntries);
+  const RecordedTrace t = parse_trace(snap, /*keep_frames=*/true);
+  ReplayOptions options;
+  options.build_snapshot = true;
+  const size_t before = heap_in_use();
+  const ReplayResult r = replay_trace(t, options);
+  ASSERT_FALSE(r.divergence);
+  ASSERT_TRUE(r.snapshot);
+  const std::string bytes = write_pickle(*r.snapshot);
+  const size_t used = heap_in_use() - before;
+  EXPECT_LT(used, size_t{4} << 20) << "copies would take " << kBombCopiesBytes;
+  // The name once; each entry's list is its own, its frames one dict.
+  EXPECT_LT(bytes.size(), kBombNameBytes + kBombEntries * (5 * kBombRefs + 300));
+  const PyValue back = read_pickle(bytes);
+  const PyValue::List& entries = back.at("device_traces").items().at(0).items();
+  ASSERT_EQ(entries.size(), kBombEntries);
+  for (size_t i = 0; i < entries.size(); ++i)
+    EXPECT_EQ(entries[i].at("frames"), snap.at("device_traces").items()[0].items()[i].at("frames"))
+        << "entry " << i;
 }
 
 // Replays `events` on one device, with invariant checks after each request.
