@@ -14,6 +14,7 @@
 
 #include "allocator/errors.h"
 #include "allocator/hot_inline.h"
+#include "bindings/c_api/c_api_internal.h"
 #include "bindings/runtime/runtime.h"
 #include "stats/history.h"
 #include "stats/pickle_writer.h"
@@ -22,24 +23,12 @@ using cachealloc::Runtime;
 
 namespace {
 
-thread_local std::string last_error;
+using cachealloc::c_api::guarded;
+using cachealloc::c_api::initialized_runtime;
+using cachealloc::c_api::last_error;
 // The calling thread's last OutOfMemoryError (cachealloc_last_oom); empty
 // until it has one.
 thread_local std::optional<cachealloc::OutOfMemoryError::Details> last_oom;
-
-// Runs fn, turning exceptions into -1 + last_error.
-template <typename Fn>
-int guarded(Fn&& fn) {
-  try {
-    fn();
-    return 0;
-  } catch (const std::exception& e) {
-    last_error = e.what();
-  } catch (...) {
-    last_error = "unknown error";
-  }
-  return -1;
-}
 
 // Runs a free. PyTorch's free entry point returns void, so a failure (an
 // unknown pointer) cannot reach the caller: it goes to last_error and stderr.
@@ -59,19 +48,6 @@ cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
   auto ctx = std::make_shared<cachealloc::CallContext>();
   ctx->opaque = std::shared_ptr<void>(context, release ? release : [](void*) {});
   return ctx;
-}
-
-// Inline: on every malloc and free.
-CACHEALLOC_HOT_INLINE Runtime& initialized_runtime() { return Runtime::initialized_instance(); }
-
-// Runs fn(DeviceCachingAllocator&) on one device's engine under its lock;
-// exceptions become -1 + last_error (the memory-pool calls).
-template <typename Fn>
-int on_pool_device(int device, Fn&& fn) {
-  return guarded([&] {
-    initialized_runtime().current().allocator.with_device(
-        device, [&](cachealloc::DeviceCachingAllocator& e) { fn(e); });
-  });
 }
 
 const std::vector<std::string>& stat_names() {
@@ -405,65 +381,6 @@ int cachealloc_last_oom(cachealloc_oom_info* out) {
                              d.device_free,    d.allowed_bytes,     d.allocated_bytes,
                              d.reserved_bytes};
   return 0;
-}
-
-// --- Memory pools. Each runs on one device's engine under its lock.
-int cachealloc_pool_create_or_incref(int device, uint64_t first, uint64_t second) {
-  return on_pool_device(device, [&](auto& e) { e.create_or_incref_pool({first, second}); });
-}
-
-int cachealloc_pool_begin_allocate(int device, uint64_t first, uint64_t second,
-                                   cachealloc_pool_filter filter, void* user,
-                                   void (*release_user)(void*)) {
-  // Owns `user` from here on, whatever happens.
-  std::shared_ptr<void> owned(user, [release_user](void* u) {
-    if (release_user) release_user(u);
-  });
-  cachealloc::PoolFilter accept;
-  if (filter) {
-    accept = [filter, owned](cachealloc::StreamId stream) {
-      return filter(owned.get(), reinterpret_cast<void*>(stream)) != 0;
-    };
-  } else {
-    accept = [thread = std::this_thread::get_id()](cachealloc::StreamId) {
-      return std::this_thread::get_id() == thread;
-    };
-  }
-  owned.reset();  // the filter holds it now (or nothing does)
-  return on_pool_device(device, [&](auto& e) {
-    e.begin_allocate_to_pool({first, second}, std::move(accept));
-  });
-}
-
-int cachealloc_pool_end_allocate(int device, uint64_t first, uint64_t second) {
-  return on_pool_device(device, [&](auto& e) { e.end_allocate_to_pool({first, second}); });
-}
-
-int cachealloc_pool_release(int device, uint64_t first, uint64_t second) {
-  return on_pool_device(device, [&](auto& e) { e.release_pool({first, second}); });
-}
-
-int cachealloc_pool_use_count(int device, uint64_t first, uint64_t second, int* out) {
-  return on_pool_device(device, [&](auto& e) {
-    if (!out) throw std::invalid_argument("cachealloc_pool_use_count: out is NULL");
-    *out = e.pool_use_count({first, second});
-  });
-}
-
-int cachealloc_pool_set_use_on_oom(int device, uint64_t first, uint64_t second,
-                                   int use_on_oom) {
-  return on_pool_device(device,
-                        [&](auto& e) { e.set_use_on_oom({first, second}, use_on_oom != 0); });
-}
-
-int cachealloc_pool_set_no_split(int device, uint64_t first, uint64_t second) {
-  return on_pool_device(device, [&](auto& e) { e.set_no_split({first, second}); });
-}
-
-int cachealloc_empty_cache_pool(int device, uint64_t first, uint64_t second) {
-  return guarded([&] {
-    initialized_runtime().current().allocator.empty_cache(device, nullptr, {first, second});
-  });
 }
 
 void cachealloc_set_oom_handler(void (*handler)(const char* message)) {

@@ -134,6 +134,36 @@ CACHEALLOC_API int cachealloc_pool_set_no_split(int device, uint64_t first, uint
  * all devices. */
 CACHEALLOC_API int cachealloc_empty_cache_pool(int device, uint64_t first, uint64_t second);
 
+/* --- Pool checkpoints: PyTorch's cudagraph trees (torch.compile
+ * mode="reduce-overhead") save a graph pool's layout after a capture and
+ * put it back before capturing a new graph off the same pool. Each call
+ * returns 0, or -1 with cachealloc_last_error() naming the problem; nothing
+ * changes then. */
+typedef struct cachealloc_pool_checkpoint cachealloc_pool_checkpoint; /* opaque */
+/* Saves the layout of pool (first, second) on `device` (every block's
+ * address, size, and whether it is allocated). *out is released with
+ * cachealloc_pool_checkpoint_release. -1 for an unknown pool, one released
+ * to use count 0, or a block still waiting for stream events. */
+CACHEALLOC_API int cachealloc_pool_checkpoint_save(int device, uint64_t first, uint64_t second,
+                                                   cachealloc_pool_checkpoint** out);
+CACHEALLOC_API void cachealloc_pool_checkpoint_release(cachealloc_pool_checkpoint* checkpoint);
+/* Puts the pool back into the checkpoint's layout: every block allocated in
+ * the pool is freed, the checkpoint's blocks are carved out again and
+ * those it had free are freed. Then, with no lock held, on_freed(user,
+ * address) for each block it freed (those pointers are no longer valid to
+ * free) and on_allocated(user, address, bytes) for each block it left
+ * allocated (the caller holds it: free it with cachealloc_free). -1, with
+ * nothing changed, if a checkpointed segment is gone or differs, or a block
+ * of the pool waits for stream events or was used on other streams. */
+CACHEALLOC_API int cachealloc_pool_checkpoint_restore(
+    const cachealloc_pool_checkpoint* checkpoint, void (*on_freed)(void* user, void* address),
+    void (*on_allocated)(void* user, void* address, size_t bytes), void* user);
+/* *match = 1 if the blocks allocated in the pool are exactly the `n`
+ * addresses at `ptrs` (PyTorch's checkPoolLiveAllocations), else 0. */
+CACHEALLOC_API int cachealloc_pool_live_allocations_match(int device, uint64_t first,
+                                                          uint64_t second, void* const* ptrs,
+                                                          size_t n, int* match);
+
 /* Snapshot pickle (protocol 4) of every device; *out must be released with
  * cachealloc_release_buffer. */
 CACHEALLOC_API int cachealloc_snapshot_pickle(char** out, size_t* length);

@@ -26,6 +26,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "bindings/c_api/cachealloc.h"
@@ -193,6 +194,49 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
   void setNoSplit(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     check(cachealloc_pool_set_no_split(device, id.first, id.second));
+  }
+  // CUDA graph trees (torch.compile(mode="reduce-overhead")) checkpoint a
+  // graph pool after each capture and put it back before capturing a new
+  // graph that branches off: allocator/pool_checkpoint.h says how.
+  struct PoolCheckpointState final : CCA::AllocatorState {
+    explicit PoolCheckpointState(cachealloc_pool_checkpoint* saved) : checkpoint(saved) {}
+    ~PoolCheckpointState() override { cachealloc_pool_checkpoint_release(checkpoint); }
+    cachealloc_pool_checkpoint* checkpoint;
+  };
+  std::shared_ptr<CCA::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+                                                          c10::cuda::MempoolId_t id) override {
+    cachealloc_pool_checkpoint* saved = nullptr;
+    check(cachealloc_pool_checkpoint_save(device, id.first, id.second, &saved));
+    return std::make_shared<PoolCheckpointState>(saved);
+  }
+  CCA::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+                                              std::shared_ptr<CCA::AllocatorState> state) override {
+    auto* ours = dynamic_cast<PoolCheckpointState*>(state.get());
+    TORCH_CHECK(ours, "cachealloc: setCheckpointPoolState needs a checkpoint that cachealloc's "
+                      "getCheckpointState made");
+    struct Delta {
+      CCA::CheckpointDelta out;
+      c10::Device device;
+    } delta{{}, c10::Device(c10::DeviceType::CUDA, device)};
+    check(cachealloc_pool_checkpoint_restore(
+        ours->checkpoint,
+        [](void* d, void* p) { static_cast<Delta*>(d)->out.ptrs_freed.push_back(p); },
+        [](void* d, void* p, size_t) {
+          auto* delta = static_cast<Delta*>(d);
+          // As native: DataPtrs with this allocator's deleter, which PyTorch
+          // hands to the storages that hold these blocks (or releases).
+          delta->out.dataptrs_allocd.emplace_back(p, p, &delete_fn, delta->device);
+        },
+        &delta));
+    return std::move(delta.out);
+  }
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
+                                const std::unordered_set<void*>& expected) override {
+    std::vector<void*> ptrs(expected.begin(), expected.end());
+    int match = 0;
+    check(cachealloc_pool_live_allocations_match(device, id.first, id.second, ptrs.data(),
+                                                 ptrs.size(), &match));
+    return match != 0;
   }
   void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
     size_t cached = 0;
