@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "absl/container/flat_hash_set.h"
 #include "allocator/errors.h"
 
 namespace cachealloc {
@@ -147,15 +148,44 @@ CachingAllocator::RestoredPool CachingAllocator::restore_pool(const PoolCheckpoi
                                                               const ContextPtr& context) {
   Device& d = at(checkpoint.device);
   std::lock_guard<DeviceMutex> lock(d.mutex);
-  PoolRestore r = d.engine.restore_pool(checkpoint, context);
-  RestoredPool out;
-  out.freed = std::move(r.freed);
-  for (uintptr_t address : out.freed) d.blocks.erase(address);
-  for (Block* b : r.allocated) {
-    d.blocks.insert(b->address, b);
-    out.allocated.emplace_back(b->address, b->size);
+  if (d.retired) throw_retired();  // a restore allocates
+  // The pool's allocated addresses before: what the table must drop if the
+  // restore stops part way (std::bad_alloc after its checks).
+  const std::vector<uintptr_t> held = d.engine.pool_allocations(checkpoint.pool);
+  try {
+    PoolRestore r = d.engine.restore_pool(checkpoint, context);
+    RestoredPool out;
+    out.freed = std::move(r.freed);
+    for (uintptr_t address : out.freed) d.blocks.erase(address);
+    for (Block* b : r.allocated) {
+      d.blocks.insert(b->address, b);
+      out.allocated.emplace_back(b->address, b->size);
+    }
+    return out;
+  } catch (...) {
+    resync_pool_table(d, checkpoint.pool, held);
+    throw;
   }
-  return out;
+}
+
+// After a restore that stopped part way: addresses the pool no longer has
+// allocated leave the table (their Blocks may be recycled: a later free
+// must be refused, not reach them); blocks it allocated are entered, as
+// far as host memory allows (one that cannot be is leaked, not corrupted).
+void CachingAllocator::resync_pool_table(Device& d, PoolId pool,
+                                         const std::vector<uintptr_t>& held) noexcept {
+  try {
+    const std::vector<uintptr_t> now = d.engine.pool_allocations(pool);
+    const absl::flat_hash_set<uintptr_t> allocated(now.begin(), now.end());
+    for (uintptr_t a : held)
+      if (!allocated.contains(a)) d.blocks.erase(a);
+    for (const SegmentView& s : d.engine.segments())
+      if (s.pool_id == pool)
+        for (const Block* b : s.blocks)
+          if (b->allocated && !d.blocks.find(b->address))
+            d.blocks.insert(b->address, const_cast<Block*>(b));
+  } catch (...) {
+  }
 }
 
 }  // namespace cachealloc

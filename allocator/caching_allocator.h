@@ -80,10 +80,11 @@ class CachingAllocator {
 
   // Pool checkpoints for PyTorch's cudagraph trees: see
   // DeviceCachingAllocator::checkpoint_pool and restore_pool, whose errors
-  // these throw (and std::out_of_range for a bad device). restore_pool
-  // keeps the pointer table in step: the freed addresses leave it (a later
-  // deallocate of one is refused as unknown), the restored allocations
-  // enter it.
+  // these throw (and std::out_of_range for a bad device; restore_pool
+  // AllocatorRetired after retire_if_idle). restore_pool keeps the pointer
+  // table in step: the freed addresses leave it (a later deallocate of one
+  // is refused as unknown), the restored allocations enter it, also when
+  // host memory runs out part way.
   PoolCheckpoint checkpoint_pool(int device, PoolId id, const ContextPtr& context = nullptr);
   struct RestoredPool {
     std::vector<uintptr_t> freed;                        // addresses
@@ -136,6 +137,8 @@ class CachingAllocator {
                                               const char* what, Fn& fn);
 
   [[noreturn]] static void throw_retired();
+  // restore_pool's repair of the table after a failure part way.
+  void resync_pool_table(Device& d, PoolId pool, const std::vector<uintptr_t>& held) noexcept;
 
   const AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;

@@ -125,20 +125,25 @@ class DeviceCachingAllocator {
   // nothing, for an unknown pool or one released to use count 0, naming it.
   //
   // The layout of pool `id`'s segments: each block's address, size and
-  // whether it is allocated. Inserts deferred events first (unless a route
-  // is open). Throws if a block still waits for stream events.
+  // whether it is allocated. Inserts deferred events first, as native (even
+  // when it then refuses). Throws if a block still waits for stream events.
   PoolCheckpoint checkpoint_pool(PoolId id, const ContextPtr& context = nullptr);
   // Puts the pool back into `checkpoint`'s layout: frees every block
   // allocated in the pool, carves the checkpoint's blocks out again and
   // frees those it had free (statistics and history see those mallocs and
   // frees, as native's). Returns the addresses freed and the blocks left
   // allocated, which the caller now holds. Throws std::invalid_argument,
-  // before changing anything, if a checkpointed segment is gone or differs,
-  // or a block of the pool waits for events or was used on other streams.
+  // before changing anything, if a checkpointed segment is gone or differs
+  // (stream, pool kind, bytes; blocks that do not tile it or two free
+  // neighbours), or a block of the pool waits for events or was used on
+  // other streams. Only std::bad_alloc can come later, with the pool part
+  // way (CachingAllocator::restore_pool keeps its table right then).
   PoolRestore restore_pool(const PoolCheckpoint& checkpoint, const ContextPtr& context = nullptr);
   // Whether the blocks allocated in pool `id` are exactly those at
   // `expected` (native's checkPoolLiveAllocations).
   bool pool_allocations_are(PoolId id, const absl::flat_hash_set<uintptr_t>& expected) const;
+  // The addresses of the blocks allocated in pool `id`, in address order.
+  std::vector<uintptr_t> pool_allocations(PoolId id) const;
   // Limits reserved bytes to floor(fraction * device capacity).
   void set_memory_fraction(double fraction);
   // Limits reserved bytes to `bytes` directly.

@@ -36,10 +36,12 @@ PrivatePool& DeviceCachingAllocator::live_pool(PoolId id, const char* what) cons
 }
 
 // native: getCheckpointState. Segments in address order (native: its
-// active-block hash set's order, then its free index's).
+// active-block hash set's order, then its free index's). As native, the
+// deferred events go in first even while a route is open (PyTorch
+// checkpoints after a capture has ended).
 PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextPtr& ctx) {
   const PrivatePool& pool = live_pool(id, "checkpoint_pool");
-  if (!routing_) insert_deferred_events(ctx);
+  insert_deferred_events(ctx);
   PoolCheckpoint cp;
   cp.device = device_;
   cp.pool = id;
@@ -50,7 +52,7 @@ PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextP
     for (const Block* b = head; b; b = b->next) {
       if (b->event_count != 0 || (!b->allocated && !b->stream_uses.empty()))
         refuse("a block of memory pool " + id.to_string() +
-               " is waiting for stream events; synchronize first");
+               " is waiting for stream events (synchronize, or empty_cache, first)");
       s.blocks.push_back({b->address, b->size, b->allocated});
     }
     cp.segments.push_back(std::move(s));
@@ -66,8 +68,10 @@ PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextP
 // problem.
 void DeviceCachingAllocator::check_restorable(const PrivatePool& pool,
                                               const PoolCheckpoint& cp) const {
+  absl::flat_hash_map<uintptr_t, const Block*> heads;     // by address
   absl::flat_hash_map<uintptr_t, size_t> segment_bytes;  // head address -> bytes
   for (const Block* head : pool_segment_heads(pool)) {
+    heads[head->address] = head;
     size_t bytes = 0;
     for (const Block* b = head; b; b = b->next) {
       if (!b->allocated && !b->is_free())
@@ -86,11 +90,19 @@ void DeviceCachingAllocator::check_restorable(const PrivatePool& pool,
     if (it == segment_bytes.end())
       refuse("memory pool " + pool.id.to_string() + " has no segment at " +
              std::to_string(head) + " any more");
+    const Block* h = heads.at(head);
+    if (s.stream != h->stream || s.is_small != h->pool->is_small())
+      refuse("the segment at " + std::to_string(head) + " has another stream or pool kind");
     size_t offset = 0;
+    bool previous_free = false;
     for (const auto& b : s.blocks) {
       if (b.size == 0 || b.size % kMinBlockSize != 0 || b.address != head + offset ||
           b.size > it->second - offset)
         refuse("the checkpoint's blocks do not tile the segment at " + std::to_string(head));
+      // Two free neighbours would merge: not a layout the engine can hold.
+      if (previous_free && !b.allocated)
+        refuse("the checkpoint has two free neighbours at " + std::to_string(b.address));
+      previous_free = !b.allocated;
       offset += b.size;
     }
     if (offset != it->second)
@@ -150,18 +162,22 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
   return rr;
 }
 
+std::vector<uintptr_t> DeviceCachingAllocator::pool_allocations(PoolId id) const {
+  const PrivatePool& pool = pool_named(id, "pool_allocations");
+  std::vector<uintptr_t> out;
+  for (const Block* head : pool_segment_heads(pool))
+    for (const Block* b = head; b; b = b->next)
+      if (b->allocated) out.push_back(b->address);
+  return out;
+}
+
 // native: checkPoolLiveAllocations
 bool DeviceCachingAllocator::pool_allocations_are(
     PoolId id, const absl::flat_hash_set<uintptr_t>& expected) const {
-  const PrivatePool& pool = pool_named(id, "pool_allocations_are");
-  size_t allocated = 0;
-  for (const Block* head : pool_segment_heads(pool))
-    for (const Block* b = head; b; b = b->next) {
-      if (!b->allocated) continue;
-      if (!expected.contains(b->address)) return false;
-      ++allocated;
-    }
-  return allocated == expected.size();
+  const std::vector<uintptr_t> allocated = pool_allocations(id);
+  if (allocated.size() != expected.size()) return false;
+  return std::all_of(allocated.begin(), allocated.end(),
+                     [&](uintptr_t a) { return expected.contains(a); });
 }
 
 }  // namespace cachealloc

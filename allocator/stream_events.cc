@@ -4,6 +4,7 @@
 // while a private pool is routed to (a CUDA graph may be capturing, and a
 // capturing stream may not have events recorded on it or queried).
 #include <algorithm>
+#include <cstddef>
 
 #include "allocator/device_allocator.h"
 #include "allocator/stream_event_queues.h"
@@ -49,23 +50,34 @@ void DeviceCachingAllocator::defer_events(Block* block) {
 // native: insert_events_deferred_until_no_capture and remove_graph_stream_uses.
 void DeviceCachingAllocator::insert_deferred_events(const ContextPtr& ctx) {
   if (deferred_frees_.empty()) return;
-  // Taken out first: free_block below must see a consistent list.
-  std::vector<Block*> deferred = std::move(deferred_frees_);
-  deferred_frees_.clear();
-  for (Block* block : deferred) {
-    // Work recorded on a stream while it was captured ran in no stream
-    // order: it is replayed later as part of the graph, whose memory is the
-    // graph's pool. Native drops those uses (even a stream that had been
-    // recorded before the route too).
-    if (auto it = route_stream_uses_.find(block); it != route_stream_uses_.end()) {
-      auto& uses = block->stream_uses;
-      for (StreamId s : it->second)
-        uses.erase(std::remove(uses.begin(), uses.end(), s), uses.end());
-      route_stream_uses_.erase(it);
+  // In place, dropping the blocks handled so far if a step throws (a
+  // backend error recording an event): the rest keep waiting, listed.
+  size_t handled = 0;
+  try {
+    for (; handled < deferred_frees_.size(); ++handled) {
+      Block* block = deferred_frees_[handled];
+      // Work recorded on a stream while it was captured ran in no stream
+      // order: it is replayed later as part of the graph, whose memory is
+      // the graph's pool. Native drops those uses (even a stream that had
+      // been recorded before the route too).
+      if (auto it = route_stream_uses_.find(block); it != route_stream_uses_.end()) {
+        auto& uses = block->stream_uses;
+        for (StreamId s : it->second)
+          uses.erase(std::remove(uses.begin(), uses.end(), s), uses.end());
+        route_stream_uses_.erase(it);
+      }
+      insert_events(block);
+      if (block->event_count == 0) free_block(block, ctx);
     }
-    insert_events(block);
-    if (block->event_count == 0) free_block(block, ctx);
+  } catch (...) {
+    // A block whose events went in part-way waits on them now.
+    if (deferred_frees_[handled]->event_count > 0) ++handled;
+    deferred_frees_.erase(deferred_frees_.begin(),
+                          deferred_frees_.begin() + static_cast<std::ptrdiff_t>(handled));
+    note_stream_work();
+    throw;
   }
+  deferred_frees_.clear();
   note_stream_work();
 }
 

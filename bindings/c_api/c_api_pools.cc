@@ -103,8 +103,10 @@ int cachealloc_pool_checkpoint_restore(const cachealloc_pool_checkpoint* checkpo
                                        void (*on_allocated)(void*, void*, size_t), void* user) {
   return guarded([&] {
     if (!checkpoint) throw std::invalid_argument("cachealloc_pool_checkpoint_restore: NULL");
-    const auto restored =
-        initialized_runtime().current().allocator.restore_pool(checkpoint->state);
+    // Through on_allocator, as every call that allocates: a generation
+    // retired meanwhile is not changed (the new one has no such pool).
+    const auto restored = initialized_runtime().on_allocator(
+        [&](cachealloc::CachingAllocator& a) { return a.restore_pool(checkpoint->state); });
     for (uintptr_t address : restored.freed)
       if (on_freed) on_freed(user, reinterpret_cast<void*>(address));
     for (const auto& [address, bytes] : restored.allocated)

@@ -143,7 +143,9 @@ typedef struct cachealloc_pool_checkpoint cachealloc_pool_checkpoint; /* opaque 
 /* Saves the layout of pool (first, second) on `device` (every block's
  * address, size, and whether it is allocated). *out is released with
  * cachealloc_pool_checkpoint_release. -1 for an unknown pool, one released
- * to use count 0, or a block still waiting for stream events. */
+ * to use count 0, or a block still waiting for stream events. As native,
+ * it first records the events of frees deferred while a pool was routed
+ * to (CUDA graph capture), which happens even when it then returns -1. */
 CACHEALLOC_API int cachealloc_pool_checkpoint_save(int device, uint64_t first, uint64_t second,
                                                    cachealloc_pool_checkpoint** out);
 CACHEALLOC_API void cachealloc_pool_checkpoint_release(cachealloc_pool_checkpoint* checkpoint);

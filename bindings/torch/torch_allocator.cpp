@@ -199,35 +199,58 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   // graph pool after each capture and put it back before capturing a new
   // graph that branches off: allocator/pool_checkpoint.h says how.
   struct PoolCheckpointState final : CCA::AllocatorState {
-    explicit PoolCheckpointState(cachealloc_pool_checkpoint* saved) : checkpoint(saved) {}
+    PoolCheckpointState(cachealloc_pool_checkpoint* saved, c10::DeviceIndex on)
+        : checkpoint(saved), device(on) {}
     ~PoolCheckpointState() override { cachealloc_pool_checkpoint_release(checkpoint); }
     cachealloc_pool_checkpoint* checkpoint;
+    c10::DeviceIndex device;
   };
   std::shared_ptr<CCA::AllocatorState> getCheckpointState(c10::DeviceIndex device,
                                                           c10::cuda::MempoolId_t id) override {
-    cachealloc_pool_checkpoint* saved = nullptr;
-    check(cachealloc_pool_checkpoint_save(device, id.first, id.second, &saved));
-    return std::make_shared<PoolCheckpointState>(saved);
+    cachealloc_pool_checkpoint* raw = nullptr;
+    check(cachealloc_pool_checkpoint_save(device, id.first, id.second, &raw));
+    std::unique_ptr<cachealloc_pool_checkpoint, void (*)(cachealloc_pool_checkpoint*)> saved(
+        raw, &cachealloc_pool_checkpoint_release);
+    auto state = std::make_shared<PoolCheckpointState>(saved.get(), device);
+    saved.release();  // the state owns it now
+    return state;
   }
   CCA::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
                                               std::shared_ptr<CCA::AllocatorState> state) override {
     auto* ours = dynamic_cast<PoolCheckpointState*>(state.get());
     TORCH_CHECK(ours, "cachealloc: setCheckpointPoolState needs a checkpoint that cachealloc's "
                       "getCheckpointState made");
+    TORCH_CHECK(ours->device == device, "cachealloc: a checkpoint of device ",
+                static_cast<int>(ours->device), " given for device ", static_cast<int>(device));
+    // The callbacks run after the restore (which cannot be undone): a
+    // failure to record one is reported after all of them have run.
     struct Delta {
       CCA::CheckpointDelta out;
       c10::Device device;
+      bool out_of_memory = false;
     } delta{{}, c10::Device(c10::DeviceType::CUDA, device)};
     check(cachealloc_pool_checkpoint_restore(
         ours->checkpoint,
-        [](void* d, void* p) { static_cast<Delta*>(d)->out.ptrs_freed.push_back(p); },
+        [](void* d, void* p) {
+          auto* delta = static_cast<Delta*>(d);
+          try {
+            delta->out.ptrs_freed.push_back(p);
+          } catch (...) {
+            delta->out_of_memory = true;
+          }
+        },
         [](void* d, void* p, size_t) {
           auto* delta = static_cast<Delta*>(d);
           // As native: DataPtrs with this allocator's deleter, which PyTorch
           // hands to the storages that hold these blocks (or releases).
-          delta->out.dataptrs_allocd.emplace_back(p, p, &delete_fn, delta->device);
+          try {
+            delta->out.dataptrs_allocd.emplace_back(p, p, &delete_fn, delta->device);
+          } catch (...) {
+            delta->out_of_memory = true;
+          }
         },
         &delta));
+    TORCH_CHECK(!delta.out_of_memory, "cachealloc: out of host memory listing a restored pool");
     return std::move(delta.out);
   }
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t id,

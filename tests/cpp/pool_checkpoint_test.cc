@@ -119,6 +119,13 @@ TEST(PoolCheckpoint, RefusedRestoresChangeNothing) {
   PoolCheckpoint twice = cp;  // one segment listed twice
   twice.segments.push_back(twice.segments[0]);
   EXPECT_THROW(h.engine.restore_pool(twice), std::invalid_argument);
+  PoolCheckpoint merged = cp;  // two free neighbours: no engine holds that
+  merged.segments[0].blocks[0].allocated = false;
+  merged.segments[0].blocks[1].allocated = false;
+  EXPECT_THROW(h.engine.restore_pool(merged), std::invalid_argument);
+  PoolCheckpoint other_stream = cp;
+  other_stream.segments[0].stream = kStreamB;
+  EXPECT_THROW(h.engine.restore_pool(other_stream), std::invalid_argument);
   PoolCheckpoint other_device = cp;
   other_device.device = 1;
   EXPECT_THROW(h.engine.restore_pool(other_device), std::invalid_argument);
@@ -147,6 +154,50 @@ TEST(PoolCheckpoint, ReleasedPoolsAndBlocksWaitingForEventsAreRefused) {
   h.engine.release_pool(kGraphPool);  // the graph is gone: use count 0
   EXPECT_THROW(h.engine.checkpoint_pool(kGraphPool), std::invalid_argument);
   EXPECT_THROW(h.engine.restore_pool(cp), std::invalid_argument);
+  h.engine.check_invariants();
+}
+
+TEST(PoolCheckpoint, SegmentsReservedAfterTheCheckpointAreLeftFree) {
+  Harness h;
+  capture(h);
+  const PoolCheckpoint cp = h.engine.checkpoint_pool(kGraphPool);
+  h.engine.begin_allocate_to_pool(kGraphPool, kEveryStream);
+  Block* later = h.engine.malloc(30 * kMiB, kStreamA);  // a third segment
+  h.engine.end_allocate_to_pool(kGraphPool);
+  const uintptr_t later_address = later->address;
+  const PoolRestore r = h.engine.restore_pool(cp);
+  EXPECT_EQ(r.freed.back(), later_address);
+  EXPECT_EQ(r.allocated.size(), 3u);  // x, z, w
+  const Segments now = Layout(h.engine);
+  ASSERT_EQ(now.size(), 3u);
+  const BlockShape whole_free{later_address - kBase, 30 * kMiB, kNotAlloc, kFree};
+  EXPECT_EQ(now[2], (std::vector<BlockShape>{whole_free}));
+  h.engine.check_invariants();
+  for (Block* b : r.allocated) h.engine.free(b);
+}
+
+TEST(PoolCheckpoint, CheckpointInsertsDeferredEventsFirstAsNative) {
+  Harness h;
+  h.device.hold_events(true);
+  Captured c = capture(h);
+  // z is used on B during a new route and freed there: deferred. With the
+  // route over (no malloc since), the checkpoint inserts its events: B was
+  // noted during the route, so it is dropped and z is cached at once.
+  h.engine.begin_allocate_to_pool(kGraphPool, kEveryStream);
+  h.engine.record_stream(c.z, kStreamB);
+  h.engine.free(c.z);
+  h.engine.end_allocate_to_pool(kGraphPool);
+  const PoolCheckpoint cp = h.engine.checkpoint_pool(kGraphPool);
+  EXPECT_EQ(h.device.live_events(), 0u);
+  EXPECT_FALSE(cp.segments[0].blocks[2].allocated);  // z's place: free now
+  // x was used on B before the route: its deferred free gets an event, which
+  // is still pending, so the checkpoint is refused (the event stays).
+  h.engine.record_stream(c.x, kStreamB);
+  h.engine.begin_allocate_to_pool(kGraphPool, kEveryStream);
+  h.engine.free(c.x);
+  h.engine.end_allocate_to_pool(kGraphPool);
+  EXPECT_THROW(h.engine.checkpoint_pool(kGraphPool), std::invalid_argument);
+  EXPECT_EQ(h.device.live_events(), 1u);
   h.engine.check_invariants();
 }
 

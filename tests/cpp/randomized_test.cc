@@ -2,7 +2,8 @@
 // 1 B to 1 GiB on several streams, frees in random order, record_stream with
 // held events, empty_cache, OOM under a limit; in one configuration also
 // memory pools: routes opened and closed, pools made and released, with
-// no_split and use_on_oom), checking after EVERY
+// no_split and use_on_oom, frees deferred while a route is open, and pool
+// checkpoints saved and restored), checking after EVERY
 // operation that
 //   - check_invariants() holds (blocks tile segments, free neighbours merged,
 //     pool index consistent), and
@@ -27,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
 #include "tests/cpp/engine_harness.h"
 
@@ -159,6 +161,8 @@ class RandomRun {
   int64_t routed_mallocs() const { return routed_mallocs_; }
   // Frees of blocks used on other streams while a route was open (deferred).
   int64_t deferred_frees() const { return deferred_frees_; }
+  int64_t restores() const { return restores_; }
+  int64_t refused_restores() const { return refused_restores_; }
 
  private:
   struct Live {
@@ -210,6 +214,7 @@ class RandomRun {
     if (r < 900) return Free();
     if (r < 960) return RecordStream();
     if (sc_.pools && r < 975) return PoolOp();
+    if (sc_.pools && r < 980) return CheckpointOp();
     if (r < 995) return ToggleEvents();
     ++empty_caches_;
     const int64_t syncs = h_.stats().num_sync_all_streams;
@@ -336,7 +341,56 @@ class RandomRun {
     h_.engine.empty_cache(nullptr, id);
     if (h_.stats().num_sync_all_streams != syncs) ForgetPendingOf(id);
     std::erase_if(held_, [&](const HeldPool& q) { return q.id == id; });
+    std::erase_if(checkpoints_, [&](const PoolCheckpoint& c) { return c.pool == id; });
     return "~MemPool" + id.to_string();
+  }
+
+  // PyTorch's cudagraph trees: save a held pool's layout, or put a saved
+  // one back. A restore frees the run's blocks allocated in the pool and
+  // hands out the checkpoint's live ones, which the run then holds; a
+  // refused one (a segment released since, a block waiting for events or
+  // used on other streams) must change nothing.
+  std::string CheckpointOp() {
+    if (held_.empty()) return "checkpoint: no pool";
+    const PoolId id = held_[std::uniform_int_distribution<size_t>(0, held_.size() - 1)(rng_)].id;
+    auto saved = std::find_if(checkpoints_.begin(), checkpoints_.end(),
+                              [&](const PoolCheckpoint& c) { return c.pool == id; });
+    if (saved == checkpoints_.end() || std::uniform_int_distribution<int>(0, 2)(rng_) == 0) {
+      try {
+        PoolCheckpoint cp = h_.engine.checkpoint_pool(id);
+        if (saved != checkpoints_.end()) *saved = std::move(cp);
+        else checkpoints_.push_back(std::move(cp));
+        return "checkpoint" + id.to_string();
+      } catch (const std::invalid_argument&) {
+        return "checkpoint" + id.to_string() + " refused";  // a block waits for events
+      }
+    }
+    const Segments before = Layout(h_.engine);
+    const int64_t allocs = h_.stats().allocation[kAllPools].allocated;
+    // Live blocks by address, read before the restore recycles any Block.
+    absl::flat_hash_map<uintptr_t, size_t> index_of;
+    for (size_t i = 0; i < live_.size(); ++i) index_of[live_[i].block->address] = i;
+    try {
+      const PoolRestore r = h_.engine.restore_pool(*saved);
+      std::vector<bool> gone(live_.size(), false);
+      for (uintptr_t a : r.freed) {
+        auto it = index_of.find(a);
+        if (it == index_of.end()) error_ = "restore freed a block the run did not hold";
+        else gone[it->second] = true;
+      }
+      std::vector<Live> kept;
+      for (size_t i = 0; i < live_.size(); ++i)
+        if (!gone[i]) kept.push_back(live_[i]);
+      for (Block* b : r.allocated) kept.push_back({b, b->size, b->stream});
+      live_ = std::move(kept);
+      ++restores_;
+      return "restore" + id.to_string();
+    } catch (const std::invalid_argument&) {
+      if (Layout(h_.engine) != before || h_.stats().allocation[kAllPools].allocated != allocs)
+        error_ = "a refused restore changed the engine";
+      ++refused_restores_;
+      return "restore" + id.to_string() + " refused";
+    }
   }
   bool AnyRoute() const {
     return std::any_of(held_.begin(), held_.end(), [](const HeldPool& p) { return p.routed; });
@@ -419,6 +473,8 @@ class RandomRun {
   std::vector<PoolId> use_on_oom_;
   uint64_t next_pool_ = 1, routes_opened_ = 0;
   int64_t pool_ops_ = 0, routed_mallocs_ = 0, deferred_frees_ = 0;
+  std::vector<PoolCheckpoint> checkpoints_;  // the newest saved per pool
+  int64_t restores_ = 0, refused_restores_ = 0;
 };
 
 void RunScenario(const Scenario& sc) {
@@ -439,13 +495,16 @@ void RunScenario(const Scenario& sc) {
     EXPECT_GT(run.pool_ops(), 0);
     EXPECT_GT(run.routed_mallocs(), 0);
     EXPECT_GT(run.deferred_frees(), 0);
+    EXPECT_GT(run.restores(), 0);
+    EXPECT_GT(run.refused_restores(), 0);
   }
   std::cout << "[ counts   ] ops=" << kOpsPerConfig << " ooms=" << run.ooms()
             << " pending_frees=" << run.pending_frees()
             << " quiet_releases=" << run.quiet_releases()
             << " device_allocs=" << run.stats().num_device_alloc
             << " pool_ops=" << run.pool_ops() << " routed_mallocs=" << run.routed_mallocs()
-            << " deferred_frees=" << run.deferred_frees() << "\n";
+            << " deferred_frees=" << run.deferred_frees() << " restores=" << run.restores()
+            << " refused_restores=" << run.refused_restores() << "\n";
 }
 
 const Scenario kScenarios[] = {

@@ -23,6 +23,8 @@ def lib(ca):
         ctypes.c_int, ctypes.c_uint64, ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p),
         ctypes.c_size_t, ctypes.POINTER(ctypes.c_int)]
     lib.cachealloc_last_error.restype = ctypes.c_char_p
+    lib.cachealloc_block_info.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t),
+                                          ctypes.POINTER(ctypes.c_int)]
     return lib
 
 
@@ -100,3 +102,26 @@ def test_refused_calls_name_the_problem_and_change_nothing(ca, lib):
     assert ca.snapshot()["segments"] == before
     lib.cachealloc_pool_checkpoint_release(saved)
     ca._free(x)
+
+
+def test_restore_callbacks_run_without_the_device_lock(ca, lib):
+    """A callback may call back into cachealloc for the same device (the
+    glue's DataPtrs do): with the lock still held this would deadlock."""
+    pool = ca.MemPool()
+    with ca.use_mem_pool(pool):
+        x = ca._malloc(4096)
+    saved = ctypes.c_void_p()
+    assert lib.cachealloc_pool_checkpoint_save(0, *pool.id, ctypes.byref(saved)) == 0
+    sizes = []
+
+    def on_allocated(user, p, n):
+        size, device = ctypes.c_size_t(), ctypes.c_int(0)
+        assert lib.cachealloc_block_info(p, ctypes.byref(size), ctypes.byref(device)) == 0
+        sizes.append(size.value)
+
+    cb_freed, cb_allocated = FREED(lambda u, p: None), ALLOCATED(on_allocated)
+    assert lib.cachealloc_pool_checkpoint_restore(saved, cb_freed, cb_allocated, None) == 0
+    assert sizes == [4096]
+    ca._free(x)
+    lib.cachealloc_pool_checkpoint_release(saved)
+    pool.release()
