@@ -7,11 +7,15 @@
 #include <bit>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <memory>
 #include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 namespace cachealloc {
 
@@ -102,11 +106,24 @@ struct Slot {
   size_t meta = kScalar;
 };
 
+// What one value costs while reading, as charged against the budget:
+// a PyValue (24 bytes) in its container's vector, with the vector's growth
+// slack (up to 2x); a container adds its shared box and control block.
+// Checked against RSS on a 40 MB pickle of one list holding 20 million
+// memo references (2 input bytes per value, the worst case): estimated
+// 960 MB, resident growth about 810 MB (the estimate errs high).
+constexpr uint64_t kBytesPerValue = 48;
+constexpr uint64_t kBytesPerContainer = 64;
+
 class Reader {
   using Kind = PyValue::Kind;
 
  public:
-  explicit Reader(std::string_view in) : in_(in) {}
+  explicit Reader(std::string_view in) : in_(in) {
+    const PickleMemoryBudget b = pickle_memory_budget();
+    budget_ = b.bytes;
+    budget_source_ = b.source;
+  }
 
   PyValue run() {
     if (in_.size() < 2 || static_cast<uint8_t>(in_[0]) != 0x80) {
@@ -187,12 +204,27 @@ class Reader {
     return static_cast<int64_t>(v);
   }
 
-  void push(PyValue v) { stack_.push_back(Slot{std::move(v)}); }
+  void push(PyValue v) { place(Slot{std::move(v)}); }
+
+  // Every value the reader makes goes through here: its memory is charged
+  // against the budget first (see kBytesPerValue).
+  void place(Slot slot) {
+    charge(kBytesPerValue);
+    stack_.push_back(std::move(slot));
+  }
+  void charge(uint64_t bytes) {
+    used_ += bytes;
+    if (used_ > budget_) {
+      fail("loading needs more than " + std::to_string(budget_) +
+           " bytes of memory (the limit: " + budget_source_ + ")");
+    }
+  }
 
   void push_str(std::string_view s) {
     if (size_t bad = invalid_utf8_at(s); bad != std::string_view::npos) {
       fail("invalid UTF-8 at byte " + std::to_string(bad) + " of the string");
     }
+    charge(s.size());
     push(PyValue::str(std::string(s)));
   }
 
@@ -212,7 +244,8 @@ class Reader {
 
   // Pushes a new empty container with a fresh Meta.
   void push_container(PyValue v, bool hashable) {
-    stack_.push_back(Slot{std::move(v), metas_.size()});
+    charge(kBytesPerContainer);
+    place(Slot{std::move(v), metas_.size()});
     metas_.push_back(Meta{1, hashable, false});
   }
 
@@ -289,14 +322,16 @@ class Reader {
       items.reserve(stack_.size() - first);
       for (size_t i = first; i < stack_.size(); ++i) items.push_back(std::move(stack_[i].value));
       stack_.resize(first);
-      stack_.push_back(Slot{PyValue::tuple(std::move(items)), metas_.size()});
+      charge(kBytesPerContainer);
+      place(Slot{PyValue::tuple(std::move(items)), metas_.size()});
       metas_.push_back(m);
       return;
     }
     // Push the empty container below its items, then fill it as APPENDS or
     // SETITEMS would.
+    charge(kBytesPerContainer);
     Slot items_end{};
-    stack_.push_back(std::move(items_end));
+    place(std::move(items_end));
     std::move_backward(stack_.begin() + first, stack_.end() - 1, stack_.end());
     stack_[first] = Slot{kind == Kind::kList ? PyValue::list() : PyValue::dict(), metas_.size()};
     metas_.push_back(Meta{1, false, false});
@@ -324,7 +359,7 @@ class Reader {
 
   void memo_get(uint64_t index) {
     if (index < memo_.size()) {
-      stack_.push_back(memo_[index]);
+      place(memo_[index]);
       return;
     }
     auto it = memo_sparse_.find(index);
@@ -332,7 +367,7 @@ class Reader {
       fail("memo index " + std::to_string(index) + " out of range (memo holds " +
            std::to_string(memo_count()) + " values)");
     }
-    stack_.push_back(it->second);
+    place(it->second);
   }
 
   PyValue stop() {
@@ -354,6 +389,10 @@ class Reader {
   uint8_t op_ = 0;
   size_t frame_end_ = 0;  // Offset one past the last FRAME's bytes.
   std::vector<Slot> stack_;
+  // Estimated bytes of the values made so far, and the most allowed.
+  uint64_t used_ = 0;
+  uint64_t budget_ = 0;
+  std::string budget_source_;
   std::vector<size_t> marks_;  // Stack sizes at each open MARK.
   std::vector<Slot> memo_;
   std::unordered_map<uint64_t, Slot> memo_sparse_;
@@ -380,7 +419,7 @@ void Reader::dispatch() {
       else fail("stack underflow");
       return;
     case '1': stack_.resize(pop_mark()); return;
-    case '2': need(1); stack_.push_back(stack_.back()); return;
+    case '2': need(1); place(stack_.back()); return;
     case 'N': push(PyValue::none()); return;
     case 0x88: push(PyValue::boolean(true)); return;
     case 0x89: push(PyValue::boolean(false)); return;
@@ -499,6 +538,27 @@ std::string gunzip(std::string_view gz, const std::string& path) {
 }
 
 }  // namespace
+
+PickleMemoryBudget pickle_memory_budget() {
+  const char* env = std::getenv("CACHEALLOC_PICKLE_MEMORY_LIMIT");
+  if (env && *env >= '0' && *env <= '9') {  // strtoull would take "-5" too
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(env, &end, 10);
+    if (errno == 0 && end && *end == '\0' && v > 0)
+      return {v, "CACHEALLOC_PICKLE_MEMORY_LIMIT=" + std::string(env)};
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) {
+    const uint64_t physical = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    return {physical / 4 * 3,
+            "3/4 of this machine's memory; set CACHEALLOC_PICKLE_MEMORY_LIMIT (bytes) to "
+            "change it"};
+  }
+  return {uint64_t{16} << 30,
+          "16 GiB; set CACHEALLOC_PICKLE_MEMORY_LIMIT (bytes) to change it"};
+}
 
 PyValue read_pickle(std::string_view bytes) { return Reader(bytes).run(); }
 

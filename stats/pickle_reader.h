@@ -45,7 +45,20 @@ constexpr size_t kMaxPickleNesting = 1000;
 // Upper bound on a decompressed .pickle.gz, in bytes (4 GiB).
 constexpr uint64_t kMaxDecompressedPickleBytes = uint64_t{4} << 30;
 
-// Parses one pickle that spans all of `bytes`. Throws PickleError.
+// How much memory read_pickle may build its values in (an estimate it
+// keeps as it reads), in bytes, and where that number came from:
+// CACHEALLOC_PICKLE_MEMORY_LIMIT (decimal bytes) if set and valid, else
+// 3/4 of this machine's physical memory (16 GiB if that is unknown). Why:
+// a pickle can reference one memoized value millions of times at 2-3
+// bytes each, so a 4 GiB input could ask for about 90 GB.
+struct PickleMemoryBudget {
+  uint64_t bytes = 0;
+  std::string source;  // said in the error message
+};
+PickleMemoryBudget pickle_memory_budget();
+
+// Parses one pickle that spans all of `bytes`. Throws PickleError, also
+// when the values would need more memory than pickle_memory_budget().
 PyValue read_pickle(std::string_view bytes);
 
 // Reads `path`, gunzips it if it starts with the gzip magic 1f 8b (whatever

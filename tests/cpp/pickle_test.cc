@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -483,6 +484,41 @@ TEST(PickleReader, AcceptsPopDupPopMarkAndBinPut) {
   // BINGET 7, then MARK None POP_MARK leaves just the list.
   const std::string_view bytes = "\x80\x02](N2\x88""0eq\x07""0h\x07(N1."sv;
   EXPECT_EQ(read_pickle(bytes), PyValue::list({PyValue::none(), PyValue::none()}));
+}
+
+// A list of 100,000 Nones, one input byte each: about 4.8 MB of values by
+// the reader's estimate (48 bytes per value).
+std::string many_nones() {
+  std::string p = "\x80\x04]\x94(";
+  p.append(100000, 'N');
+  p += "e.";
+  return p;
+}
+
+TEST(PickleReader, RefusesInputWhoseValuesExceedTheMemoryBudget) {
+  ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", "1000000", 1), 0);
+  try {
+    read_pickle(many_nones());
+    ADD_FAILURE() << "read a pickle over its memory budget";
+  } catch (const PickleError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("loading needs more than 1000000 bytes of memory"), std::string::npos)
+        << what;
+    EXPECT_NE(what.find("CACHEALLOC_PICKLE_MEMORY_LIMIT=1000000"), std::string::npos) << what;
+  }
+  ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
+  // Without the variable: 3/4 of the machine's memory, ample here.
+  EXPECT_EQ(read_pickle(many_nones()).items().size(), 100000u);
+  EXPECT_GT(pickle_memory_budget().bytes, uint64_t{0});
+  EXPECT_NE(pickle_memory_budget().source.find("3/4"), std::string::npos);
+}
+
+TEST(PickleReader, IgnoresAnUnusableMemoryBudgetVariable) {
+  for (const char* bad : {"", "0", "-5", "12abc", "99999999999999999999999"}) {
+    ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", bad, 1), 0);
+    EXPECT_NE(pickle_memory_budget().source.find("3/4"), std::string::npos) << bad;
+  }
+  ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
 }
 
 }  // namespace
