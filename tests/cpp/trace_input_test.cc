@@ -5,7 +5,9 @@
 // are the minimized cases, built in code.
 #include <gtest/gtest.h>
 #if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/allocator_interface.h>
+// ASan's runtime has this whether or not its headers
+// (<sanitizer/allocator_interface.h>) are installed; they are not here.
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #else
 #include <malloc.h>
 #endif
