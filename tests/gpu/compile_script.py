@@ -11,6 +11,8 @@ import sys
 
 import torch
 
+from segment_shapes import shapes as _shapes
+
 mode = sys.argv[1]
 if mode == "cachealloc":
     import cachealloc
@@ -34,8 +36,7 @@ for name in ("_cuda_getCheckpointState", "_cuda_setCheckpointPoolState",
 
 
 def shapes(segments):
-    return sorted([list(s["segment_pool_id"]) != [0, 0], s["segment_type"], s["total_size"],
-                   [[b["size"], b["state"]] for b in s["blocks"]]] for s in segments)
+    return _shapes(segments, pool_id_only_if_private=True)
 
 
 torch.manual_seed(0)

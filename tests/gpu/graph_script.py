@@ -17,6 +17,8 @@ import sys
 
 import torch
 
+from segment_shapes import shapes
+
 mode = sys.argv[1]
 if mode == "cachealloc":
     import cachealloc
@@ -25,11 +27,6 @@ if mode == "cachealloc":
 
 dev = torch.device("cuda")
 out = {"mode": mode}
-
-
-def shapes(segments):
-    return sorted([list(s["segment_pool_id"]), s["segment_type"], s["total_size"],
-                   [[b["size"], b["state"]] for b in s["blocks"]]] for s in segments)
 
 
 def state_of(t_ptr):
