@@ -51,6 +51,10 @@ struct Block {
   bool is_free() const {
     return !allocated && event_count == 0 && stream_uses.empty();
   }
+  // Freed by the caller but not yet reusable: waiting for stream events, or
+  // for the routes to end before its events are recorded (native's
+  // "active_pending_free").
+  bool is_pending_free() const { return !allocated && !is_free(); }
 };
 
 }  // namespace cachealloc

@@ -286,7 +286,10 @@ class DeviceCachingAllocator {
   PrivatePool& live_pool(PoolId id, const char* what) const;
   // The heads of the pool's segments, in address order.
   std::vector<const Block*> pool_segment_heads(const PrivatePool& pool) const;
-  void check_restorable(const PrivatePool& pool, const PoolCheckpoint& checkpoint) const;
+  // Throws, naming the problem, unless the pool (whose segment heads are
+  // `heads`) can take `checkpoint`'s layout.
+  void check_restorable(const PrivatePool& pool, const std::vector<const Block*>& heads,
+                        const PoolCheckpoint& checkpoint) const;
   PoolKind kind_of(const BlockPool& pool) const {
     return pool.is_small() ? PoolKind::kSmall : PoolKind::kLarge;
   }

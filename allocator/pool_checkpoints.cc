@@ -50,7 +50,7 @@ PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextP
     s.stream = head->stream;
     s.is_small = head->pool->is_small();
     for (const Block* b = head; b; b = b->next) {
-      if (b->event_count != 0 || (!b->allocated && !b->stream_uses.empty()))
+      if (b->is_pending_free())
         refuse("a block of memory pool " + id.to_string() +
                " is waiting for stream events (synchronize, or empty_cache, first)");
       s.blocks.push_back({b->address, b->size, b->allocated});
@@ -67,14 +67,15 @@ PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextP
 // leave it pending, not free). Throws std::invalid_argument naming the
 // problem.
 void DeviceCachingAllocator::check_restorable(const PrivatePool& pool,
+                                              const std::vector<const Block*>& pool_heads,
                                               const PoolCheckpoint& cp) const {
   absl::flat_hash_map<uintptr_t, const Block*> heads;     // by address
   absl::flat_hash_map<uintptr_t, size_t> segment_bytes;  // head address -> bytes
-  for (const Block* head : pool_segment_heads(pool)) {
+  for (const Block* head : pool_heads) {
     heads[head->address] = head;
     size_t bytes = 0;
     for (const Block* b = head; b; b = b->next) {
-      if (!b->allocated && !b->is_free())
+      if (b->is_pending_free())
         refuse("a block of memory pool " + pool.id.to_string() + " is waiting for stream events");
       if (b->allocated && !b->stream_uses.empty())
         refuse("a block of memory pool " + pool.id.to_string() +
@@ -118,13 +119,16 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
     refuse("checkpoint of device " + std::to_string(cp.device) + " given to device " +
            std::to_string(device_));
   PrivatePool& pool = live_pool(cp.pool, "restore_pool");
-  check_restorable(pool, cp);
+  // Segment heads keep their Block objects through frees and merges, so
+  // one list serves the check and both steps.
+  const std::vector<const Block*> heads = pool_segment_heads(pool);
+  check_restorable(pool, heads, cp);
   PoolRestore rr;
 
   // 1. Free every block allocated in the pool. Frees merge only free
   // neighbours, so the allocated blocks listed first all stay valid.
   std::vector<Block*> allocated;
-  for (const Block* head : pool_segment_heads(pool))
+  for (const Block* head : heads)
     for (Block* b = const_cast<Block*>(head); b; b = b->next)
       if (b->allocated) allocated.push_back(b);
   for (Block* b : allocated) {
@@ -137,8 +141,7 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
   // block is larger than the checkpoint's (max_split_size may have changed
   // since), then free those the checkpoint had free.
   absl::flat_hash_map<uintptr_t, Block*> free_at;
-  for (const Block* head : pool_segment_heads(pool))
-    free_at[head->address] = const_cast<Block*>(head);
+  for (const Block* head : heads) free_at[head->address] = const_cast<Block*>(head);
   for (const auto& s : cp.segments) {
     Block* curr = free_at.at(s.blocks.front().address);
     Block* head = curr;
