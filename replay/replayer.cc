@@ -3,8 +3,10 @@
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
 #include "allocator/size_policy.h"
@@ -66,11 +68,15 @@ bool same(const RecordedEvent& r, const Emitted& e) {
 // Replays one device's trace.
 class DeviceReplay {
  public:
+  // `flipped`: the ambiguous points (see ambiguous()) replayed as
+  // empty_cache() rather than as the request's own release.
   DeviceReplay(int device, const std::vector<RecordedEvent>& events,
-               const AllocatorConfig& config, const ReplayOptions& options)
+               const AllocatorConfig& config, const ReplayOptions& options,
+               absl::flat_hash_set<size_t> flipped)
       : device_index_(device),
         events_(events),
         options_(options),
+        flipped_(std::move(flipped)),
         backend_(options.device_memory),
         engine_(device, config, backend_),
         stats_(config.max_split_size_stat()),
@@ -91,6 +97,13 @@ class DeviceReplay {
   }
 
   std::optional<Divergence> run(size_t& empty_cache_calls, size_t& done, size_t total);
+  // Where run() had two explanations for a run of segment frees before a
+  // request (an empty_cache() call, or the request's own garbage
+  // collection or OOM release) and took the request's (unless flipped):
+  // indices into the device's events, in replay order.
+  const std::vector<size_t>& ambiguous() const { return ambiguous_; }
+  // The trace index of the device's event `k`.
+  size_t source_index(size_t k) const { return events_[k].source_index; }
   std::optional<Divergence> check_final(const RecordedTrace& trace);
   DeviceStats stats() const { return stats_.stats(); }
   std::vector<SegmentView> segments() const { return engine_.segments(); }
@@ -107,6 +120,8 @@ class DeviceReplay {
   const int device_index_;
   const std::vector<RecordedEvent>& events_;
   const ReplayOptions& options_;
+  const absl::flat_hash_set<size_t> flipped_;
+  std::vector<size_t> ambiguous_;
   ReplayDevice backend_;
   DeviceCachingAllocator engine_;
   StatsCollector stats_;
@@ -115,7 +130,43 @@ class DeviceReplay {
   size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event
+  // The stream the replay records a waiting free's event on (see run()).
+  StreamId waiting_stream(size_t free_requested_index);
+  // Index of each waiting free_requested -> index of its free_completed
+  // (events_.size() if the trace never completes it). Built on first use.
+  absl::flat_hash_map<size_t, size_t> completions_;
+  bool completions_built_ = false;
 };
+
+// A waiting free's block is marked used on a stream of its own, numbered by
+// where the trace completes it. Why: the trace does not say which streams
+// the block was used on, and the engine's event queues are ordered by
+// stream id, so these numbers make it complete waiting frees in the
+// recorded order, however many complete at one step (native walks its
+// streams in hash order, and a stream's queue stops at its first pending
+// event: any recorded order is possible). The ids lie above every pointer
+// a real stream can have (2^62 and up), so they never equal a block's own
+// stream.
+StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
+  if (!completions_built_) {
+    completions_built_ = true;
+    const size_t n = events_.size();
+    absl::flat_hash_map<uintptr_t, size_t> next_completed;  // address -> index
+    for (size_t k = n; k-- > 0;) {
+      const RecordedEvent& e = events_[k];
+      if (e.action == RecordedAction::kFreeCompleted) {
+        next_completed[e.address] = k;
+      } else if (e.action == RecordedAction::kFreeRequested) {
+        const auto it = next_completed.find(e.address);
+        const size_t done = it == next_completed.end() ? n : it->second;
+        if (done != k + 1) completions_[k] = done;  // not completed at once
+      }
+    }
+  }
+  const auto it = completions_.find(free_requested_index);
+  const size_t done = it == completions_.end() ? events_.size() : it->second;
+  return (StreamId{1} << 62) + done;
+}
 
 std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
                                                 const std::string& note) {
@@ -154,17 +205,40 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
   while (i < n) {
     const size_t j = side_effects_end(events_, i);
 
-    // Delayed frees that the trace completes before this request.
+    // Delayed frees that the trace completes before this request: those the
+    // request's first step (native's process_events, which only queries
+    // events) completed, recorded before anything else it did. Later ones
+    // in the run come from a synchronization of every stream (the OOM
+    // retry, empty_cache), which completes every event anyway; completing
+    // them here would free their blocks too early, before a garbage
+    // collection or release the trace records first.
     if (!delayed_frees_.empty())
-      for (size_t k = i; k < j; ++k)
-        if (events_[k].action == RecordedAction::kFreeCompleted)
-          if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
-            backend_.complete_event(it->second);
+      for (size_t k = i; k < j && events_[k].action == RecordedAction::kFreeCompleted; ++k)
+        if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
+          backend_.complete_event(it->second);
 
     // A leading run of frees that the request cannot explain: empty_cache().
     bool lead_has_segment_free = false;
     const size_t lead = leading_release_run(events_, i, j, &lead_has_segment_free);
-    if (lead_has_segment_free && (j == n || !request_would_release(events_[j]))) {
+    // Without a segment_free, a run of completions is an empty_cache() that
+    // found no free segment when no request can have made it: a free (which
+    // never polls events) or the end of the trace. Before a malloc it is
+    // replayed as the malloc's own polling, which leaves the same state
+    // (num_sync_all_streams aside, which no event shows).
+    const bool unexplained_completions =
+        lead > i && (j == n || events_[j].action == RecordedAction::kFreeRequested);
+    bool as_empty_cache = unexplained_completions;
+    if (lead_has_segment_free && !as_empty_cache) {
+      if (j == n || !request_would_release(events_[j])) {
+        as_empty_cache = true;
+      } else {
+        // Both explain it; the request first (replay_trace retries the
+        // other where that leads to a divergence).
+        ambiguous_.push_back(i);
+        as_empty_cache = flipped_.contains(i);
+      }
+    }
+    if (as_empty_cache) {
       clock_cursor_ = i;
       log_.events.clear();
       engine_.empty_cache();
@@ -221,7 +295,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         } else {
           // Used on another stream: the free waits for an event the trace
           // completes later.
-          engine_.record_stream(b, b->stream == 1 ? 2 : 1);
+          engine_.record_stream(b, waiting_stream(j));
         }
         engine_.free(b, r.context);
         if (!immediate) delayed_frees_[r.address] = backend_.last_event();
@@ -284,6 +358,59 @@ std::optional<Divergence> DeviceReplay::check_final(const RecordedTrace& trace) 
 
 }  // namespace
 
+// How many extra replays of one device replay_device may run to settle
+// ambiguous points (each replays the device's trace from its start).
+constexpr size_t kMaxAmbiguityRetries = 64;
+
+// One device's replay, with what it counted.
+struct DeviceOutcome {
+  std::unique_ptr<DeviceReplay> replay;
+  std::optional<Divergence> divergence;
+  size_t empty_cache_calls = 0;
+  size_t events = 0;  // replayed in step
+};
+
+// Replays device `dev`'s trace. A divergence after an ambiguous point may be
+// that choice's fault: the trace is replayed again with the latest such
+// point before the divergence taken the other way, keeping the flip while
+// the replay gets further. The state before a point is the same either
+// way, so a retry reaches at least that point. Bounded: a trace that no
+// choice explains ends with the divergence that got furthest.
+DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const AllocatorConfig& config,
+                            const ReplayOptions& options, size_t done_before, size_t total) {
+  absl::flat_hash_set<size_t> flipped;
+  auto attempt = [&] {
+    DeviceOutcome o;
+    o.replay = std::make_unique<DeviceReplay>(static_cast<int>(dev), trace.devices[dev], config,
+                                              options, flipped);
+    size_t done = done_before;  // run() reports progress over all devices
+    o.divergence = o.replay->run(o.empty_cache_calls, done, total);
+    o.events = done - done_before;
+    return o;
+  };
+  DeviceOutcome best = attempt();
+  size_t retries = 0;
+  bool further = true;
+  while (best.divergence && further && retries < kMaxAmbiguityRetries) {
+    further = false;
+    const std::vector<size_t> points = best.replay->ambiguous();
+    for (auto p = points.rbegin(); p != points.rend() && retries < kMaxAmbiguityRetries; ++p) {
+      if (best.replay->source_index(*p) > best.divergence->index || flipped.contains(*p))
+        continue;
+      ++retries;
+      flipped.insert(*p);
+      DeviceOutcome other = attempt();
+      if (!other.divergence || other.divergence->index > best.divergence->index) {
+        best = std::move(other);
+        further = true;
+        break;
+      }
+      flipped.erase(*p);
+    }
+  }
+  return best;
+}
+
 ReplayResult replay_trace(const RecordedTrace& trace, const ReplayOptions& options) {
   const AllocatorConfig config = options.config ? *options.config : trace.config;
   ReplayResult result;
@@ -293,10 +420,18 @@ ReplayResult replay_trace(const RecordedTrace& trace, const ReplayOptions& optio
   std::vector<std::unique_ptr<DeviceReplay>> replays;
   size_t done = 0;
   for (size_t dev = 0; dev < trace.devices.size(); ++dev) {
-    replays.push_back(std::make_unique<DeviceReplay>(static_cast<int>(dev), trace.devices[dev],
-                                                     config, options));
+    if (result.divergence) {  // an earlier device diverged: only its stats
+      replays.push_back(std::make_unique<DeviceReplay>(static_cast<int>(dev), trace.devices[dev],
+                                                       config, options,
+                                                       absl::flat_hash_set<size_t>{}));
+    } else {
+      DeviceOutcome o = replay_device(trace, dev, config, options, done, total);
+      done += o.events;
+      result.empty_cache_calls += o.empty_cache_calls;
+      result.divergence = std::move(o.divergence);
+      replays.push_back(std::move(o.replay));
+    }
     DeviceReplay& r = *replays.back();
-    if (!result.divergence) result.divergence = r.run(result.empty_cache_calls, done, total);
     if (!result.divergence && options.check_final_segments && !trace.final_segments.empty())
       result.divergence = r.check_final(trace);
     result.stats.push_back(r.stats());
