@@ -97,9 +97,60 @@ def random_tensors(device: str = "cuda", steps: int = 2000, seed: int = 0) -> Li
     return [float(len(live))]
 
 
+def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0) -> List[float]:
+    """Random requests of 1 B .. 1 GiB (log-uniform) on three streams, frees
+    in random order, blocks used by another, busy stream (record_stream, so
+    their frees wait for an event), empty_cache() now and then, and OOMs
+    caught (run it under a memory fraction to get them). For parity sweeps:
+    the recording is replayed, so the GPU's timing (which event is done when)
+    may vary from run to run without harm.
+
+    Returns [OOMs caught, empty_cache() calls, tensors live at the end]."""
+    import torch
+
+    _seed(seed)
+    rng = random.Random(seed)
+    streams = [torch.cuda.current_stream(), torch.cuda.Stream(), torch.cuda.Stream()]
+    live = []  # (tensor, index of the stream it was allocated on)
+    ooms = empties = 0
+    for _ in range(steps):
+        r = rng.random()
+        if live and r < 0.40:
+            live.pop(rng.randrange(len(live)))
+        elif r < 0.42:
+            torch.cuda.empty_cache()
+            empties += 1
+        elif live and r < 0.47:
+            # Used on another stream kept busy for 1-100 us: the free is
+            # deferred until that stream's event completes.
+            t, own = live.pop(rng.randrange(len(live)))
+            other = rng.choice([i for i in range(3) if i != own])
+            with torch.cuda.stream(streams[other]):
+                torch.cuda._sleep(rng.randrange(2000, 200000))
+            t.record_stream(streams[other])
+            del t
+        else:
+            n = max(1, int(2 ** rng.uniform(0, 30)))
+            own = rng.choice([0, 0, 0, 1, 2])
+            try:
+                with torch.cuda.stream(streams[own]):
+                    live.append((torch.empty(n, dtype=torch.uint8, device=device), own))
+            except torch.OutOfMemoryError:
+                ooms += 1
+                for _ in range(len(live) // 2):
+                    live.pop(rng.randrange(len(live)))
+        if len(live) > 48:
+            live.pop(rng.randrange(len(live)))
+    n_live = len(live)
+    live.clear()
+    torch.cuda.synchronize()
+    return [float(ooms), float(empties), float(n_live)]
+
+
 WORKLOADS: Dict[str, Callable[..., List[float]]] = {
     "mlp": mlp,
     "resnet18": resnet18,
     "transformer": transformer,
     "random": random_tensors,
+    "fuzz": fuzz,
 }

@@ -29,6 +29,8 @@ def main() -> int:
     p.add_argument("--workload", choices=sorted(WORKLOADS), required=True)
     p.add_argument("--allocator", choices=["native", "cachealloc"], default="native")
     p.add_argument("--steps", type=int, default=None, help="workload steps (default: the workload's)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="the random and fuzz workloads' seed (default: the workload's)")
     p.add_argument("--conf", default="", help="PYTORCH_CUDA_ALLOC_CONF for the run")
     p.add_argument("--memory-fraction", type=float, default=None)
     p.add_argument("--out", required=True, help="output path without extension")
@@ -57,6 +59,8 @@ def main() -> int:
         set_fraction(args.memory_fraction, 0)
     record()
     kwargs = {} if args.steps is None else {"steps": args.steps}
+    if args.seed is not None:
+        kwargs["seed"] = args.seed
     losses = WORKLOADS[args.workload]("cuda", **kwargs)
     torch.cuda.synchronize()
     s = snap()
@@ -67,7 +71,7 @@ def main() -> int:
         pickle.dump(s, f, protocol=4)
     meta = {
         "name": out.name, "workload": args.workload, "allocator": args.allocator,
-        "conf": args.conf, "memory_fraction": args.memory_fraction,
+        "conf": args.conf, "memory_fraction": args.memory_fraction, "seed": args.seed,
         "device": torch.cuda.get_device_name(0),
         "device_total_memory": torch.cuda.get_device_properties(0).total_memory,
         "torch": torch.__version__, "n_events": len(s["device_traces"][0]),
