@@ -36,6 +36,7 @@
 #include "allocator/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "replay/engine_trace.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
 #include "stats/history.h"
@@ -170,20 +171,6 @@ constexpr size_t kSyntheticMaxLive = 512;          // live blocks at most
 constexpr uint64_t kSyntheticEmptyCacheEvery = 1 << 20;  // steps between empty_cache()
 constexpr StreamId kSyntheticStreams[] = {0, 0, 0, 0, 0, 0, 0, 0x51};  // 1 in 8 on a side stream
 
-RecordedAction recorded_action(TraceAction a) {
-  switch (a) {
-    case TraceAction::kSegmentAlloc: return RecordedAction::kSegmentAlloc;
-    case TraceAction::kSegmentFree: return RecordedAction::kSegmentFree;
-    case TraceAction::kAlloc: return RecordedAction::kAlloc;
-    case TraceAction::kFreeRequested: return RecordedAction::kFreeRequested;
-    case TraceAction::kFreeCompleted: return RecordedAction::kFreeCompleted;
-    case TraceAction::kOom: return RecordedAction::kOom;
-    case TraceAction::kSnapshot:
-    case TraceAction::kUserDefined: break;  // never emitted by the engine
-  }
-  return RecordedAction::kAlloc;
-}
-
 // Runs a random workload (request sizes log-uniform in [1 B, 64 MiB), both
 // pools, two streams, up to kSyntheticMaxLive live blocks, an empty_cache()
 // now and then) on an engine with an unbounded HistoryRecorder until the
@@ -216,41 +203,9 @@ RecordedTrace make_synthetic_trace(size_t min_events) {
     }
   }
 
-  RecordedTrace trace;
-  trace.config = config;
-  trace.has_settings = true;
-  {
-    const std::vector<TraceEntry> entries = history.entries();
-    history.disable();  // frees the ring
-    std::vector<RecordedEvent>& events = trace.devices.emplace_back();
-    events.reserve(entries.size());
-    for (size_t i = 0; i < entries.size(); ++i) {
-      const TraceEntry& e = entries[i];
-      RecordedEvent r;
-      r.action = recorded_action(e.action);
-      r.size = e.size;
-      r.stream = e.stream;
-      r.time_us = e.time_us;
-      r.source_index = i;
-      if (e.action == TraceAction::kOom) r.device_free = e.address;  // addr stays 0
-      else r.address = e.address;
-      events.push_back(std::move(r));
-    }
-  }
-  for (const SegmentView& s : engine.segments()) {
-    RecordedSegment seg;
-    seg.address = s.address;
-    seg.is_small = s.is_small;
-    for (const Block* b : s.blocks) {
-      seg.total_size += b->size;
-      seg.blocks.emplace_back(b->size, b->allocated    ? "active_allocated"
-                                       : !b->is_free() ? "active_pending_free"
-                                                       : "inactive");
-    }
-    trace.final_segments.push_back(std::move(seg));
-    trace.final_segment_devices.push_back(0);
-  }
-  return trace;
+  const std::vector<TraceEntry> entries = history.entries();
+  history.disable();  // frees the ring
+  return trace_from_history(entries, engine.segments(), config);
 }
 
 void BM_ReplaySynthetic(benchmark::State& state) {

@@ -20,7 +20,8 @@ bool ReplayDevice::range_free(uintptr_t address, size_t bytes) const {
 }
 
 uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
-  if (bytes == 0 || bytes > capacity_ - used_) return 0;
+  if (refusing_ || releases_before_allocating_ > 0 || bytes == 0 || bytes > capacity_ - used_)
+    return 0;
   uintptr_t address;
   if (primed_ && primed_->bytes == bytes && range_free(primed_->address, bytes)) {
     address = primed_->address;
@@ -54,6 +55,7 @@ void ReplayDevice::release(int, uintptr_t address, size_t bytes) {
     throw BackendError("replay device: release of unknown segment " + std::to_string(address));
   live_.erase(it);
   used_ -= bytes;
+  if (releases_before_allocating_ > 0) --releases_before_allocating_;
 }
 
 }  // namespace cachealloc

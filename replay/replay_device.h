@@ -32,6 +32,20 @@ class ReplayDevice : public DeviceBackend {
 
   void prime(uintptr_t address, size_t bytes) { primed_ = Primed{address, bytes}; }
   void unprime() { primed_.reset(); }
+  // While set, every allocate() fails as a full device does. For a request
+  // the trace records as an OOM: the device refused it there whatever its
+  // free bytes said (other processes, the CUDA context, fragmentation),
+  // and an OOM request reserves nothing.
+  void refuse_allocations(bool refuse) { refusing_ = refuse; }
+  // Every allocate() fails until `releases` more release() calls: a request
+  // that the trace shows freeing that many segments and then reserving one,
+  // where the device refused it until then though its free bytes said it
+  // fit.
+  void refuse_until_releases(size_t releases) { releases_before_allocating_ = releases; }
+  void stop_refusing() {
+    refusing_ = false;
+    releases_before_allocating_ = 0;
+  }
   EventId last_event() const { return next_event_ - 1; }
   void complete_event(EventId id) { pending_.erase(id); }
 
@@ -60,6 +74,8 @@ class ReplayDevice : public DeviceBackend {
   const size_t capacity_;
   size_t used_ = 0;
   std::optional<Primed> primed_;
+  bool refusing_ = false;
+  size_t releases_before_allocating_ = 0;
   uintptr_t next_unexpected_ = kUnexpectedBase;
   // Live segments: address -> bytes. Ordered, to find overlaps; only
   // segment allocations and releases touch it, not every request.

@@ -1,8 +1,10 @@
 #include "replay/replayer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -68,8 +70,8 @@ bool same(const RecordedEvent& r, const Emitted& e) {
 // Replays one device's trace.
 class DeviceReplay {
  public:
-  // `flipped`: the ambiguous points (see ambiguous()) replayed as
-  // empty_cache() rather than as the request's own release.
+  // `flipped`: the ambiguous points (see ambiguous()) to replay with their
+  // second explanation.
   DeviceReplay(int device, const std::vector<RecordedEvent>& events,
                const AllocatorConfig& config, const ReplayOptions& options,
                absl::flat_hash_set<size_t> flipped)
@@ -97,13 +99,14 @@ class DeviceReplay {
   }
 
   std::optional<Divergence> run(size_t& empty_cache_calls, size_t& done, size_t total);
-  // Where run() had two explanations for a run of segment frees before a
-  // request (an empty_cache() call, or the request's own garbage
-  // collection or OOM release) and took the request's (unless flipped):
-  // indices into the device's events, in replay order.
+  // Where run() had two explanations and took the first (unless flipped):
+  // a run of segment frees before a request (an empty_cache() call, or the
+  // request's own release), leading completions (the request's polling, or
+  // its OOM retry's synchronization). In replay order.
+  // Each point is an id, point(k, kind): k indexes the device's events.
   const std::vector<size_t>& ambiguous() const { return ambiguous_; }
-  // The trace index of the device's event `k`.
-  size_t source_index(size_t k) const { return events_[k].source_index; }
+  // The trace index of the event where ambiguous point `p` lies.
+  size_t source_index(size_t p) const { return events_[p / kPointKinds].source_index; }
   std::optional<Divergence> check_final(const RecordedTrace& trace);
   DeviceStats stats() const { return stats_.stats(); }
   std::vector<SegmentView> segments() const { return engine_.segments(); }
@@ -113,6 +116,11 @@ class DeviceReplay {
   // Compares what the engine emitted with events_[first, last).
   std::optional<Divergence> compare(size_t first, size_t last, const std::string& note);
   bool request_would_release(const RecordedEvent& request) const;
+  // Whether events_[first, last) can be an empty_cache() now: its event
+  // completions, then frees of exactly the segments it would free (every
+  // segment with no block allocated: blocks waiting for events are freed
+  // and merged first), in its order.
+  bool empty_cache_would_free(size_t first, size_t last) const;
   Divergence diverge(size_t index, EventDescription expected, EventDescription got) const {
     return Divergence{device_index_, index, std::move(expected), std::move(got)};
   }
@@ -120,6 +128,8 @@ class DeviceReplay {
   const int device_index_;
   const std::vector<RecordedEvent>& events_;
   const ReplayOptions& options_;
+  enum PointKind : size_t { kReleaseRun, kLeadingCompletions, kPointKinds };
+  static size_t point(size_t k, PointKind kind) { return k * kPointKinds + kind; }
   const absl::flat_hash_set<size_t> flipped_;
   std::vector<size_t> ambiguous_;
   ReplayDevice backend_;
@@ -130,6 +140,7 @@ class DeviceReplay {
   size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event
+  void forget_delayed(uintptr_t address) { delayed_frees_.erase(address); }
   // The stream the replay records a waiting free's event on (see run()).
   StreamId waiting_stream(size_t free_requested_index);
   // Index of each waiting free_requested -> index of its free_completed
@@ -198,6 +209,44 @@ bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
   return const_cast<ReplayDevice&>(backend_).memory_info(0).free_bytes < segment;
 }
 
+bool DeviceReplay::empty_cache_would_free(size_t first, size_t last) const {
+  std::vector<uintptr_t> recorded;
+  bool freed_segment = false;
+  for (size_t k = first; k < last; ++k) {
+    if (events_[k].action == RecordedAction::kSegmentFree) {
+      recorded.push_back(events_[k].address);
+      freed_segment = true;
+    } else if (freed_segment) {
+      return false;  // empty_cache() completes every event before it frees
+    }
+  }
+  // What it frees, in its order: the large pool's, then the small pool's,
+  // each in the pool's order (stream, size, address).
+  struct Freeable {
+    bool is_small;
+    StreamId stream;
+    size_t size;
+    uintptr_t address;
+    auto key() const { return std::tie(is_small, stream, size, address); }
+  };
+  std::vector<Freeable> freeable;
+  for (const SegmentView& s : engine_.segments()) {
+    size_t size = 0;
+    bool any_allocated = false;
+    for (const Block* b : s.blocks) {
+      any_allocated |= b->allocated;
+      size += b->size;
+    }
+    if (!any_allocated) freeable.push_back({s.is_small, s.stream, size, s.address});
+  }
+  if (freeable.size() != recorded.size()) return false;
+  std::sort(freeable.begin(), freeable.end(),
+            [](const Freeable& x, const Freeable& y) { return x.key() < y.key(); });
+  for (size_t k = 0; k < recorded.size(); ++k)
+    if (freeable[k].address != recorded[k]) return false;
+  return true;
+}
+
 std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& done,
                                             size_t total) {
   const size_t n = events_.size();
@@ -211,8 +260,18 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     // in the run come from a synchronization of every stream (the OOM
     // retry, empty_cache), which completes every event anyway; completing
     // them here would free their blocks too early, before a garbage
-    // collection or release the trace records first.
-    if (!delayed_frees_.empty())
+    // collection or release the trace records first. Even the leading ones
+    // may be the OOM retry's (its events were still pending when the
+    // request searched the cache, and the retry freed no segment): an
+    // ambiguous point, tried the other way where polling diverges.
+    const bool leading_completion =
+        i < j && events_[i].action == RecordedAction::kFreeCompleted && !delayed_frees_.empty();
+    bool poll = true;
+    if (leading_completion && j < n && events_[j].action != RecordedAction::kFreeRequested) {
+      ambiguous_.push_back(point(i, kLeadingCompletions));
+      poll = !flipped_.contains(point(i, kLeadingCompletions));
+    }
+    if (leading_completion && poll)
       for (size_t k = i; k < j && events_[k].action == RecordedAction::kFreeCompleted; ++k)
         if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
           backend_.complete_event(it->second);
@@ -229,13 +288,20 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         lead > i && (j == n || events_[j].action == RecordedAction::kFreeRequested);
     bool as_empty_cache = unexplained_completions;
     if (lead_has_segment_free && !as_empty_cache) {
-      if (j == n || !request_would_release(events_[j])) {
+      if (j == n || events_[j].action == RecordedAction::kFreeRequested) {
         as_empty_cache = true;
       } else {
-        // Both explain it; the request first (replay_trace retries the
-        // other where that leads to a divergence).
-        ambiguous_.push_back(i);
-        as_empty_cache = flipped_.contains(i);
+        // Both an empty_cache() and the request's own release explain it.
+        // First the likelier: the request where, as replayed, it would
+        // release (it misses the cache, and garbage collection is due or
+        // the limit or the device's free bytes refuse a new segment), else
+        // the empty_cache(); flipped (replay_device retries it where the
+        // first choice leads to a divergence), the other.
+        if (empty_cache_would_free(i, lead)) {
+          ambiguous_.push_back(point(i, kReleaseRun));
+          as_empty_cache =
+              request_would_release(events_[j]) == flipped_.contains(point(i, kReleaseRun));
+        }  // else only the request's release can be it
       }
     }
     if (as_empty_cache) {
@@ -248,7 +314,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         return compare(i, lead, "empty_cache() freed a different set of segments");
       if (auto d = compare(i, i + emitted, "")) return d;
       for (size_t k = i; k < i + emitted; ++k)
-        if (events_[k].action == RecordedAction::kFreeCompleted) delayed_frees_.erase(events_[k].address);
+        if (events_[k].action == RecordedAction::kFreeCompleted) forget_delayed(events_[k].address);
       i += emitted;
       done += emitted;
     }
@@ -270,6 +336,19 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     switch (r.action) {
       case RecordedAction::kAlloc:
       case RecordedAction::kOom:
+        backend_.refuse_allocations(r.action == RecordedAction::kOom);
+        // Before a request's segment_alloc, the trace shows the segments
+        // it freed: the device refused it until then (on a GPU, other
+        // processes and the CUDA context use memory too, and free bytes
+        // are not a free range), whatever the replay device's free bytes
+        // say. Releases for other reasons (garbage collection, the limit)
+        // come first in any case.
+        if (i < lead) {
+          size_t frees = 0;
+          for (size_t k = i; k < lead; ++k)
+            frees += events_[k].action == RecordedAction::kSegmentFree;
+          backend_.refuse_until_releases(frees);
+        }
         try {
           Block* b = engine_.malloc(r.size, r.stream, r.context);
           live_[b->address] = b;
@@ -279,6 +358,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         } catch (const CacheallocError& e) {
           note = e.what();
         }
+        backend_.stop_refusing();
         break;
       case RecordedAction::kFreeRequested: {
         auto it = live_.find(r.address);
@@ -310,9 +390,10 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     // (Most traces have no delayed frees: skip hashing every completed free.)
     if (!delayed_frees_.empty())
       for (const Emitted& e : log_.events)
-        if (e.action == RecordedAction::kFreeCompleted) delayed_frees_.erase(e.address);
+        if (e.action == RecordedAction::kFreeCompleted) forget_delayed(e.address);
     if (auto d = compare(i, consumed_to, note)) return d;
     if (options_.check_invariants) engine_.check_invariants();
+    if (options_.after_request) options_.after_request(consumed_to, engine_);
     done += consumed_to - i;
     if (options_.progress && (done >> 20) != ((done - (consumed_to - i)) >> 20))
       options_.progress(done, total);

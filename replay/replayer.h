@@ -21,6 +21,8 @@
 
 namespace cachealloc {
 
+class DeviceCachingAllocator;
+
 struct ReplayOptions {
   std::optional<AllocatorConfig> config;  // default: the trace's settings
   std::optional<size_t> memory_limit;     // allowed bytes per device
@@ -30,6 +32,12 @@ struct ReplayOptions {
   bool check_final_segments = true;       // compare with the trace's segments
   // Called now and then with (events done, events total).
   std::function<void(size_t, size_t)> progress;
+  // Called after each request that replayed in step, with the index (in
+  // the device's recorded events) of the first event after it and the
+  // engine: for tests that compare the engine's state with the recorded
+  // run's at that point. Each replay of a device (replay_trace may replay
+  // one again to settle an ambiguity) calls it from the device's start.
+  std::function<void(size_t, const DeviceCachingAllocator&)> after_request;
 };
 
 // An event as compared: what the trace says, or what the engine did.
