@@ -1,0 +1,317 @@
+#include "replay/device_replay.h"
+
+#include <algorithm>
+#include <tuple>
+
+#include "allocator/errors.h"
+#include "allocator/size_policy.h"
+#include "replay/trace_runs.h"
+
+namespace cachealloc::replay_detail {
+namespace {
+
+EventDescription describe(const RecordedEvent& e) {
+  return EventDescription{recorded_action_name(e.action),
+                          e.action == RecordedAction::kOom ? e.device_free : e.address,
+                          e.size, e.stream, ""};
+}
+EventDescription describe(const Emitted& e) {
+  return EventDescription{recorded_action_name(e.action), e.address, e.size, e.stream, ""};
+}
+bool same(const RecordedEvent& r, const Emitted& e) {
+  return r.action == e.action && r.size == e.size && r.stream == e.stream &&
+         (r.action == RecordedAction::kOom || r.address == e.address);
+}
+
+}  // namespace
+
+
+// A waiting free's block is marked used on a stream of its own, numbered by
+// where the trace completes it. Why: the trace does not say which streams
+// the block was used on, and the engine's event queues are ordered by
+// stream id, so these numbers make it complete waiting frees in the
+// recorded order, however many complete at one step (native walks its
+// streams in hash order, and a stream's queue stops at its first pending
+// event: any recorded order is possible). The ids lie above every pointer
+// a real stream can have (2^62 and up), so they never equal a block's own
+// stream.
+StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
+  if (!completions_built_) {
+    completions_built_ = true;
+    const size_t n = events_.size();
+    absl::flat_hash_map<uintptr_t, size_t> next_completed;  // address -> index
+    for (size_t k = n; k-- > 0;) {
+      const RecordedEvent& e = events_[k];
+      if (e.action == RecordedAction::kFreeCompleted) {
+        next_completed[e.address] = k;
+      } else if (e.action == RecordedAction::kFreeRequested) {
+        const auto it = next_completed.find(e.address);
+        const size_t done = it == next_completed.end() ? n : it->second;
+        if (done != k + 1) completions_[k] = done;  // not completed at once
+      }
+    }
+  }
+  const auto it = completions_.find(free_requested_index);
+  const size_t done = it == completions_.end() ? events_.size() : it->second;
+  return (StreamId{1} << 62) + done;
+}
+
+std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
+                                                const std::string& note) {
+  const auto& got = log_.events;
+  const size_t expected_count = last - first;
+  for (size_t k = 0; k < std::max(expected_count, got.size()); ++k) {
+    if (k < expected_count && k < got.size() && same(events_[first + k], got[k])) continue;
+    EventDescription want = k < expected_count ? describe(events_[first + k])
+                                               : EventDescription{"nothing", 0, 0, 0, ""};
+    EventDescription have = k < got.size() ? describe(got[k])
+                                           : EventDescription{"nothing", 0, 0, 0, note};
+    if (k < got.size() && !note.empty()) have.note = note;
+    const size_t index = first + k < events_.size() ? events_[std::min(first + k, last - 1)].source_index
+                                                    : events_.size();
+    return diverge(index, want, have);
+  }
+  return std::nullopt;
+}
+
+// Whether the request, run now, could itself return segments to the device
+// (garbage collection, or the OOM retry path). If not, segment frees
+// recorded just before it can only come from an empty_cache() call.
+bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
+  if (r.action == RecordedAction::kFreeRequested) return false;
+  if (engine_.would_hit_cache(r.size, r.stream)) return false;
+  if (engine_.would_collect_garbage()) return true;
+  if (engine_.would_exceed_limit(r.size)) return true;
+  const size_t segment = segment_size_for(round_request_size(r.size, engine_.config()));
+  return const_cast<ReplayDevice&>(backend_).memory_info(0).free_bytes < segment;
+}
+
+bool DeviceReplay::empty_cache_would_free(size_t first, size_t last) const {
+  std::vector<uintptr_t> recorded;
+  bool freed_segment = false;
+  for (size_t k = first; k < last; ++k) {
+    if (events_[k].action == RecordedAction::kSegmentFree) {
+      recorded.push_back(events_[k].address);
+      freed_segment = true;
+    } else if (freed_segment) {
+      return false;  // empty_cache() completes every event before it frees
+    }
+  }
+  // What it frees, in its order: the large pool's, then the small pool's,
+  // each in the pool's order (stream, size, address).
+  struct Freeable {
+    bool is_small;
+    StreamId stream;
+    size_t size;
+    uintptr_t address;
+    auto key() const { return std::tie(is_small, stream, size, address); }
+  };
+  std::vector<Freeable> freeable;
+  for (const SegmentView& s : engine_.segments()) {
+    size_t size = 0;
+    bool any_allocated = false;
+    for (const Block* b : s.blocks) {
+      any_allocated |= b->allocated;
+      size += b->size;
+    }
+    if (!any_allocated) freeable.push_back({s.is_small, s.stream, size, s.address});
+  }
+  if (freeable.size() != recorded.size()) return false;
+  std::sort(freeable.begin(), freeable.end(),
+            [](const Freeable& x, const Freeable& y) { return x.key() < y.key(); });
+  for (size_t k = 0; k < recorded.size(); ++k)
+    if (freeable[k].address != recorded[k]) return false;
+  return true;
+}
+
+std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& done,
+                                            size_t total) {
+  const size_t n = events_.size();
+  size_t i = 0;
+  while (i < n) {
+    const size_t j = side_effects_end(events_, i);
+
+    // Delayed frees that the trace completes before this request: those the
+    // request's first step (native's process_events, which only queries
+    // events) completed, recorded before anything else it did. Later ones
+    // in the run come from a synchronization of every stream (the OOM
+    // retry, empty_cache), which completes every event anyway; completing
+    // them here would free their blocks too early, before a garbage
+    // collection or release the trace records first. Even the leading ones
+    // may be the OOM retry's (its events were still pending when the
+    // request searched the cache, and the retry freed no segment): an
+    // ambiguous point, tried the other way where polling diverges.
+    const bool leading_completion =
+        i < j && events_[i].action == RecordedAction::kFreeCompleted && !delayed_frees_.empty();
+    bool poll = true;
+    if (leading_completion && j < n && events_[j].action != RecordedAction::kFreeRequested) {
+      ambiguous_.push_back(point(i, kLeadingCompletions));
+      poll = !flipped_.contains(point(i, kLeadingCompletions));
+    }
+    if (leading_completion && poll)
+      for (size_t k = i; k < j && events_[k].action == RecordedAction::kFreeCompleted; ++k)
+        if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
+          backend_.complete_event(it->second);
+
+    // A leading run of frees that the request cannot explain: empty_cache().
+    bool lead_has_segment_free = false;
+    const size_t lead = leading_release_run(events_, i, j, &lead_has_segment_free);
+    // Without a segment_free, a run of completions is an empty_cache() that
+    // found no free segment when no request can have made it: a free (which
+    // never polls events) or the end of the trace. Before a malloc it is
+    // replayed as the malloc's own polling, which leaves the same state
+    // (num_sync_all_streams aside, which no event shows).
+    const bool unexplained_completions =
+        lead > i && (j == n || events_[j].action == RecordedAction::kFreeRequested);
+    bool as_empty_cache = unexplained_completions;
+    if (lead_has_segment_free && !as_empty_cache) {
+      if (j == n || events_[j].action == RecordedAction::kFreeRequested) {
+        as_empty_cache = true;
+      } else {
+        // Both an empty_cache() and the request's own release explain it.
+        // First the likelier: the request where, as replayed, it would
+        // release (it misses the cache, and garbage collection is due or
+        // the limit or the device's free bytes refuse a new segment), else
+        // the empty_cache(); flipped (replay_device retries it where the
+        // first choice leads to a divergence), the other.
+        if (empty_cache_would_free(i, lead)) {
+          ambiguous_.push_back(point(i, kReleaseRun));
+          as_empty_cache =
+              request_would_release(events_[j]) == flipped_.contains(point(i, kReleaseRun));
+        }  // else only the request's release can be it
+      }
+    }
+    if (as_empty_cache) {
+      clock_cursor_ = i;
+      log_.events.clear();
+      engine_.empty_cache();
+      ++empty_cache_calls;
+      const size_t emitted = log_.events.size();
+      if (emitted == 0 || emitted > j - i)
+        return compare(i, lead, "empty_cache() freed a different set of segments");
+      if (auto d = compare(i, i + emitted, "")) return d;
+      for (size_t k = i; k < i + emitted; ++k)
+        if (events_[k].action == RecordedAction::kFreeCompleted) forget_delayed(events_[k].address);
+      i += emitted;
+      done += emitted;
+    }
+    if (j == n) {
+      if (i < n) return compare(i, n, "no request explains these events");
+      break;
+    }
+
+    const RecordedEvent& r = events_[j];
+    clock_cursor_ = i;
+    for (size_t k = i; k < j; ++k)
+      if (events_[k].action == RecordedAction::kSegmentAlloc) {
+        backend_.prime(events_[k].address, events_[k].size);
+        break;
+      }
+    log_.events.clear();
+    std::string note;
+    size_t consumed_to = j + 1;
+    switch (r.action) {
+      case RecordedAction::kAlloc:
+      case RecordedAction::kOom:
+        backend_.refuse_allocations(r.action == RecordedAction::kOom);
+        // Before a request's segment_alloc, the trace shows the segments
+        // it freed: the device refused it until then (on a GPU, other
+        // processes and the CUDA context use memory too, and free bytes
+        // are not a free range), whatever the replay device's free bytes
+        // say. Releases for other reasons (garbage collection, the limit)
+        // come first in any case.
+        if (i < lead) {
+          size_t frees = 0;
+          for (size_t k = i; k < lead; ++k)
+            frees += events_[k].action == RecordedAction::kSegmentFree;
+          backend_.refuse_until_releases(frees);
+        }
+        try {
+          Block* b = engine_.malloc(r.size, r.stream, r.context);
+          live_[b->address] = b;
+          if (r.action == RecordedAction::kOom) note = "the request succeeded";
+        } catch (const OutOfMemoryError& e) {
+          if (r.action == RecordedAction::kAlloc) note = e.what();
+        } catch (const CacheallocError& e) {
+          note = e.what();
+        }
+        backend_.stop_refusing();
+        break;
+      case RecordedAction::kFreeRequested: {
+        auto it = live_.find(r.address);
+        if (it == live_.end())
+          return diverge(r.source_index, describe(r),
+                         EventDescription{"nothing", 0, 0, 0, "no live allocation at this address"});
+        Block* b = it->second;
+        live_.erase(it);
+        const bool immediate = j + 1 < n &&
+                               events_[j + 1].action == RecordedAction::kFreeCompleted &&
+                               events_[j + 1].address == r.address;
+        if (immediate) {
+          consumed_to = j + 2;
+        } else {
+          // Used on another stream: the free waits for an event the trace
+          // completes later.
+          engine_.record_stream(b, waiting_stream(j));
+        }
+        engine_.free(b, r.context);
+        if (!immediate) delayed_frees_[r.address] = backend_.last_event();
+        break;
+      }
+      case RecordedAction::kFreeCompleted:
+      case RecordedAction::kSegmentAlloc:
+      case RecordedAction::kSegmentFree:
+        break;  // side effects never reach here
+    }
+    backend_.unprime();
+    // (Most traces have no delayed frees: skip hashing every completed free.)
+    if (!delayed_frees_.empty())
+      for (const Emitted& e : log_.events)
+        if (e.action == RecordedAction::kFreeCompleted) forget_delayed(e.address);
+    if (auto d = compare(i, consumed_to, note)) return d;
+    if (options_.check_invariants) engine_.check_invariants();
+    if (options_.after_request) options_.after_request(consumed_to, engine_);
+    done += consumed_to - i;
+    if (options_.progress && (done >> 20) != ((done - (consumed_to - i)) >> 20))
+      options_.progress(done, total);
+    i = consumed_to;
+  }
+  return std::nullopt;
+}
+
+std::optional<Divergence> DeviceReplay::check_final(const RecordedTrace& trace) {
+  std::vector<const RecordedSegment*> want;
+  for (size_t k = 0; k < trace.final_segments.size(); ++k)
+    if (trace.final_segment_devices[k] == device_index_) want.push_back(&trace.final_segments[k]);
+  const std::vector<SegmentView> have = engine_.segments();
+  auto state_of = [](const Block* b) {
+    return std::string(b->allocated ? "active_allocated"
+                       : !b->is_free() ? "active_pending_free" : "inactive");
+  };
+  const size_t end = events_.size();
+  for (size_t k = 0; k < std::max(want.size(), have.size()); ++k) {
+    EventDescription w{"segment", 0, 0, 0, "final state"}, h{"segment", 0, 0, 0, "final state"};
+    if (k < want.size()) { w.address = want[k]->address; w.size = want[k]->total_size; }
+    else w.action = "nothing";
+    if (k < have.size()) {
+      h.address = have[k].address;
+      for (const Block* b : have[k].blocks) h.size += b->size;
+    } else {
+      h.action = "nothing";
+    }
+    if (k >= want.size() || k >= have.size() || w.address != h.address || w.size != h.size)
+      return diverge(end, w, h);
+    const auto& wb = want[k]->blocks;
+    const auto& hb = have[k].blocks;
+    bool blocks_match = wb.size() == hb.size();
+    for (size_t b = 0; blocks_match && b < wb.size(); ++b)
+      blocks_match = wb[b].first == hb[b]->size && wb[b].second == state_of(hb[b]);
+    if (!blocks_match) {
+      w.note = h.note = "final state: block layout of the segment differs";
+      return diverge(end, w, h);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace cachealloc::replay_detail
