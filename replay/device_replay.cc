@@ -52,7 +52,14 @@ StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
     }
   }
   const auto it = completions_.find(free_requested_index);
-  const size_t done = it == completions_.end() ? events_.size() : it->second;
+  const size_t k = free_requested_index;
+  // Not listed: completed at once (a free point flipped), or never.
+  const bool next_completes = k + 1 < events_.size() &&
+                              events_[k + 1].action == RecordedAction::kFreeCompleted &&
+                              events_[k + 1].address == events_[k].address;
+  const size_t done = it != completions_.end() ? it->second
+                      : next_completes         ? k + 1
+                                               : events_.size();
   return (StreamId{1} << 62) + done;
 }
 
@@ -129,7 +136,10 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
   const size_t n = events_.size();
   size_t i = 0;
   while (i < n) {
-    const size_t j = side_effects_end(events_, i);
+    size_t j = side_effects_end(events_, i);
+    // A completion right after its free, replayed as a waiting free's
+    // (a free point flipped), is a side effect of the next request.
+    if (j == i && i == completion_as_side_effect_) j = side_effects_end(events_, i + 1);
 
     // Delayed frees that the trace completes before this request: those the
     // request's first step (native's process_events, which only queries
@@ -150,7 +160,8 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     }
     if (leading_completion && poll)
       for (size_t k = i; k < j && events_[k].action == RecordedAction::kFreeCompleted; ++k)
-        if (auto it = delayed_frees_.find(events_[k].address); it != delayed_frees_.end())
+        if (auto it = delayed_frees_.find(events_[k].address);
+            it != delayed_frees_.end() && !completed_by_sync_.contains(it->first))
           backend_.complete_event(it->second);
 
     // A leading run of frees that the request cannot explain: empty_cache().
@@ -244,9 +255,22 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
                          EventDescription{"nothing", 0, 0, 0, "no live allocation at this address"});
         Block* b = it->second;
         live_.erase(it);
-        const bool immediate = j + 1 < n &&
-                               events_[j + 1].action == RecordedAction::kFreeCompleted &&
-                               events_[j + 1].address == r.address;
+        bool immediate = j + 1 < n && events_[j + 1].action == RecordedAction::kFreeCompleted &&
+                         events_[j + 1].address == r.address;
+        // A completion right after the free may also be a free that waited
+        // and was completed by the next malloc's OOM retry (its
+        // synchronization; the malloc's polling would leave the state of an
+        // immediate free). Ambiguous in a trace that has waiting frees,
+        // before a request that can poll.
+        if (immediate && has_waiting_frees_ && j + 2 < n &&
+            events_[side_effects_end(events_, j + 2)].action != RecordedAction::kFreeRequested) {
+          ambiguous_.push_back(point(j, kImmediateFree));
+          immediate = !flipped_.contains(point(j, kImmediateFree));
+          if (!immediate) {
+            completed_by_sync_.insert(r.address);
+            completion_as_side_effect_ = j + 1;
+          }
+        }
         if (immediate) {
           consumed_to = j + 2;
         } else {

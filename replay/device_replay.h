@@ -122,7 +122,7 @@ class DeviceReplay {
   const int device_index_;
   const std::vector<RecordedEvent>& events_;
   const ReplayOptions& options_;
-  enum PointKind : size_t { kReleaseRun, kLeadingCompletions, kPointKinds };
+  enum PointKind : size_t { kReleaseRun, kLeadingCompletions, kImmediateFree, kPointKinds };
   static size_t point(size_t k, PointKind kind) { return k * kPointKinds + kind; }
   const absl::flat_hash_set<size_t> flipped_;
   std::vector<size_t> ambiguous_;
@@ -134,13 +134,33 @@ class DeviceReplay {
   size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event
-  void forget_delayed(uintptr_t address) { delayed_frees_.erase(address); }
+  // Delayed frees replayed as completed by a synchronization only (a free
+  // point flipped): never completed by the replay itself.
+  absl::flat_hash_set<uintptr_t> completed_by_sync_;
+  // The index of the completion of the last such free (a side effect).
+  size_t completion_as_side_effect_ = SIZE_MAX;
+  void forget_delayed(uintptr_t address) {
+    delayed_frees_.erase(address);
+    completed_by_sync_.erase(address);
+  }
   // The stream the replay records a waiting free's event on (see run()).
   StreamId waiting_stream(size_t free_requested_index);
   // Index of each waiting free_requested -> index of its free_completed
   // (events_.size() if the trace never completes it). Built on first use.
   absl::flat_hash_map<size_t, size_t> completions_;
   bool completions_built_ = false;
+  // Whether any free in the trace waits for events (its completion is not
+  // the next event); only then may a free followed by its completion have
+  // waited too.
+  const bool has_waiting_frees_ = any_waiting_free(events_);
+  static bool any_waiting_free(const std::vector<RecordedEvent>& events) {
+    for (size_t k = 0; k < events.size(); ++k)
+      if (events[k].action == RecordedAction::kFreeRequested &&
+          (k + 1 == events.size() || events[k + 1].action != RecordedAction::kFreeCompleted ||
+           events[k + 1].address != events[k].address))
+        return true;
+    return false;
+  }
 };
 
 }  // namespace cachealloc::replay_detail
