@@ -99,8 +99,10 @@ class DeviceReplay {
   // or its OOM retry's synchronization). In replay order.
   // Each point is an id, point(k, kind): k indexes the device's events.
   const std::vector<size_t>& ambiguous() const { return ambiguous_; }
-  // The trace index of the event where ambiguous point `p` lies.
-  size_t source_index(size_t p) const { return events_[p / kPointKinds].source_index; }
+  // The index (into the device's events) of the run ambiguous point `p`
+  // lies in, and its trace index.
+  static size_t point_event(size_t p) { return p / kPointKinds; }
+  size_t source_index(size_t p) const { return events_[point_event(p)].source_index; }
   std::optional<Divergence> check_final(const RecordedTrace& trace);
   DeviceStats stats() const { return stats_.stats(); }
   std::vector<SegmentView> segments() const { return engine_.segments(); }

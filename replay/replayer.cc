@@ -1,6 +1,8 @@
 #include "replay/replayer.h"
 
 #include <chrono>
+#include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -51,18 +53,32 @@ DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const Alloca
   while (best.divergence && further && retries < kMaxAmbiguityRetries) {
     further = false;
     const std::vector<size_t> points = best.replay->ambiguous();
-    for (auto p = points.rbegin(); p != points.rend() && retries < kMaxAmbiguityRetries; ++p) {
-      if (best.replay->source_index(*p) > best.divergence->index || flipped.contains(*p))
-        continue;
+    // Flips `change` (one point, or two of one run: some runs need both of
+    // their choices changed); keeps it if the replay gets further.
+    auto try_flips = [&](std::initializer_list<size_t> change) {
       ++retries;
-      flipped.insert(*p);
+      for (size_t p : change) flipped.insert(p);
       DeviceOutcome other = attempt();
       if (!other.divergence || other.divergence->index > best.divergence->index) {
         best = std::move(other);
+        return true;
+      }
+      for (size_t p : change) flipped.erase(p);
+      return false;
+    };
+    for (auto p = points.rbegin(); p != points.rend() && retries < kMaxAmbiguityRetries; ++p) {
+      if (best.replay->source_index(*p) > best.divergence->index || flipped.contains(*p))
+        continue;
+      if (try_flips({*p})) {
         further = true;
         break;
       }
-      flipped.erase(*p);
+      const auto q = std::next(p);
+      if (q != points.rend() && !flipped.contains(*q) && retries < kMaxAmbiguityRetries &&
+          DeviceReplay::point_event(*q) == DeviceReplay::point_event(*p) && try_flips({*p, *q})) {
+        further = true;
+        break;
+      }
     }
   }
   return best;
