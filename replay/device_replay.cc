@@ -44,22 +44,16 @@ StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
       const RecordedEvent& e = events_[k];
       if (e.action == RecordedAction::kFreeCompleted) {
         next_completed[e.address] = k;
-      } else if (e.action == RecordedAction::kFreeRequested) {
+      } else if (e.action == RecordedAction::kFreeRequested && !completes_at_once(events_, k)) {
         const auto it = next_completed.find(e.address);
-        const size_t done = it == next_completed.end() ? n : it->second;
-        if (done != k + 1) completions_[k] = done;  // not completed at once
+        completions_[k] = it == next_completed.end() ? n : it->second;
       }
     }
   }
+  // Not listed: completed at once (a free point flipped).
   const auto it = completions_.find(free_requested_index);
-  const size_t k = free_requested_index;
-  // Not listed: completed at once (a free point flipped), or never.
-  const bool next_completes = k + 1 < events_.size() &&
-                              events_[k + 1].action == RecordedAction::kFreeCompleted &&
-                              events_[k + 1].address == events_[k].address;
-  const size_t done = it != completions_.end() ? it->second
-                      : next_completes         ? k + 1
-                                               : events_.size();
+  const size_t done =
+      it != completions_.end() ? it->second : free_requested_index + 1;
   return (StreamId{1} << 62) + done;
 }
 
@@ -151,10 +145,13 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     // may be the OOM retry's (its events were still pending when the
     // request searched the cache, and the retry freed no segment): an
     // ambiguous point, tried the other way where polling diverges.
+    // A malloc (or OOM) request polls events and may release memory; a free
+    // (or the end of the trace) does neither.
+    const bool request_polls = j < n && events_[j].action != RecordedAction::kFreeRequested;
     const bool leading_completion =
         i < j && events_[i].action == RecordedAction::kFreeCompleted && !delayed_frees_.empty();
     bool poll = true;
-    if (leading_completion && j < n && events_[j].action != RecordedAction::kFreeRequested) {
+    if (leading_completion && request_polls) {
       ambiguous_.push_back(point(i, kLeadingCompletions));
       poll = !flipped_.contains(point(i, kLeadingCompletions));
     }
@@ -164,33 +161,26 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
             it != delayed_frees_.end() && !completed_by_sync_.contains(it->first))
           backend_.complete_event(it->second);
 
-    // A leading run of frees that the request cannot explain: empty_cache().
+    // A leading run of segment frees and completions with no request that
+    // can have made it (a free, or the end of the trace) is an
+    // empty_cache() call; without a segment_free, one that found no free
+    // segment. (Completions alone before a malloc are replayed as its own
+    // polling, which leaves the same state, num_sync_all_streams aside,
+    // which no event shows.)
     bool lead_has_segment_free = false;
     const size_t lead = leading_release_run(events_, i, j, &lead_has_segment_free);
-    // Without a segment_free, a run of completions is an empty_cache() that
-    // found no free segment when no request can have made it: a free (which
-    // never polls events) or the end of the trace. Before a malloc it is
-    // replayed as the malloc's own polling, which leaves the same state
-    // (num_sync_all_streams aside, which no event shows).
-    const bool unexplained_completions =
-        lead > i && (j == n || events_[j].action == RecordedAction::kFreeRequested);
-    bool as_empty_cache = unexplained_completions;
-    if (lead_has_segment_free && !as_empty_cache) {
-      if (j == n || events_[j].action == RecordedAction::kFreeRequested) {
-        as_empty_cache = true;
-      } else {
-        // Both an empty_cache() and the request's own release explain it.
-        // First the likelier: the request where, as replayed, it would
-        // release (it misses the cache, and garbage collection is due or
-        // the limit or the device's free bytes refuse a new segment), else
-        // the empty_cache(); flipped (replay_device retries it where the
-        // first choice leads to a divergence), the other.
-        if (empty_cache_would_free(i, lead)) {
-          ambiguous_.push_back(point(i, kReleaseRun));
-          as_empty_cache =
-              request_would_release(events_[j]) == flipped_.contains(point(i, kReleaseRun));
-        }  // else only the request's release can be it
-      }
+    bool as_empty_cache = lead > i && !request_polls;
+    // Before a malloc, both an empty_cache() and the request's own release
+    // may explain segment frees. First the likelier: the request where, as
+    // replayed, it would release (it misses the cache, and garbage
+    // collection is due or the limit or the device's free bytes refuse a
+    // new segment), else the empty_cache(); flipped (replay_device retries
+    // it where the first choice leads to a divergence), the other. Where
+    // the run cannot be an empty_cache(), only the request's release is.
+    if (lead_has_segment_free && request_polls && empty_cache_would_free(i, lead)) {
+      ambiguous_.push_back(point(i, kReleaseRun));
+      as_empty_cache =
+          request_would_release(events_[j]) == flipped_.contains(point(i, kReleaseRun));
     }
     if (as_empty_cache) {
       clock_cursor_ = i;
@@ -224,7 +214,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     switch (r.action) {
       case RecordedAction::kAlloc:
       case RecordedAction::kOom:
-        backend_.refuse_allocations(r.action == RecordedAction::kOom);
+        if (r.action == RecordedAction::kOom) backend_.refuse_all();
         // Before a request's segment_alloc, the trace shows the segments
         // it freed: the device refused it until then (on a GPU, other
         // processes and the CUDA context use memory too, and free bytes
@@ -255,8 +245,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
                          EventDescription{"nothing", 0, 0, 0, "no live allocation at this address"});
         Block* b = it->second;
         live_.erase(it);
-        bool immediate = j + 1 < n && events_[j + 1].action == RecordedAction::kFreeCompleted &&
-                         events_[j + 1].address == r.address;
+        bool immediate = completes_at_once(events_, j);
         // A completion right after the free may also be a free that waited
         // and was completed by the next malloc's OOM retry (its
         // synchronization; the malloc's polling would leave the state of an

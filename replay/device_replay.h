@@ -22,6 +22,7 @@
 #include "replay/replay_device.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
+#include "replay/trace_runs.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
 
@@ -157,9 +158,7 @@ class DeviceReplay {
   const bool has_waiting_frees_ = any_waiting_free(events_);
   static bool any_waiting_free(const std::vector<RecordedEvent>& events) {
     for (size_t k = 0; k < events.size(); ++k)
-      if (events[k].action == RecordedAction::kFreeRequested &&
-          (k + 1 == events.size() || events[k + 1].action != RecordedAction::kFreeCompleted ||
-           events[k + 1].address != events[k].address))
+      if (events[k].action == RecordedAction::kFreeRequested && !completes_at_once(events, k))
         return true;
     return false;
   }

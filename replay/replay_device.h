@@ -32,11 +32,11 @@ class ReplayDevice : public DeviceBackend {
 
   void prime(uintptr_t address, size_t bytes) { primed_ = Primed{address, bytes}; }
   void unprime() { primed_.reset(); }
-  // While set, every allocate() fails as a full device does. For a request
-  // the trace records as an OOM: the device refused it there whatever its
-  // free bytes said (other processes, the CUDA context, fragmentation),
-  // and an OOM request reserves nothing.
-  void refuse_allocations(bool refuse) { refusing_ = refuse; }
+  // Until stop_refusing(), every allocate() fails as a full device does.
+  // For a request the trace records as an OOM: the device refused it there
+  // whatever its free bytes said (other processes, the CUDA context,
+  // fragmentation), and an OOM request reserves nothing.
+  void refuse_all() { refusing_ = true; }
   // Every allocate() fails until `releases` more release() calls: a request
   // that the trace shows freeing that many segments and then reserving one,
   // where the device refused it until then though its free bytes said it

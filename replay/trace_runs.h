@@ -19,6 +19,14 @@
 
 namespace cachealloc {
 
+// Whether events[k] is a free_requested directly followed by its own
+// free_completed (a free recorded as completed at once).
+inline bool completes_at_once(const std::vector<RecordedEvent>& events, size_t k) {
+  return events[k].action == RecordedAction::kFreeRequested && k + 1 < events.size() &&
+         events[k + 1].action == RecordedAction::kFreeCompleted &&
+         events[k + 1].address == events[k].address;
+}
+
 // Whether events[k] is a side effect rather than a request: a segment event,
 // or a free_completed that does not directly follow its free_requested (a
 // delayed free, completed when its stream event finished).
@@ -26,9 +34,7 @@ inline bool is_side_effect(const std::vector<RecordedEvent>& events, size_t k) {
   const RecordedEvent& e = events[k];
   if (e.action == RecordedAction::kSegmentAlloc || e.action == RecordedAction::kSegmentFree)
     return true;
-  return e.action == RecordedAction::kFreeCompleted &&
-         !(k > 0 && events[k - 1].action == RecordedAction::kFreeRequested &&
-           events[k - 1].address == e.address);
+  return e.action == RecordedAction::kFreeCompleted && !(k > 0 && completes_at_once(events, k - 1));
 }
 
 // End of the side-effect run that starts at `first`: the index of the next
