@@ -6,6 +6,7 @@
 #include "allocator/errors.h"
 #include "allocator/size_policy.h"
 #include "replay/trace_runs.h"
+#include "stats/snapshot.h"
 
 namespace cachealloc::replay_detail {
 namespace {
@@ -297,10 +298,6 @@ std::optional<Divergence> DeviceReplay::check_final(const RecordedTrace& trace) 
   for (size_t k = 0; k < trace.final_segments.size(); ++k)
     if (trace.final_segment_devices[k] == device_index_) want.push_back(&trace.final_segments[k]);
   const std::vector<SegmentView> have = engine_.segments();
-  auto state_of = [](const Block* b) {
-    return std::string(b->allocated ? "active_allocated"
-                       : !b->is_free() ? "active_pending_free" : "inactive");
-  };
   const size_t end = events_.size();
   for (size_t k = 0; k < std::max(want.size(), have.size()); ++k) {
     EventDescription w{"segment", 0, 0, 0, "final state"}, h{"segment", 0, 0, 0, "final state"};
@@ -318,7 +315,7 @@ std::optional<Divergence> DeviceReplay::check_final(const RecordedTrace& trace) 
     const auto& hb = have[k].blocks;
     bool blocks_match = wb.size() == hb.size();
     for (size_t b = 0; blocks_match && b < wb.size(); ++b)
-      blocks_match = wb[b].first == hb[b]->size && wb[b].second == state_of(hb[b]);
+      blocks_match = wb[b].first == hb[b]->size && wb[b].second == block_state_name(*hb[b]);
     if (!blocks_match) {
       w.note = h.note = "final state: block layout of the segment differs";
       return diverge(end, w, h);

@@ -3,6 +3,8 @@
 #include <optional>
 #include <utility>
 
+#include "stats/snapshot.h"
+
 namespace cachealloc {
 namespace {
 
@@ -54,9 +56,7 @@ RecordedTrace trace_from_history(const std::vector<TraceEntry>& entries,
     seg.is_small = s.is_small;
     for (const Block* b : s.blocks) {
       seg.total_size += b->size;
-      seg.blocks.emplace_back(b->size, b->allocated     ? "active_allocated"
-                                       : b->is_pending_free() ? "active_pending_free"
-                                                              : "inactive");
+      seg.blocks.emplace_back(b->size, block_state_name(*b));
     }
     trace.final_segments.push_back(std::move(seg));
     trace.final_segment_devices.push_back(0);

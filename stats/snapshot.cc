@@ -3,6 +3,10 @@
 #include <algorithm>
 
 namespace cachealloc {
+
+const char* block_state_name(const Block& b) {
+  return b.allocated ? "active_allocated" : b.is_pending_free() ? "active_pending_free" : "inactive";
+}
 namespace {
 
 PyValue int_value(uint64_t v) { return PyValue::integer(static_cast<int64_t>(v)); }
@@ -36,9 +40,7 @@ PyValue segment_to_py(const SegmentView& s, SnapshotFrames& frames) {
     d.set("address", int_value(b->address));
     d.set("size", int_value(b->size));
     d.set("requested_size", int_value(b->requested_size));
-    d.set("state", PyValue::str(b->allocated ? "active_allocated"
-                                : is_active  ? "active_pending_free"
-                                             : "inactive"));
+    d.set("state", PyValue::str(block_state_name(*b)));
     d.set("frames", frames.list(b->context_when_allocated));
     blocks.append(std::move(d));
   }

@@ -21,6 +21,10 @@ namespace cachealloc {
 // One segment dict ("device", "address", ..., "blocks"). With `frames`,
 // its frames lists are shared with everything else converted through it
 // (stats/snapshot_frames.h); without, they are its own.
+// A block's state as native's snapshot names it: "active_allocated",
+// "active_pending_free" (freed, waiting for stream events) or "inactive".
+const char* block_state_name(const Block& b);
+
 PyValue segment_to_py(const SegmentView& segment);
 PyValue segment_to_py(const SegmentView& segment, SnapshotFrames& frames);
 // One trace entry dict ("action", "addr" or "device_free", "size", ...);
