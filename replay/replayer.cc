@@ -1,7 +1,6 @@
 #include "replay/replayer.h"
 
 #include <chrono>
-#include <initializer_list>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -30,14 +29,15 @@ struct DeviceOutcome {
 };
 
 // Replays device `dev`'s trace. A divergence after an ambiguous point may be
-// that choice's fault: the trace is replayed again with the latest such
-// point before the divergence taken the other way, keeping the flip while
-// the replay gets further. The state before a point is the same either
-// way, so a retry reaches at least that point. Bounded: a trace that no
-// choice explains ends with the divergence that got furthest.
+// that choice's fault: the trace is replayed again with the choices of the
+// latest run before the divergence changed, keeping a change while the
+// replay gets further. The state before a run is the same whatever is
+// chosen in it, so a retry reaches at least that run. Bounded: a trace that
+// no choice explains ends with the divergence that got furthest.
 DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const AllocatorConfig& config,
                             const ReplayOptions& options, size_t done_before, size_t total) {
   absl::flat_hash_set<size_t> flipped;
+  size_t retries = 0;
   auto attempt = [&] {
     DeviceOutcome o;
     o.replay = std::make_unique<DeviceReplay>(static_cast<int>(dev), trace.devices[dev], config,
@@ -47,35 +47,46 @@ DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const Alloca
     o.events = done - done_before;
     return o;
   };
+  auto further_than = [](const DeviceOutcome& a, const DeviceOutcome& b) {
+    return !a.divergence || (b.divergence && a.divergence->index > b.divergence->index);
+  };
   DeviceOutcome best = attempt();
-  size_t retries = 0;
   bool further = true;
   while (best.divergence && further && retries < kMaxAmbiguityRetries) {
     further = false;
     const std::vector<size_t> points = best.replay->ambiguous();
-    // Flips `change` (one point, or two of one run: some runs need both of
-    // their choices changed); keeps it if the replay gets further.
-    auto try_flips = [&](std::initializer_list<size_t> change) {
-      ++retries;
-      for (size_t p : change) flipped.insert(p);
-      DeviceOutcome other = attempt();
-      if (!other.divergence || other.divergence->index > best.divergence->index) {
-        best = std::move(other);
-        return true;
+    // Latest run first. A run may hold two points (its segment frees, and
+    // its leading completions), and each change of them (either one, or
+    // both: some runs need both) is tried before one is kept: taking the
+    // first that gets further can keep a wrong one that only gets a few
+    // events further, after which no later change helps (self-replay seed
+    // 12: an empty_cache() in place of the OOM retry's synchronization).
+    for (auto p = points.rbegin(); p != points.rend() && retries < kMaxAmbiguityRetries;) {
+      const size_t event = DeviceReplay::point_event(*p);
+      std::vector<size_t> run;  // this run's points still open to a change
+      for (; p != points.rend() && DeviceReplay::point_event(*p) == event; ++p)
+        if (best.replay->source_index(*p) <= best.divergence->index && !flipped.contains(*p))
+          run.push_back(*p);
+      std::vector<std::vector<size_t>> changes;
+      for (size_t q : run) changes.push_back({q});
+      if (run.size() == 2) changes.push_back(run);
+      std::optional<DeviceOutcome> chosen;
+      std::vector<size_t> chosen_change;
+      for (const std::vector<size_t>& change : changes) {
+        if (retries == kMaxAmbiguityRetries) break;
+        ++retries;
+        for (size_t q : change) flipped.insert(q);
+        DeviceOutcome other = attempt();
+        for (size_t q : change) flipped.erase(q);
+        if (further_than(other, chosen ? *chosen : best)) {
+          chosen = std::move(other);
+          chosen_change = change;
+          if (!chosen->divergence) break;
+        }
       }
-      for (size_t p : change) flipped.erase(p);
-      return false;
-    };
-    for (auto p = points.rbegin(); p != points.rend() && retries < kMaxAmbiguityRetries; ++p) {
-      if (best.replay->source_index(*p) > best.divergence->index || flipped.contains(*p))
-        continue;
-      if (try_flips({*p})) {
-        further = true;
-        break;
-      }
-      const auto q = std::next(p);
-      if (q != points.rend() && !flipped.contains(*q) && retries < kMaxAmbiguityRetries &&
-          DeviceReplay::point_event(*q) == DeviceReplay::point_event(*p) && try_flips({*p, *q})) {
+      if (chosen) {
+        for (size_t q : chosen_change) flipped.insert(q);
+        best = std::move(*chosen);
         further = true;
         break;
       }
