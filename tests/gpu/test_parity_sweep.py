@@ -10,7 +10,8 @@ benchmarks/workloads.py) mixes three streams, record_stream on busy streams
 fraction, and the configs combine max_split_size, both forms of
 roundup_power2_divisions and garbage_collection_threshold.
 
-CACHEALLOC_SWEEP_SEEDS (default 12) sets how many seeds run;
+CACHEALLOC_SWEEP_SEEDS (default 12) sets how many seeds run, from
+CACHEALLOC_SWEEP_FIRST (default 0);
 CACHEALLOC_SWEEP_OUT, if set, is a folder the recordings are copied to."""
 import json
 import math
@@ -28,6 +29,7 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 RECORDER = HERE.parents[1] / "examples" / "record_trace.py"
 SEEDS = int(os.environ.get("CACHEALLOC_SWEEP_SEEDS", "12"))
+FIRST_SEED = int(os.environ.get("CACHEALLOC_SWEEP_FIRST", "0"))
 STEPS = 3000
 
 
@@ -72,7 +74,7 @@ def deferred_frees(trace_path):
     return n
 
 
-@pytest.mark.parametrize("seed", range(SEEDS))
+@pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + SEEDS))
 def test_fresh_native_recording_replays_exactly(tmp_path, seed):
     from cachealloc import lab
 
