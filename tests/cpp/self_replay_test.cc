@@ -18,8 +18,8 @@
 // its OOM retry's, completions included, not an empty_cache()) and 12
 // (needs the second choice of a run alone, though changing the first gets
 // the replay one event further: completions before a recorded OOM are its
-// retry's synchronization, not an empty_cache()). Seeds 1-60 all pass
-// (CACHEALLOC_SEED=1-60: 36 s on the 2-core VM).
+// retry's synchronization, not an empty_cache()). Seeds 1-200 all pass
+// (CACHEALLOC_SEED=1-200: about two minutes on the 2-core VM).
 #include <gtest/gtest.h>
 
 #include <cmath>
