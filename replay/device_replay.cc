@@ -69,8 +69,12 @@ std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
     EventDescription have = k < got.size() ? describe(got[k])
                                            : EventDescription{"nothing", 0, 0, 0, note};
     if (k < got.size() && !note.empty()) have.note = note;
-    const size_t index = first + k < events_.size() ? events_[std::min(first + k, last - 1)].source_index
-                                                    : events_.size();
+    // Past the last event: one past the last event's trace index (trace
+    // indices count skipped snapshot entries too, so events_.size() could
+    // lie before it).
+    const size_t index = first + k < events_.size()
+                             ? events_[std::min(first + k, last - 1)].source_index
+                             : (events_.empty() ? 0 : events_.back().source_index + 1);
     return diverge(index, want, have);
   }
   return std::nullopt;

@@ -290,5 +290,25 @@ TEST(TraceInput, SegmentAtAddressZeroIsNeverHandedOut) {
   EXPECT_EQ(r.divergence->got.action, "segment_alloc");
 }
 
+TEST(TraceInput, DivergencePastTheLastEventIsIndexedPastItInATraceWithSkippedEntries) {
+  // The trace ends with a waiting free's completion: replayed as an
+  // empty_cache() that also frees A's segment, which the trace does not
+  // show. That extra event lies past the last one (trace index 6), so the
+  // divergence is at 7. It used to be reported at the number of parsed
+  // events (6: the snapshot entry is skipped), the completion that matched.
+  const int64_t a = int64_t{1} << 32, b = int64_t{1} << 33;
+  const ReplayResult r = replay({
+      event("segment_alloc", a, 2 * kMiB), event("alloc", a, 512),
+      event("snapshot", 0, 0),
+      event("free_requested", a, 512),
+      event("segment_alloc", b, 2 * kMiB, 1), event("alloc", b, 512, 1),
+      event("free_completed", a, 512),
+  });
+  ASSERT_TRUE(r.divergence);
+  EXPECT_EQ(r.divergence->index, 7u);
+  EXPECT_EQ(r.divergence->expected.action, "nothing");
+  EXPECT_EQ(r.divergence->got.action, "segment_free");
+}
+
 }  // namespace
 }  // namespace cachealloc
