@@ -29,11 +29,12 @@ struct DeviceOutcome {
 };
 
 // Replays device `dev`'s trace. A divergence after an ambiguous point may be
-// that choice's fault: the trace is replayed again with the choices of the
-// latest run before the divergence changed, keeping a change while the
-// replay gets further. The state before a run is the same whatever is
-// chosen in it, so a retry reaches at least that run. Bounded: a trace that
-// no choice explains ends with the divergence that got furthest.
+// that choice's fault: the trace is replayed again with the choices of one
+// run before the divergence changed (the latest run whose change gets the
+// replay further), and again from there while the replay gets further. The
+// state before a run is the same whatever is chosen in it, so a retry
+// reaches at least that run. Bounded: a trace that no choice explains ends
+// with the divergence that got furthest.
 DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const AllocatorConfig& config,
                             const ReplayOptions& options, size_t done_before, size_t total) {
   absl::flat_hash_set<size_t> flipped;

@@ -22,6 +22,7 @@
 // (CACHEALLOC_SEED=1-200: about two minutes on the 2-core VM).
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -49,15 +50,34 @@ constexpr int kSteps = 30000;
 constexpr size_t kMaxLive = 64;
 constexpr StreamId kStreams[] = {0, kStreamA, kStreamB};
 
-// CACHEALLOC_SEED=<n> runs seed n only, CACHEALLOC_SEED=<a>-<b> seeds a to b.
+// CACHEALLOC_SEED=<n> runs seed n only, CACHEALLOC_SEED=<a>-<b> seeds a to b
+// (a <= b, at most 100,000 seeds). Anything else fails the test that reads
+// it, with no seed run: a typo must not pass as a green run.
 std::vector<uint64_t> seeds() {
   const char* s = std::getenv("CACHEALLOC_SEED");
   if (!s) return {20261123, 3, 8, 12};
-  char* end = nullptr;
-  const uint64_t first = std::strtoull(s, &end, 10);
-  const uint64_t last = *end == '-' ? std::strtoull(end + 1, nullptr, 10) : first;
+  auto number = [](const char*& p, uint64_t& out) {
+    if (*p < '0' || *p > '9') return false;
+    char* end = nullptr;
+    errno = 0;
+    out = std::strtoull(p, &end, 10);
+    p = end;
+    return errno != ERANGE;
+  };
+  const char* p = s;
+  uint64_t first = 0, last = 0;
+  bool ok = number(p, first);
+  last = first;
+  if (ok && *p == '-') ok = number(++p, last);
+  if (!ok || *p != '\0' || last < first || last - first >= 100000) {
+    ADD_FAILURE() << "CACHEALLOC_SEED='" << s << "': want <n> or <a>-<b> with a <= b, at most 100000 seeds";
+    return {};
+  }
   std::vector<uint64_t> out;
-  for (uint64_t k = first; k <= last; ++k) out.push_back(k);
+  for (uint64_t k = first;; ++k) {
+    out.push_back(k);
+    if (k == last) break;
+  }
   return out;
 }
 
