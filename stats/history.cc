@@ -63,6 +63,8 @@ void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
     }
     ring_ = std::move(ring);
     contexts_ = std::move(contexts);
+    context_records_ = static_cast<size_t>(
+        std::count_if(ring_.begin(), ring_.end(), [](const Record& r) { return r.has_context; }));
     entries_in_ring_ = entries;
     next_ = 0;
   }
@@ -77,6 +79,7 @@ void HistoryRecorder::disable() {
   full_ = false;
   ring_.clear();
   contexts_.clear();
+  context_records_ = 0;
   next_ = 0;
   entries_in_ring_ = 0;
 }
@@ -99,11 +102,14 @@ void HistoryRecorder::store(const Record& r, const ContextPtr* context) {
   Record& slot = ring_[i];
   const bool had_context = slot.has_context;
   slot = r;
+  if (had_context) [[unlikely]] {
+    contexts_[i].reset();  // the dropped record's frames
+    --context_records_;
+  }
   if (context) [[unlikely]] {
     contexts_[i] = *context;
     slot.has_context = true;
-  } else if (had_context) [[unlikely]] {
-    contexts_[i].reset();  // the dropped record's frames
+    ++context_records_;
   }
 }
 
@@ -132,7 +138,10 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
     return record_event(e);
   const size_t i = next_;
   Record& slot = ring_[i];
-  if (slot.has_context) [[unlikely]] return record_event(e);
+  // Tested on a member, not on the slot: the slot lies in a line not yet
+  // in cache (the ring is megabytes), and a load that misses there would
+  // hold up the call until memory answers; the stores below need not.
+  if (context_records_ != 0 && slot.has_context) [[unlikely]] return record_event(e);
   next_ = i + 1 == max_entries_ ? 0 : i + 1;
   // A free is one record of two entries: native's free_requested and
   // free_completed, which native stamps with a clock read each. Here both

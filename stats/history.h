@@ -212,6 +212,10 @@ class HistoryRecorder : public EngineObserver {
   // max_entries_ records hold at least max_entries_ entries, and that is
   // all size() needs.
   size_t entries_in_ring_ = 0;
+  // How many records in ring_ have has_context set. While 0, on_event's
+  // fast path knows the slot it overwrites holds no frames without loading
+  // it.
+  size_t context_records_ = 0;
 };
 
 }  // namespace cachealloc
