@@ -50,6 +50,7 @@ void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
     ring.reserve(order.size() - first);
     if (!contexts_.empty()) contexts.reserve(order.size() - first);
     size_t entries = 0;
+    size_t context_records = 0;
     for (size_t k = first; k < order.size(); ++k) {
       const size_t i = order[k];
       Record& r = ring.emplace_back(ring_[i]);
@@ -59,12 +60,12 @@ void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
         r.entries = 1;
       }
       entries += r.entries;
+      context_records += r.has_context;
       if (!contexts_.empty()) contexts.push_back(ring_[i].has_context ? contexts_[i] : nullptr);
     }
     ring_ = std::move(ring);
     contexts_ = std::move(contexts);
-    context_records_ = static_cast<size_t>(
-        std::count_if(ring_.begin(), ring_.end(), [](const Record& r) { return r.has_context; }));
+    context_records_ = context_records;
     entries_in_ring_ = entries;
     next_ = 0;
   }
