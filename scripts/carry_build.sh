@@ -17,7 +17,8 @@ du -sh .carry/lib
 if [ -x "$build/benchmarks/engine_bench" ]; then
   mkdir -p .carry/bin .carry/traces
   # The CLI too: the GPU tests replay native's recordings with it.
-  cp "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" "$build/tools/cachealloc" .carry/bin/
+  cp "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" "$build/benchmarks/clock_cost" \
+    "$build/tools/cachealloc" .carry/bin/
   ldd "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" "$build/tools/cachealloc" \
     | awk '/libabsl|libbenchmark/ {print $3}' | sort -u | xargs -r -I{} cp -L {} .carry/lib/
   strip --strip-debug .carry/bin/* .carry/lib/*.so*
