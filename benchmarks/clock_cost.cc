@@ -12,7 +12,7 @@
 //            work and a 40-byte record written into a 4 MB ring. The figure
 //            is the step's time minus the same step with no read, so it is
 //            what the read adds where a recorder would make it.
-// Sources: rdtsc (what history uses on x86-64), rdtscp, clock_gettime with
+// Sources: history's own clock (TraceClock::ticks, rdtsc on x86-64), rdtscp, clock_gettime with
 // CLOCK_MONOTONIC and CLOCK_MONOTONIC_COARSE (vDSO), and a relaxed load of a
 // value a background thread refreshes every 100 µs ("ticker"). The coarse
 // clock's and the ticker's resolutions are printed too: they are cheap only
@@ -33,6 +33,8 @@
 #include <x86intrin.h>
 #endif
 
+#include "stats/trace_clock.h"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -40,14 +42,6 @@ using Clock = std::chrono::steady_clock;
 std::atomic<uint64_t> g_ticker{0};
 std::atomic<bool> g_ticker_stop{false};
 constexpr auto kTickerPeriod = std::chrono::microseconds(100);
-
-uint64_t tsc() {
-#if defined(__x86_64__)
-  return __rdtsc();
-#else
-  return 0;
-#endif
-}
 
 uint64_t tscp() {
 #if defined(__x86_64__)
@@ -64,11 +58,11 @@ uint64_t gettime(clockid_t id) {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-enum class Source { kNone, kRdtsc, kRdtscp, kMonotonic, kMonotonicCoarse, kTicker };
+enum class Source { kNone, kTraceClock, kRdtscp, kMonotonic, kMonotonicCoarse, kTicker };
 const char* name(Source s) {
   switch (s) {
     case Source::kNone: return "none";
-    case Source::kRdtsc: return "rdtsc";
+    case Source::kTraceClock: return "rdtsc (TraceClock)";
     case Source::kRdtscp: return "rdtscp";
     case Source::kMonotonic: return "CLOCK_MONOTONIC";
     case Source::kMonotonicCoarse: return "CLOCK_MONOTONIC_COARSE";
@@ -80,7 +74,7 @@ const char* name(Source s) {
 template <Source S>
 inline uint64_t read_clock() {
   if constexpr (S == Source::kNone) return 0;
-  if constexpr (S == Source::kRdtsc) return tsc();
+  if constexpr (S == Source::kTraceClock) return cachealloc::TraceClock::ticks();
   if constexpr (S == Source::kRdtscp) return tscp();
   if constexpr (S == Source::kMonotonic) return gettime(CLOCK_MONOTONIC);
   if constexpr (S == Source::kMonotonicCoarse) return gettime(CLOCK_MONOTONIC_COARSE);
@@ -173,13 +167,13 @@ int main(int argc, char** argv) {
   }
   std::thread ticker([] {
     while (!g_ticker_stop.load(std::memory_order_relaxed)) {
-      g_ticker.store(tsc(), std::memory_order_relaxed);
+      g_ticker.store(cachealloc::TraceClock::ticks(), std::memory_order_relaxed);
       std::this_thread::sleep_for(kTickerPeriod);
     }
   });
   std::vector<Row> rows = {
       {Source::kNone, alone<Source::kNone>, in_work<Source::kNone>, {}, {}},
-      {Source::kRdtsc, alone<Source::kRdtsc>, in_work<Source::kRdtsc>, {}, {}},
+      {Source::kTraceClock, alone<Source::kTraceClock>, in_work<Source::kTraceClock>, {}, {}},
       {Source::kRdtscp, alone<Source::kRdtscp>, in_work<Source::kRdtscp>, {}, {}},
       {Source::kMonotonic, alone<Source::kMonotonic>, in_work<Source::kMonotonic>, {}, {}},
       {Source::kMonotonicCoarse, alone<Source::kMonotonicCoarse>,
