@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Configures and builds everything into build/ (Release with debug info).
+# Uses ccache when it is installed (rebuilds of unchanged files then cost
+# nothing, also across clones below one CCACHE_BASEDIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" >/dev/null
 cmake --build build -j"$(nproc)"
