@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "allocator/config.h"
+#include "pickle/py_value.h"
 #include "replay/trace.h"
 #include "stats/device_stats.h"
-#include "stats/py_value.h"
 
 namespace cachealloc {
 

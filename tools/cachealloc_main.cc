@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "allocator/errors.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
 #include "tools/json_out.h"
 #include "tools/lab_commands.h"
 #include "tools/output_file.h"

@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "allocator/errors.h"
+#include "pickle/pickle_writer.h"
 #include "replay/lab_config.h"
 #include "replay/whatif.h"
-#include "stats/pickle_writer.h"
 #include "tools/json_out.h"
 #include "tools/lab_args.h"
 #include "tools/lab_commands.h"

@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "allocator/errors.h"
+#include "pickle/pickle_reader.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
 #include "tools/lab_args.h"
 
 namespace cachealloc {

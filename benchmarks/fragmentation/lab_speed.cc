@@ -24,12 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "pickle/pickle_reader.h"
 #include "replay/lab_config.h"
 #include "replay/replayer.h"
 #include "replay/request_stream.h"
 #include "replay/trace.h"
 #include "replay/whatif.h"
-#include "stats/pickle_reader.h"
 
 namespace cachealloc {
 namespace {
