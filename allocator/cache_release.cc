@@ -11,7 +11,7 @@ namespace cachealloc {
 
 // native: release_block. Returns one whole unsplit cached segment.
 void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) {
-  EngineEvent e{EngineEventKind::kSegmentFree};
+  EngineEvent e{EventKind::kSegmentFree};
   e.pool = kind_of(*block->pool);
   e.stream = block->stream;
   e.address = block->address;

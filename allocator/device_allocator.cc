@@ -97,7 +97,7 @@ bool DeviceCachingAllocator::would_collect_garbage() const {
 bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
                                          const ContextPtr& ctx) {
   if (is_retry) {
-    EngineEvent e{EngineEventKind::kAllocRetry};
+    EngineEvent e{EventKind::kAllocRetry};
     emit(e);
   }
   const size_t size = r.alloc_size;
@@ -131,7 +131,7 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   r.block = b;
   segment_heads_.insert(b);
 
-  EngineEvent e{EngineEventKind::kSegmentAlloc};
+  EngineEvent e{EventKind::kSegmentAlloc};
   e.pool = kind_of(*r.pool);
   e.stream = r.stream;
   e.address = address;
@@ -159,7 +159,7 @@ void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
 
 // native: free_block, for a block whose stream events have completed.
 void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  cache_freed_block(block, ctx, EngineEventKind::kFreeCompleted);
+  cache_freed_block(block, ctx, EventKind::kFreeCompleted);
 }
 
 void DeviceCachingAllocator::set_memory_fraction(double fraction) {

@@ -233,7 +233,7 @@ class DeviceCachingAllocator {
   // Caches a freed block (merging it with free neighbours) and emits `kind`:
   // kFree straight from free(), kFreeCompleted from free_block.
   CACHEALLOC_HOT_INLINE void cache_freed_block(Block* block, const ContextPtr& ctx,
-                                               EngineEventKind kind);
+                                               EventKind kind);
   // Merges `block` with its free neighbours and indexes the result.
   CACHEALLOC_HOT_INLINE Block* merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split);
@@ -349,7 +349,7 @@ class DeviceCachingAllocator {
   static constexpr size_t kMaxSpareBlocks = 4096;
   // An event about `block` as it stands: pool, stream, address, size,
   // requested bytes and the oversize flag filled in.
-  EngineEvent block_event(EngineEventKind kind, const Block* block) const {
+  EngineEvent block_event(EventKind kind, const Block* block) const {
     EngineEvent e(kind);
     e.pool = kind_of(*block->pool);
     e.stream = block->stream;

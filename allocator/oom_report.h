@@ -32,7 +32,7 @@ template <typename Emit>
 [[noreturn]] void report_out_of_memory(const OomFacts& f, const DeviceMemoryInfo& info,
                                        const MemoryLimit& limit, const ContextPtr& ctx,
                                        Emit&& emit) {
-  EngineEvent e{EngineEventKind::kOom};
+  EngineEvent e{EventKind::kOom};
   e.pool = f.pool;
   e.stream = f.stream;
   e.address = info.free_bytes;

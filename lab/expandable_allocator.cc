@@ -64,7 +64,7 @@ void ExpandableSegmentsAllocator::delete_block(Block* block) {
   else delete block;
 }
 
-void ExpandableSegmentsAllocator::emit_mapping(EngineEventKind kind, const VirtualSegment& seg,
+void ExpandableSegmentsAllocator::emit_mapping(EventKind kind, const VirtualSegment& seg,
                                                uintptr_t address, size_t bytes,
                                                const ContextPtr* context) {
   EngineEvent e{kind};
@@ -134,7 +134,7 @@ bool ExpandableSegmentsAllocator::get_free_block(Request& r) {
 bool ExpandableSegmentsAllocator::alloc_block(Request& r, bool is_retry,
                                               const ContextPtr& ctx) {
   if (is_retry) {
-    EngineEvent e{EngineEventKind::kAllocRetry};
+    EngineEvent e{EventKind::kAllocRetry};
     emit(e);
   }
   Block* candidate = find_expandable_block(r);
@@ -222,7 +222,7 @@ bool ExpandableSegmentsAllocator::map_block(Block* to_map, size_t size,
   if (!to_map->prev && !to_map->context_when_segment_allocated)
     to_map->context_when_segment_allocated = ctx;
   reserved_bytes_ += bytes;
-  emit_mapping(EngineEventKind::kSegmentAlloc, seg, mapped_at, bytes, &ctx);
+  emit_mapping(EventKind::kSegmentAlloc, seg, mapped_at, bytes, &ctx);
   return true;
 }
 
@@ -246,7 +246,7 @@ Block* ExpandableSegmentsAllocator::alloc_found_block(Request& r, size_t orig_si
 
   // Native keeps expandable blocks out of the inactive_split statistics:
   // whole free pages can always be given back.
-  EngineEvent e{EngineEventKind::kAlloc};
+  EngineEvent e{EventKind::kAlloc};
   e.pool = block->pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
   e.stream = block->stream;
   e.address = block->address;
@@ -277,7 +277,7 @@ void ExpandableSegmentsAllocator::raise_oom(const Request& r, size_t orig_size,
 // native: free
 void ExpandableSegmentsAllocator::free(Block* block, const ContextPtr& ctx) {
   block->allocated = false;
-  EngineEvent e{EngineEventKind::kFreeRequested};
+  EngineEvent e{EventKind::kFreeRequested};
   e.pool = block->pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
   e.stream = block->stream;
   e.address = block->address;
@@ -292,7 +292,7 @@ void ExpandableSegmentsAllocator::free(Block* block, const ContextPtr& ctx) {
 
 // native: free_block. Merges with free mapped neighbours only.
 void ExpandableSegmentsAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  EngineEvent e{EngineEventKind::kFreeCompleted};
+  EngineEvent e{EventKind::kFreeCompleted};
   e.pool = block->pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
   e.stream = block->stream;
   e.address = block->address;

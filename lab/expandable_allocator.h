@@ -36,7 +36,7 @@
 //   - max_split_size does not release oversize blocks on the retry path
 //     (native would assert; oversize blocks are still not split).
 // Snapshots and stats see each mapping as a segment_alloc of the mapped
-// range and each unmapping as a segment_free (TraceAction has no map kinds).
+// range and each unmapping as a segment_free (EventKind has no map kinds).
 //
 // Not thread-safe. Not used by the plugin or the C API: only the lab (lab/) uses it.
 // Costs: malloc/free O(log n) on a cache hit; a miss also scans the
@@ -150,7 +150,7 @@ class ExpandableSegmentsAllocator {
   void delete_block(Block* block);
   // Reports `bytes` of `seg` mapped at `address` (kind kSegmentAlloc) or
   // unmapped there (kSegmentFree), as snapshots and stats see segments.
-  void emit_mapping(EngineEventKind kind, const VirtualSegment& seg, uintptr_t address,
+  void emit_mapping(EventKind kind, const VirtualSegment& seg, uintptr_t address,
                     size_t bytes, const ContextPtr* context);
   void emit(EngineEvent& e) {
     e.device = device_;

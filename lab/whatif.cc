@@ -18,10 +18,10 @@ class LabCounters : public EngineObserver {
  public:
   void on_event(const EngineEvent& e) override {
     switch (e.kind) {
-      case EngineEventKind::kSegmentAlloc: ++device_allocs; break;
-      case EngineEventKind::kSegmentFree: ++device_frees; break;
-      case EngineEventKind::kAllocRetry: ++retries; break;
-      case EngineEventKind::kOom: ++ooms; break;
+      case EventKind::kSegmentAlloc: ++device_allocs; break;
+      case EventKind::kSegmentFree: ++device_frees; break;
+      case EventKind::kAllocRetry: ++retries; break;
+      case EventKind::kOom: ++ooms; break;
       default: break;
     }
   }
