@@ -10,7 +10,7 @@
 #include <string>
 
 #include "allocator/errors.h"
-#include "allocator/oom_report.h"
+#include "allocator/engine_events.h"
 #include "allocator/size_policy.h"
 
 namespace cachealloc {
@@ -131,13 +131,8 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   r.block = b;
   segment_heads_.insert(b);
 
-  EngineEvent e{EventKind::kSegmentAlloc};
-  e.pool = kind_of(*r.pool);
-  e.stream = r.stream;
-  e.address = address;
-  e.size = size;
-  e.oversize = oversize(size);
-  e.context = &ctx;
+  EngineEvent e = segment_event(EventKind::kSegmentAlloc, kind_of(*r.pool), r.stream, address,
+                                size, config_.max_split_size, &ctx);
   emit(e);
   return true;
 }

@@ -142,7 +142,7 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
   if (ctx) block->context_when_allocated = ctx;
   allocated_bytes_ += block->size;
 
-  EngineEvent e = block_event(EventKind::kAlloc, block);
+  EngineEvent e = block_event(EventKind::kAlloc, block, config_.max_split_size);
   e.split = split;
   e.context = &ctx;
   emit(e);
@@ -164,7 +164,7 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
 // native: free_block's body, shared by free() (kFree) and free_block().
 void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
                                                EventKind kind) {
-  EngineEvent e = block_event(kind, block);
+  EngineEvent e = block_event(kind, block, config_.max_split_size);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
 

@@ -156,7 +156,6 @@ class ExpandableSegmentsAllocator {
     e.device = device_;
     for (EngineObserver* o : observers_) o->on_event(e);
   }
-  bool oversize(size_t bytes) const { return bytes >= config_.max_split_size; }
 
   const int device_;
   const AllocatorConfig config_;
