@@ -50,6 +50,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "allocator/allocation_policy.h"
 #include "allocator/block.h"
 #include "allocator/block_pool.h"
 #include "allocator/config.h"
@@ -177,5 +178,7 @@ class ExpandableSegmentsAllocator {
   MemoryLimit limit_;
   std::vector<Block*> spare_blocks_;
 };
+
+static_assert(AllocationPolicy<ExpandableSegmentsAllocator>);
 
 }  // namespace cachealloc
