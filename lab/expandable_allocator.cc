@@ -7,7 +7,7 @@
 #include <string>
 
 #include "allocator/errors.h"
-#include "allocator/oom_report.h"
+#include "allocator/engine_events.h"
 #include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
 
@@ -64,16 +64,11 @@ void ExpandableSegmentsAllocator::delete_block(Block* block) {
   else delete block;
 }
 
-void ExpandableSegmentsAllocator::emit_mapping(EngineEventKind kind, const VirtualSegment& seg,
+void ExpandableSegmentsAllocator::emit_mapping(EventKind kind, const VirtualSegment& seg,
                                                uintptr_t address, size_t bytes,
                                                const ContextPtr* context) {
-  EngineEvent e{kind};
-  e.pool = seg.is_small ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = seg.stream;
-  e.address = address;
-  e.size = bytes;
-  e.oversize = oversize(bytes);
-  e.context = context;
+  EngineEvent e = segment_event(kind, pool_kind(seg.is_small), seg.stream, address, bytes,
+                                config_.max_split_size, context);
   emit(e);
 }
 
@@ -134,7 +129,7 @@ bool ExpandableSegmentsAllocator::get_free_block(Request& r) {
 bool ExpandableSegmentsAllocator::alloc_block(Request& r, bool is_retry,
                                               const ContextPtr& ctx) {
   if (is_retry) {
-    EngineEvent e{EngineEventKind::kAllocRetry};
+    EngineEvent e{EventKind::kAllocRetry};
     emit(e);
   }
   Block* candidate = find_expandable_block(r);
@@ -222,7 +217,7 @@ bool ExpandableSegmentsAllocator::map_block(Block* to_map, size_t size,
   if (!to_map->prev && !to_map->context_when_segment_allocated)
     to_map->context_when_segment_allocated = ctx;
   reserved_bytes_ += bytes;
-  emit_mapping(EngineEventKind::kSegmentAlloc, seg, mapped_at, bytes, &ctx);
+  emit_mapping(EventKind::kSegmentAlloc, seg, mapped_at, bytes, &ctx);
   return true;
 }
 
@@ -246,13 +241,7 @@ Block* ExpandableSegmentsAllocator::alloc_found_block(Request& r, size_t orig_si
 
   // Native keeps expandable blocks out of the inactive_split statistics:
   // whole free pages can always be given back.
-  EngineEvent e{EngineEventKind::kAlloc};
-  e.pool = block->pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.requested = orig_size;
-  e.oversize = oversize(block->size);
+  EngineEvent e = block_event(EventKind::kAlloc, block, config_.max_split_size);
   e.context = &ctx;
   emit(e);
   return block;
@@ -262,7 +251,7 @@ void ExpandableSegmentsAllocator::raise_oom(const Request& r, size_t orig_size,
                                             const ContextPtr& ctx) {
   OomFacts f;
   f.device = device_;
-  f.pool = r.pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
+  f.pool = kind_of(*r.pool);
   f.stream = r.stream;
   f.rounded = r.size;
   f.requested = orig_size;
@@ -277,13 +266,7 @@ void ExpandableSegmentsAllocator::raise_oom(const Request& r, size_t orig_size,
 // native: free
 void ExpandableSegmentsAllocator::free(Block* block, const ContextPtr& ctx) {
   block->allocated = false;
-  EngineEvent e{EngineEventKind::kFreeRequested};
-  e.pool = block->pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.requested = block->requested_size;
-  e.oversize = oversize(block->size);
+  EngineEvent e = block_event(EventKind::kFreeRequested, block, config_.max_split_size);
   e.context = ctx ? &ctx : &block->context_when_allocated;
   emit(e);
   if (!block->stream_uses.empty()) insert_events(block);
@@ -292,12 +275,7 @@ void ExpandableSegmentsAllocator::free(Block* block, const ContextPtr& ctx) {
 
 // native: free_block. Merges with free mapped neighbours only.
 void ExpandableSegmentsAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  EngineEvent e{EngineEventKind::kFreeCompleted};
-  e.pool = block->pool->is_small() ? PoolKind::kSmall : PoolKind::kLarge;
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.requested = block->requested_size;
+  EngineEvent e = block_event(EventKind::kFreeCompleted, block, config_.max_split_size);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
   try_merge_blocks(block, block->prev);

@@ -36,7 +36,7 @@
 //   - max_split_size does not release oversize blocks on the retry path
 //     (native would assert; oversize blocks are still not split).
 // Snapshots and stats see each mapping as a segment_alloc of the mapped
-// range and each unmapping as a segment_free (TraceAction has no map kinds).
+// range and each unmapping as a segment_free (EventKind has no map kinds).
 //
 // Not thread-safe. Not used by the plugin or the C API: only the lab (lab/) uses it.
 // Costs: malloc/free O(log n) on a cache hit; a miss also scans the
@@ -50,6 +50,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "allocator/allocation_policy.h"
 #include "allocator/block.h"
 #include "allocator/block_pool.h"
 #include "allocator/config.h"
@@ -150,13 +151,12 @@ class ExpandableSegmentsAllocator {
   void delete_block(Block* block);
   // Reports `bytes` of `seg` mapped at `address` (kind kSegmentAlloc) or
   // unmapped there (kSegmentFree), as snapshots and stats see segments.
-  void emit_mapping(EngineEventKind kind, const VirtualSegment& seg, uintptr_t address,
+  void emit_mapping(EventKind kind, const VirtualSegment& seg, uintptr_t address,
                     size_t bytes, const ContextPtr* context);
   void emit(EngineEvent& e) {
     e.device = device_;
     for (EngineObserver* o : observers_) o->on_event(e);
   }
-  bool oversize(size_t bytes) const { return bytes >= config_.max_split_size; }
 
   const int device_;
   const AllocatorConfig config_;
@@ -178,5 +178,7 @@ class ExpandableSegmentsAllocator {
   MemoryLimit limit_;
   std::vector<Block*> spare_blocks_;
 };
+
+static_assert(AllocationPolicy<ExpandableSegmentsAllocator>);
 
 }  // namespace cachealloc

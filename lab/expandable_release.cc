@@ -66,7 +66,7 @@ void ExpandableSegmentsAllocator::unmap_block(Block* block, const ContextPtr& ct
   try_merge_blocks(block, block->next);
   block->pool->insert(block);
   reserved_bytes_ -= bytes;
-  emit_mapping(EngineEventKind::kSegmentFree, seg, start, bytes,
+  emit_mapping(EventKind::kSegmentFree, seg, start, bytes,
                ctx ? &ctx : &block->context_when_segment_allocated);
 }
 
@@ -91,7 +91,7 @@ void ExpandableSegmentsAllocator::process_events(const ContextPtr& ctx) {
 
 // native: synchronize_and_free_events
 void ExpandableSegmentsAllocator::synchronize_and_free_events(const ContextPtr& ctx) {
-  EngineEvent e{EngineEventKind::kSyncAllStreams};
+  EngineEvent e{EventKind::kSyncAllStreams};
   emit(e);
   synchronize_and_free_all_events(events_, [this]() -> DeviceBackend& { return backend_; },
                                   [this, &ctx](Block* block) { free_block(block, ctx); });

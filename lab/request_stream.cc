@@ -53,11 +53,11 @@ class Extractor {
 bool Extractor::request_could_release(size_t first, size_t request,
                                       size_t reserved_before) const {
   const RecordedEvent& r = events_[request];
-  if (r.action == RecordedAction::kFreeRequested) return false;
-  if (r.action == RecordedAction::kOom) return true;  // OOM always ran the retry path
+  if (r.action == EventKind::kFreeRequested) return false;
+  if (r.action == EventKind::kOom) return true;  // OOM always ran the retry path
   bool missed_cache = false;
   for (size_t k = first; k < request; ++k)
-    missed_cache |= events_[k].action == RecordedAction::kSegmentAlloc;
+    missed_cache |= events_[k].action == EventKind::kSegmentAlloc;
   if (!missed_cache) return false;
   const std::optional<size_t>& limit = options_.recorded_limit;
   if (config_.garbage_collection_threshold > 0.0) {
@@ -115,12 +115,12 @@ RequestStream Extractor::run() {
     const size_t reserved_before = reserved;
     for (size_t k = i; k < j; ++k) {
       const RecordedEvent& e = events_[k];
-      if (e.action == RecordedAction::kSegmentAlloc) reserved += e.size;
-      else if (e.action == RecordedAction::kSegmentFree) reserved -= std::min(reserved, e.size);
+      if (e.action == EventKind::kSegmentAlloc) reserved += e.size;
+      else if (e.action == EventKind::kSegmentFree) reserved -= std::min(reserved, e.size);
     }
     // Deferred frees the trace completes before this request.
     for (size_t k = i; k < j; ++k) {
-      if (events_[k].action != RecordedAction::kFreeCompleted) continue;
+      if (events_[k].action != EventKind::kFreeCompleted) continue;
       auto it = deferred_.find(events_[k].address);
       if (it == deferred_.end()) continue;
       push(RequestKind::kCompleteFree, 0, it->second, events_[k].stream, events_[k].time_us);
@@ -138,27 +138,27 @@ RequestStream Extractor::run() {
     const RecordedEvent& r = events_[j];
     size_t consumed_to = j + 1;
     switch (r.action) {
-      case RecordedAction::kAlloc: {
+      case EventKind::kAlloc: {
         const uint32_t slot = take_slot();
         if (!live_.try_emplace(r.address, slot).second)
           throw TraceFormatError("trace: device " + std::to_string(out_.device) + " entry " +
                                  std::to_string(r.source_index) +
                                  ": alloc at an address that is already allocated");
         for (size_t k = i; k < j; ++k)
-          if (events_[k].action == RecordedAction::kSegmentAlloc) {
+          if (events_[k].action == EventKind::kSegmentAlloc) {
             out_.hints.push_back(SegmentHint{out_.requests.size(), events_[k].address, events_[k].size});
             break;  // native reserves at most one segment per request
           }
         push(RequestKind::kAlloc, r.size, slot, r.stream, r.time_us);
         break;
       }
-      case RecordedAction::kOom:
+      case EventKind::kOom:
         push(RequestKind::kRetryOom, r.size, kScratchSlot, r.stream, r.time_us);
         ++out_.recorded_ooms;
         break;
-      case RecordedAction::kFreeRequested: {
+      case EventKind::kFreeRequested: {
         const bool immediate = j + 1 < n &&
-                               events_[j + 1].action == RecordedAction::kFreeCompleted &&
+                               events_[j + 1].action == EventKind::kFreeCompleted &&
                                events_[j + 1].address == r.address;
         if (immediate) consumed_to = j + 2;
         auto it = live_.find(r.address);
@@ -178,10 +178,8 @@ RequestStream Extractor::run() {
         }
         break;
       }
-      case RecordedAction::kFreeCompleted:
-      case RecordedAction::kSegmentAlloc:
-      case RecordedAction::kSegmentFree:
-        break;  // side effects never reach here
+      default:
+        break;  // side effects never reach here (nor kinds a trace does not hold)
     }
     i = consumed_to;
   }

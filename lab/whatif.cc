@@ -4,6 +4,7 @@
 #include <chrono>
 #include <memory>
 
+#include "allocator/allocation_policy.h"
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
 #include "lab/expandable_allocator.h"
@@ -18,19 +19,19 @@ class LabCounters : public EngineObserver {
  public:
   void on_event(const EngineEvent& e) override {
     switch (e.kind) {
-      case EngineEventKind::kSegmentAlloc: ++device_allocs; break;
-      case EngineEventKind::kSegmentFree: ++device_frees; break;
-      case EngineEventKind::kAllocRetry: ++retries; break;
-      case EngineEventKind::kOom: ++ooms; break;
+      case EventKind::kSegmentAlloc: ++device_allocs; break;
+      case EventKind::kSegmentFree: ++device_frees; break;
+      case EventKind::kAllocRetry: ++retries; break;
+      case EventKind::kOom: ++ooms; break;
       default: break;
     }
   }
   size_t device_allocs = 0, device_frees = 0, retries = 0, ooms = 0;
 };
 
-// One replay of a stream on one engine. Engine: DeviceCachingAllocator or
-// ExpandableSegmentsAllocator (same calls, no virtual dispatch).
-template <class Engine>
+// One replay of a stream on one engine: DeviceCachingAllocator or
+// ExpandableSegmentsAllocator (allocation_policy.h; no virtual dispatch).
+template <AllocationPolicy Engine>
 class Replay {
  public:
   Replay(const RequestStream& stream, const LabConfig& config, const WhatIfOptions& options,

@@ -8,21 +8,17 @@
 namespace cachealloc {
 
 bool WhatIfDevice::range_free(uintptr_t address, size_t bytes) const {
-  if (address < kBase || address % kAlignment != 0 || address - kBase > capacity_ ||
-      bytes > capacity_ - (address - kBase))
+  const size_t capacity = memory_.capacity();
+  if (address < kBase || address % kAlignment != 0 || address - kBase > capacity ||
+      bytes > capacity - (address - kBase))
     return false;
-  auto next = ranges_.lower_bound(address);
-  if (next != ranges_.end() && next->first < address + bytes) return false;
-  if (next != ranges_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + aligned(prev->second) > address) return false;
-  }
-  return true;
+  return !memory_.overlaps(address, bytes);
 }
 
 uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
-  const size_t size = aligned(bytes);
-  if (bytes == 0 || size > capacity_ - used_) return 0;
+  if (!memory_.has_room(bytes)) return 0;
+  const size_t size = memory_.footprint(bytes);
+  const SimulatedMemory::Segments& ranges = memory_.segments();
   uintptr_t at = 0;
   if (hint_address_ != 0 && hint_bytes_ == bytes && range_free(hint_address_, size)) {
     at = hint_address_;
@@ -34,17 +30,17 @@ uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
     uintptr_t candidate = kBase;
     for (const FitCursor& c : cursors_)
       if (c.size <= size) candidate = std::max(candidate, c.from);
-    auto it = ranges_.upper_bound(candidate);
-    if (it != ranges_.begin()) {
+    auto it = ranges.upper_bound(candidate);
+    if (it != ranges.begin()) {
       const auto& [addr, length] = *std::prev(it);
-      candidate = std::max(candidate, addr + aligned(length));
+      candidate = std::max(candidate, addr + memory_.footprint(length));
     }
-    for (; it != ranges_.end(); ++it) {
+    for (; it != ranges.end(); ++it) {
       const auto& [addr, length] = *it;
       if (addr >= candidate && addr - candidate >= size) break;
-      candidate = std::max(candidate, addr + aligned(length));
+      candidate = std::max(candidate, addr + memory_.footprint(length));
     }
-    const bool fits = candidate + size <= kBase + capacity_;
+    const bool fits = candidate + size <= kBase + memory_.capacity();
     // Every gap below `candidate` is smaller than `size`; placing the
     // segment there moves that bound past it.
     const uintptr_t from = fits ? candidate + size : candidate;
@@ -57,25 +53,24 @@ uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
     at = candidate;
   }
   hint_address_ = 0;
-  ranges_.emplace(at, bytes);
-  used_ += size;
+  memory_.add(at, bytes);
   return at;
 }
 
 void WhatIfDevice::release(int, uintptr_t address, size_t bytes) {
-  auto it = ranges_.find(address);
-  if (it == ranges_.end() || it->second != bytes)
+  auto it = memory_.find(address, bytes);
+  if (it == memory_.segments().end())
     throw BackendError("what-if device: release of unknown segment at " +
                        std::to_string(address) + " (" + std::to_string(bytes) + " bytes)");
-  used_ -= aligned(bytes);
-  it = ranges_.erase(it);
+  it = memory_.remove(it);
   // The gap the release opens or widens: [gap_start, gap_end). A cursor
   // past its start whose size now fits in it must move back to it.
-  const uintptr_t gap_end = it == ranges_.end() ? kBase + capacity_ : it->first;
+  const uintptr_t gap_end =
+      it == memory_.segments().end() ? kBase + memory_.capacity() : it->first;
   uintptr_t gap_start = kBase;
-  if (it != ranges_.begin()) {
+  if (it != memory_.segments().begin()) {
     const auto& [addr, length] = *std::prev(it);
-    gap_start = addr + aligned(length);
+    gap_start = addr + memory_.footprint(length);
   }
   for (FitCursor& c : cursors_)
     if (c.from > gap_start && c.size <= gap_end - gap_start) c.from = gap_start;

@@ -349,7 +349,7 @@ int cachealloc_set_history_skip_actions(const char* actions) {
       more = comma != std::string_view::npos;
       rest = more ? rest.substr(comma + 1) : std::string_view();
       const auto action = cachealloc::parse_action(name);
-      if (!action || *action == cachealloc::TraceAction::kUserDefined)
+      if (!action || *action == cachealloc::EventKind::kUserDefined)
         throw std::invalid_argument("skip_actions: unknown action '" + std::string(name) +
                                     "' (expected one of " + cachealloc_history_action_names() +
                                     ")");
