@@ -36,11 +36,11 @@
 #include "allocator/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "pickle/pickle_reader.h"
 #include "replay/engine_trace.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
 #include "stats/history.h"
-#include "stats/pickle_reader.h"
 
 namespace cachealloc {
 namespace {
@@ -228,6 +228,10 @@ int main(int argc, char** argv) {
   // copied binary elsewhere).
   const char* trace_dir = std::getenv("CACHEALLOC_TRACE_DIR");
   const fs::path dir = trace_dir ? fs::path(trace_dir) : fs::path(CACHEALLOC_TRACES_DIR);
+  if (trace_dir && !fs::is_directory(dir)) {
+    std::fprintf(stderr, "CACHEALLOC_TRACE_DIR='%s' is not a directory\n", trace_dir);
+    return 2;
+  }
   static const std::vector<TraceFile> traces = find_traces(dir);
   if (traces.empty())
     std::fprintf(stderr, "warning: no *%s traces in %s\n", kTraceSuffix, dir.c_str());
