@@ -22,8 +22,12 @@ def _env(tmp_path, **extra):
 
     env = dict(os.environ, PYTHONUSERBASE=str(tmp_path / "userbase"), PYTHONPATH=str(PYTHON_DIR),
                CACHEALLOC_LIBRARY=cachealloc.library_path(), **extra)
-    user_site = subprocess.run([sys.executable, "-c", "import site; print(site.getusersitepackages())"],
-                               capture_output=True, text=True, env=env, check=True).stdout.strip()
+    probe = subprocess.run([sys.executable, "-c", "import site; print(site.ENABLE_USER_SITE, "
+                            "site.getusersitepackages())"], capture_output=True, text=True, env=env,
+                           check=True)
+    enabled, user_site = probe.stdout.split()
+    if enabled != "True":
+        pytest.skip("this interpreter does not read a user site-packages folder")
     pathlib.Path(user_site).mkdir(parents=True)
     shutil.copy(PYTHON_DIR / "cachealloc-autoinstall.pth", user_site)
     shutil.copy(PYTHON_DIR / "_cachealloc_autoinstall.py", user_site)
