@@ -138,15 +138,9 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
 
 void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
                                        const ContextPtr& ctx) {
-  OomFacts f;
-  f.device = device_;
-  f.pool = kind_of(*r.pool);
-  f.stream = r.stream;
-  f.rounded = r.size;
-  f.requested = orig_size;
-  f.allocation = r.alloc_size;
-  f.reserved = reserved_bytes_;
-  f.allocated = allocated_bytes_;
+  const OomFacts f{.device = device_, .pool = kind_of(*r.pool), .stream = r.stream,
+                   .rounded = r.size, .requested = orig_size, .allocation = r.alloc_size,
+                   .reserved = reserved_bytes_, .allocated = allocated_bytes_};
   report_out_of_memory(f, backend_.memory_info(device_), limit_, ctx,
                        [this](EngineEvent& e) { emit(e); });
 }
