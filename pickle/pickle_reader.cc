@@ -1,7 +1,5 @@
 #include "pickle/pickle_reader.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -11,11 +9,16 @@
 #include <cstring>
 #include <string>
 #include <memory>
+#include <new>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <unistd.h>
+
+#include "pickle/byte_size.h"
+#include "pickle/pickle_input.h"
 
 namespace cachealloc {
 
@@ -119,26 +122,42 @@ class Reader {
   using Kind = PyValue::Kind;
 
  public:
-  explicit Reader(std::string_view in) : in_(in) {
+  explicit Reader(PickleInput& in) : in_(in), total_(in.total()) {
     const PickleMemoryBudget b = pickle_memory_budget();
     budget_ = b.bytes;
     budget_source_ = b.source;
   }
 
+  // Parses the whole input. Running out of memory while the estimate is
+  // still under the budget (a budget above what this process can get, say
+  // under `ulimit -v`) becomes a PickleError naming where and how much.
   PyValue run() {
-    if (in_.size() < 2 || static_cast<uint8_t>(in_[0]) != 0x80) {
+    try {
+      return parse();
+    } catch (const std::bad_alloc&) {
+      throw PickleError("pickle: out of memory at offset " + std::to_string(pos_) +
+                        (op_name() ? std::string(" while reading ") + op_name() : std::string()) +
+                        ", with about " + std::to_string(used_) +
+                        " bytes of values and input counted against a budget of " +
+                        std::to_string(budget_) + " (" + budget_source_ +
+                        "); free memory or set CACHEALLOC_PICKLE_MEMORY_LIMIT lower");
+    }
+  }
+
+ private:
+  PyValue parse() {
+    uint8_t header[2];
+    if (read_into(header, 2) < 2 || header[0] != 0x80) {
       throw PickleError("pickle: bad protocol: no PROTO header at offset 0 "
                         "(only protocols 2-5 are accepted)");
     }
-    const auto proto = static_cast<uint8_t>(in_[1]);
-    if (proto < 2 || proto > 5) {
-      throw PickleError("pickle: bad protocol " + std::to_string(proto) +
+    if (header[1] < 2 || header[1] > 5) {
+      throw PickleError("pickle: bad protocol " + std::to_string(header[1]) +
                         " at offset 1 (only protocols 2-5 are accepted)");
     }
-    pos_ = 2;
-    while (pos_ < in_.size()) {
-      op_offset_ = pos_;
-      op_ = static_cast<uint8_t>(in_[pos_++]);
+    while (next_byte(op_pending_)) {
+      op_offset_ = pos_ - 1;
+      op_ = op_pending_;
       const OpInfo& info = op_table()[op_];
       if (info.cls == OpClass::kUnknown) {
         throw PickleError("pickle: unknown opcode " + hex_byte(op_) + " at offset " +
@@ -156,32 +175,81 @@ class Reader {
       dispatch();
     }
     throw PickleError("pickle: truncated input: no STOP before the end of data at offset " +
-                      std::to_string(in_.size()));
+                      std::to_string(pos_));
   }
 
- private:
+  // The opcode being run, or nullptr before the first.
+  const char* op_name() const { return op_offset_ >= 2 ? op_table()[op_].name : nullptr; }
+
+  // ---- Input: chunks of in_, each charged against the budget on arrival.
+
+  // Moves to the next chunk; false at the end of the input.
+  bool refill() {
+    chunk_ = in_.next();
+    at_ = 0;
+    if (chunk_.empty()) return false;
+    charge(chunk_.size());  // decompressed input counts: see pickle_reader.h
+    return true;
+  }
+
+  bool next_byte(uint8_t& b) {
+    if (at_ == chunk_.size() && !refill()) return false;
+    b = static_cast<uint8_t>(chunk_[at_++]);
+    ++pos_;
+    return true;
+  }
+
+  // Copies up to `n` bytes to `dst`; fewer only at the end of the input.
+  size_t read_into(void* dst, size_t n) {
+    auto* out = static_cast<char*>(dst);
+    size_t done = 0;
+    while (done < n && (at_ < chunk_.size() || refill())) {
+      const size_t k = std::min(n - done, chunk_.size() - at_);
+      std::memcpy(out + done, chunk_.data() + at_, k);
+      at_ += k, pos_ += k, done += k;
+    }
+    return done;
+  }
+
+  // Bytes left in the input, when its size is known up front.
+  std::optional<uint64_t> left() const {
+    if (!total_) return std::nullopt;
+    return *total_ - pos_;
+  }
+
   [[noreturn]] void fail(const std::string& problem) const {
     throw PickleError(std::string("pickle: ") + op_table()[op_].name + " at offset " +
                       std::to_string(op_offset_) + ": " + problem);
   }
 
-  // Consumes `n` argument bytes, checked against what is left of the input
-  // before anything is allocated from `n`.
-  std::string_view take(uint64_t n) {
-    const size_t left = in_.size() - pos_;
-    if (n > left) {
-      fail("truncated input: needs " + std::to_string(n) + " argument bytes, " +
-           std::to_string(left) + " left");
+  [[noreturn]] void truncated(uint64_t needed, uint64_t got) const {
+    fail("truncated input: needs " + std::to_string(needed) + " argument bytes, " +
+         std::to_string(got) + " left");
+  }
+
+  // Consumes `n` argument bytes into a string. Nothing is allocated from an
+  // untrusted `n` before it passed the budget (and, for input of known
+  // size, what is left of it); a streamed string then grows with the bytes
+  // that arrive, so a length beyond the input allocates only what it holds.
+  std::string take(uint64_t n) {
+    if (const auto l = left(); l && n > *l) truncated(n, *l);
+    charge(n);
+    std::string s;
+    if (total_) s.reserve(n);
+    while (s.size() < n) {
+      if (at_ == chunk_.size() && !refill()) truncated(n, s.size());
+      const size_t k = std::min<uint64_t>(n - s.size(), chunk_.size() - at_);
+      s.append(chunk_.data() + at_, k);
+      at_ += k, pos_ += k;
     }
-    std::string_view s = in_.substr(pos_, n);
-    pos_ += n;
     return s;
   }
 
   uint64_t read_le(size_t n_bytes) {
-    const std::string_view s = take(n_bytes);
+    uint8_t b[8];
+    if (const size_t got = read_into(b, n_bytes); got < n_bytes) truncated(n_bytes, got);
     uint64_t v = 0;
-    for (size_t i = 0; i < n_bytes; ++i) v |= uint64_t{static_cast<uint8_t>(s[i])} << (8 * i);
+    for (size_t i = 0; i < n_bytes; ++i) v |= uint64_t{b[i]} << (8 * i);
     return v;
   }
 
@@ -215,17 +283,19 @@ class Reader {
   void charge(uint64_t bytes) {
     used_ += bytes;
     if (used_ > budget_) {
-      fail("loading needs more than " + std::to_string(budget_) +
-           " bytes of memory (the limit: " + budget_source_ + ")");
+      throw PickleError("pickle: at offset " + std::to_string(pos_) +
+                        ": loading needs more than " + std::to_string(budget_) +
+                        " bytes of memory (the limit: " + budget_source_ +
+                        "; values and decompressed input both count)");
     }
   }
 
-  void push_str(std::string_view s) {
+  // The bytes were charged by take().
+  void push_str(std::string s) {
     if (size_t bad = invalid_utf8_at(s); bad != std::string_view::npos) {
       fail("invalid UTF-8 at byte " + std::to_string(bad) + " of the string");
     }
-    charge(s.size());
-    push(PyValue::str(std::string(s)));
+    push(PyValue::str(std::move(s)));
   }
 
   // Start of the values that the current opcode may pop: above the last MARK.
@@ -375,19 +445,29 @@ class Reader {
     if (stack_.size() != 1) {
       fail("expected one value on the stack, found " + std::to_string(stack_.size()));
     }
-    if (pos_ != in_.size()) {
-      fail(std::to_string(in_.size() - pos_) + " trailing bytes after STOP");
+    // Count what follows STOP (a stream is drained: its size is unknown).
+    const uint64_t stop_end = pos_;
+    uint64_t trailing = chunk_.size() - at_;
+    while (refill()) trailing += chunk_.size();
+    if (trailing != 0) fail(std::to_string(trailing) + " trailing bytes after STOP");
+    if (frame_end_ > stop_end) {
+      fail("the last FRAME announced " + std::to_string(frame_end_ - stop_end) +
+           " more bytes than the input holds");
     }
     return std::move(stack_.back().value);
   }
 
   void dispatch();
 
-  std::string_view in_;
-  size_t pos_ = 0;
-  size_t op_offset_ = 0;  // Offset of the opcode being run, for messages.
+  PickleInput& in_;
+  const std::optional<uint64_t> total_;  // in_.total()
+  std::string_view chunk_;  // the input's current chunk, read up to at_
+  size_t at_ = 0;
+  uint64_t pos_ = 0;        // Offset of chunk_[at_] in the whole input.
+  uint64_t op_offset_ = 0;  // Offset of the opcode being run, for messages.
   uint8_t op_ = 0;
-  size_t frame_end_ = 0;  // Offset one past the last FRAME's bytes.
+  uint8_t op_pending_ = 0;
+  uint64_t frame_end_ = 0;  // Offset one past the last FRAME's bytes.
   std::vector<Slot> stack_;
   // Estimated bytes of the values made so far, and the most allowed.
   uint64_t used_ = 0;
@@ -405,11 +485,12 @@ void Reader::dispatch() {
     case 0x95: {  // FRAME: 8-byte length of the bytes that follow.
       const uint64_t len = read_le(8);
       if (pos_ < frame_end_) fail("new FRAME before the end of the previous one");
-      if (len > in_.size() - pos_) {
-        fail("frame length " + std::to_string(len) + " exceeds the " +
-             std::to_string(in_.size() - pos_) + " bytes left");
+      if (const auto l = left(); l && len > *l) {
+        fail("frame length " + std::to_string(len) + " exceeds the " + std::to_string(*l) +
+             " bytes left");
       }
-      frame_end_ = pos_ + len;
+      // A stream's frame is checked at STOP (stop()); saturate, never wrap.
+      frame_end_ = len > UINT64_MAX - pos_ ? UINT64_MAX : pos_ + len;
       return;
     }
     case '(': marks_.push_back(stack_.size()); return;
@@ -438,9 +519,10 @@ void Reader::dispatch() {
       return;
     }
     case 'G': {
-      const std::string_view b = take(8);
+      uint8_t b[8];
+      if (const size_t got = read_into(b, 8); got < 8) truncated(8, got);
       uint64_t bits = 0;
-      for (char c : b) bits = (bits << 8) | static_cast<uint8_t>(c);  // Big-endian.
+      for (uint8_t c : b) bits = (bits << 8) | c;  // Big-endian.
       push(PyValue::floating(std::bit_cast<double>(bits)));
       return;
     }
@@ -476,96 +558,39 @@ void Reader::dispatch() {
   }
 }
 
-// Reads the whole file; PickleError naming the path and errno on failure.
-std::string read_file_bytes(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw PickleError("pickle: cannot open '" + path + "': " + std::strerror(errno));
-  std::string bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.append(buf, n);
-  if (std::ferror(f.get())) {
-    throw PickleError("pickle: cannot read '" + path + "': " + std::strerror(errno));
-  }
-  return bytes;
-}
-
-bool has_gzip_magic(std::string_view b) {
-  return b.size() >= 2 && static_cast<uint8_t>(b[0]) == 0x1f && static_cast<uint8_t>(b[1]) == 0x8b;
-}
-
-// Inflates every gzip member of `gz` (gzip allows concatenated members),
-// stopping with an error past kMaxDecompressedPickleBytes of output.
-std::string gunzip(std::string_view gz, const std::string& path) {
-  const auto corrupt = [&path](const std::string& why) {
-    return PickleError("pickle: corrupt gzip data in '" + path + "': " + why);
-  };
-  z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) throw corrupt("inflateInit2 failed");
-  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&zs, &inflateEnd);
-  std::string out;
-  std::vector<unsigned char> buf(1 << 18);
-  size_t fed = 0;  // Bytes of `gz` handed to zlib so far.
-  for (;;) {
-    if (zs.avail_in == 0 && fed < gz.size()) {
-      // avail_in is 32-bit: feed at most 1 GiB at a time.
-      const size_t chunk = std::min<size_t>(gz.size() - fed, size_t{1} << 30);
-      zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data() + fed));
-      zs.avail_in = static_cast<uInt>(chunk);
-      fed += chunk;
-    }
-    zs.next_out = buf.data();
-    zs.avail_out = static_cast<uInt>(buf.size());
-    const int ret = inflate(&zs, Z_NO_FLUSH);
-    if (ret == Z_NEED_DICT || ret == Z_DATA_ERROR || ret == Z_MEM_ERROR || ret == Z_STREAM_ERROR) {
-      throw corrupt(zs.msg != nullptr ? zs.msg : "inflate error " + std::to_string(ret));
-    }
-    const size_t produced = buf.size() - zs.avail_out;
-    if (out.size() + produced > kMaxDecompressedPickleBytes) {
-      throw PickleError("pickle: '" + path + "' decompresses to more than " +
-                        std::to_string(kMaxDecompressedPickleBytes) + " bytes");
-    }
-    out.append(reinterpret_cast<const char*>(buf.data()), produced);
-    const size_t consumed = fed - zs.avail_in;
-    if (ret == Z_STREAM_END) {
-      if (consumed == gz.size()) return out;
-      if (!has_gzip_magic(gz.substr(consumed))) throw corrupt("trailing bytes after gzip data");
-      inflateReset(&zs);
-      continue;
-    }
-    if (consumed == gz.size() && zs.avail_out != 0) throw corrupt("truncated gzip data");
-  }
-}
-
 }  // namespace
 
 PickleMemoryBudget pickle_memory_budget() {
-  const char* env = std::getenv("CACHEALLOC_PICKLE_MEMORY_LIMIT");
-  if (env && *env >= '0' && *env <= '9') {  // strtoull would take "-5" too
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long v = std::strtoull(env, &end, 10);
-    if (errno == 0 && end && *end == '\0' && v > 0)
-      return {v, "CACHEALLOC_PICKLE_MEMORY_LIMIT=" + std::string(env)};
+  constexpr const char* kVar = "CACHEALLOC_PICKLE_MEMORY_LIMIT";
+  // Empty counts as unset, as an empty PYTORCH_CUDA_ALLOC_CONF does.
+  if (const char* env = std::getenv(kVar); env != nullptr && *env != '\0') {
+    std::string problem;
+    std::optional<uint64_t> v = parse_byte_size(env, problem);
+    if (v && *v == 0) problem = "is zero (no pickle fits)", v.reset();
+    if (!v) {
+      throw PickleError(std::string(kVar) + "='" + env + "' " + problem +
+                        ": give the bytes a pickle may take, " + kByteSizeExamples);
+    }
+    return {*v, std::string(kVar) + "=" + env};
   }
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page > 0) {
     const uint64_t physical = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
     return {physical / 4 * 3,
-            "3/4 of this machine's memory; set CACHEALLOC_PICKLE_MEMORY_LIMIT (bytes) to "
-            "change it"};
+            "3/4 of this machine's memory; set CACHEALLOC_PICKLE_MEMORY_LIMIT to change it"};
   }
-  return {uint64_t{16} << 30,
-          "16 GiB; set CACHEALLOC_PICKLE_MEMORY_LIMIT (bytes) to change it"};
+  return {uint64_t{16} << 30, "16 GiB; set CACHEALLOC_PICKLE_MEMORY_LIMIT to change it"};
 }
 
-PyValue read_pickle(std::string_view bytes) { return Reader(bytes).run(); }
+PyValue read_pickle(std::string_view bytes) {
+  const std::unique_ptr<PickleInput> in = pickle_input_from_memory(bytes);
+  return Reader(*in).run();
+}
 
 PyValue read_pickle_file(const std::string& path) {
-  std::string bytes = read_file_bytes(path);
-  if (has_gzip_magic(bytes)) bytes = gunzip(bytes, path);
-  return read_pickle(bytes);
+  const std::unique_ptr<PickleInput> in = open_pickle_file(path);
+  return Reader(*in).run();
 }
 
 }  // namespace cachealloc

@@ -42,15 +42,20 @@
 namespace cachealloc {
 
 constexpr size_t kMaxPickleNesting = 1000;
-// Upper bound on a decompressed .pickle.gz, in bytes (4 GiB).
-constexpr uint64_t kMaxDecompressedPickleBytes = uint64_t{4} << 30;
 
-// How much memory read_pickle may build its values in (an estimate it
-// keeps as it reads), in bytes, and where that number came from:
-// CACHEALLOC_PICKLE_MEMORY_LIMIT (decimal bytes) if set and valid, else
-// 3/4 of this machine's physical memory (16 GiB if that is unknown). Why:
-// a pickle can reference one memoized value millions of times at 2-3
-// bytes each, so a 4 GiB input could ask for about 90 GB.
+// How much memory read_pickle may take (an estimate it keeps as it reads),
+// in bytes, and where that number came from: CACHEALLOC_PICKLE_MEMORY_LIMIT
+// if set (a byte count as pickle/byte_size.h reads it: 200000000, 2e8,
+// 200MB), else 3/4 of this machine's physical memory (16 GiB if that is
+// unknown). Throws PickleError naming the variable when its value is not a
+// positive byte count (an empty value counts as unset).
+//
+// Both what the values take and the (decompressed) input count: a pickle
+// can reference one memoized value millions of times at 2-3 bytes each (a
+// 4 GiB input could ask for about 90 GB), and a few kB of .pickle.gz can
+// inflate to gigabytes of input that build nothing. Each input byte costs
+// 1, whether or not it is kept, so a file past the budget is refused once
+// that much of it was read, without holding it: read_pickle_file streams.
 struct PickleMemoryBudget {
   uint64_t bytes = 0;
   std::string source;  // said in the error message
@@ -58,13 +63,16 @@ struct PickleMemoryBudget {
 PickleMemoryBudget pickle_memory_budget();
 
 // Parses one pickle that spans all of `bytes`. Throws PickleError, also
-// when the values would need more memory than pickle_memory_budget().
+// when the values and `bytes` would need more memory than
+// pickle_memory_budget(), and when memory runs out before the budget does
+// (naming the offset and what was counted).
 PyValue read_pickle(std::string_view bytes);
 
-// Reads `path`, gunzips it if it starts with the gzip magic 1f 8b (whatever
-// its name), and parses it. Throws PickleError for a missing or unreadable
-// file, corrupt or truncated gzip data, gzip output over
-// kMaxDecompressedPickleBytes, or a bad pickle.
+// Reads `path` as a stream, gunzipping it on the fly if it starts with the
+// gzip magic 1f 8b (whatever its name), and parses it, with the same limits
+// as read_pickle. Throws PickleError for a missing or unreadable file,
+// corrupt or truncated gzip data, gzip output over
+// kMaxDecompressedPickleBytes (pickle_input.h), or a bad pickle.
 PyValue read_pickle_file(const std::string& path);
 
 }  // namespace cachealloc

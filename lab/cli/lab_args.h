@@ -1,5 +1,5 @@
 // Command-line helpers shared by the fragmentation-lab subcommands
-// (lab_compare.cc, lab_min_memory.cc).
+// (lab_compare.cc, lab_min_memory.cc) and replay (tools/).
 #pragma once
 
 #include <cerrno>
@@ -15,30 +15,8 @@ struct LabUsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Bytes from "123", or with a binary suffix "4KiB", "512MiB", "40GiB",
-// "1TiB" (also K/M/G/T, KB/MB/GB/TB, all powers of 1024). Throws
-// LabUsageError naming `flag` for anything else or on overflow.
-inline size_t parse_lab_bytes(const std::string& flag, const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) throw LabUsageError(flag + " expects a byte count, got '" + text + "'");
-  errno = 0;
-  const unsigned long long n = std::strtoull(text.substr(0, digits).c_str(), nullptr, 10);
-  if (errno == ERANGE) throw LabUsageError(flag + " value '" + text + "' is too large");
-  const std::string suffix = text.substr(digits);
-  int shift = -1;
-  for (const auto& [names, bits] : {std::pair<const char*, int>{"", 0}, {"K", 10}, {"M", 20},
-                                    {"G", 30}, {"T", 40}}) {
-    const std::string s = names;
-    if (suffix == s || (!s.empty() && (suffix == s + "iB" || suffix == s + "B"))) shift = bits;
-  }
-  if (shift < 0)
-    throw LabUsageError(flag + " expects bytes such as 1073741824 or 1GiB, got '" + text + "'");
-  if (shift > 0 && n > (~0ull >> shift))
-    throw LabUsageError(flag + " value '" + text + "' is too large");
-  return static_cast<size_t>(n << shift);
-}
-
+// A count of things: decimal digits only. Throws LabUsageError naming
+// `flag` for anything else or on overflow. (Byte counts: command_line.h.)
 inline size_t parse_lab_count(const std::string& flag, const std::string& text) {
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos)
     throw LabUsageError(flag + " expects a number, got '" + text + "'");

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "allocator/errors.h"
+#include "lab/cli/command_line.h"
 #include "lab/cli/json_out.h"
 #include "lab/cli/lab_args.h"
 #include "lab/cli/lab_commands.h"
@@ -79,17 +82,18 @@ struct CompareArgs {
 
 CompareArgs parse_args(const std::vector<std::string>& args) {
   CompareArgs c;
-  c.common = parse_lab_args(args, [&c](const std::string& a, const LabOptionValue& value) {
-    if (a == "--memory-limit") c.memory_limit = parse_lab_bytes(a, value());
-    else if (a == "--html") c.html = value();
-    else if (a == "--snapshot-dir") c.snapshot_dir = value();
-    else if (a == "--peak-blocks") c.peak_blocks = parse_lab_count(a, value());
-    else if (a == "--series-points") c.series_points = std::max<size_t>(1, parse_lab_count(a, value()));
-    else if (a == "--snapshot-entries") c.snapshot_entries = std::max<size_t>(1, parse_lab_count(a, value()));
-    else if (a == "--check-invariants") c.check_invariants = true;
-    else return false;
-    return true;
+  std::optional<size_t> series_points, snapshot_entries;
+  c.common = parse_lab_args("compare", args, [&](CLI::App& app) {
+    add_bytes_option(app, "--memory-limit", c.memory_limit);
+    add_text_option(app, "--html", c.html);
+    add_text_option(app, "--snapshot-dir", c.snapshot_dir);
+    add_count_option(app, "--peak-blocks", c.peak_blocks);
+    add_count_option(app, "--series-points", series_points);
+    add_count_option(app, "--snapshot-entries", snapshot_entries);
+    app.add_flag("--check-invariants", c.check_invariants);
   });
+  if (series_points) c.series_points = std::max<size_t>(1, *series_points);
+  if (snapshot_entries) c.snapshot_entries = std::max<size_t>(1, *snapshot_entries);
   return c;
 }
 
@@ -151,8 +155,8 @@ void print_table(const LabInput& in, const std::optional<size_t>& limit,
   std::printf("memory limit: %s\n\n",
               limit ? (lab_bytes(*limit) + " (" + std::to_string(*limit) + " bytes)").c_str()
                     : "none");
-  size_t width = 6;
-  for (const auto& r : results) width = std::max(width, std::min<size_t>(48, r.config.label().size()));
+  size_t width = 6;  // the widest label: labels are never cut
+  for (const auto& r : results) width = std::max(width, r.config.label().size());
   std::printf("%-*s  %-10s  %13s  %14s  %9s  %10s  %9s  %7s  %5s  %9s\n", static_cast<int>(width),
               "config", "policy", "peak reserved", "peak allocated", "frag@peak", "dev allocs",
               "dev frees", "retries", "OOMs", "time");
@@ -160,7 +164,7 @@ void print_table(const LabInput& in, const std::optional<size_t>& limit,
     char frag[16];
     std::snprintf(frag, sizeof frag, "%.1f%%", 100.0 * r.fragmentation_at_peak);
     std::printf("%-*s  %-10s  %13s  %14s  %9s  %10zu  %9zu  %7zu  %5zu  %9s\n",
-                static_cast<int>(width), r.config.label().substr(0, 48).c_str(),
+                static_cast<int>(width), r.config.label().c_str(),
                 lab_policy_name(r.config.policy), lab_bytes(r.peak_reserved).c_str(),
                 lab_bytes(r.peak_allocated).c_str(), frag, r.device_allocs, r.device_frees,
                 r.retries, r.ooms, lab_seconds(r.seconds).c_str());
@@ -181,6 +185,11 @@ int run_compare(const CompareArgs& args) {
   for (const std::string& text : common.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
   LabProgress progress(false);
   const LabInput in = load_lab_input(common.trace, common.input, progress);
+  if (!args.memory_limit)
+    for (const std::string& text : common.confs) {
+      const LabConfig config = parse_lab_config(text, in.stream.recorded_config);
+      warn_gc_without_limit("compare", config.label(), config.config.garbage_collection_threshold);
+    }
   if (args.snapshot_dir) std::filesystem::create_directories(*args.snapshot_dir);
 
   std::vector<WhatIfResult> results;
@@ -201,12 +210,14 @@ int run_compare(const CompareArgs& args) {
         progress.note(which + ": " + std::to_string(done) + "/" + std::to_string(total) + " requests");
       };
     progress.note("replaying " + which);
+    set_activity("replaying " + which);
     results.push_back(run_whatif(in.stream, config, options));
     std::string path;
     if (args.snapshot_dir) {
       path = (std::filesystem::path(*args.snapshot_dir) /
               (in.name + "." + std::to_string(i + 1) + "." + slug(config.label()) + ".pickle"))
                  .string();
+      set_activity("writing " + path);
       write_output_file(path, write_pickle(*results.back().snapshot), "snapshot");
       results.back().snapshot.reset();
       progress.note("wrote " + path);
@@ -215,6 +226,7 @@ int run_compare(const CompareArgs& args) {
   }
 
   if (args.html) {
+    set_activity("writing " + *args.html);
     LabReport report{in, args.memory_limit, results};
     write_output_file(*args.html, render_lab_html(report), "HTML report");
     progress.note("wrote " + *args.html);

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "allocator/errors.h"
+#include "lab/cli/command_line.h"
 #include "lab/cli/lab_args.h"
 #include "pickle/pickle_reader.h"
 #include "replay/trace.h"
@@ -49,6 +50,7 @@ LabInput load_lab_input(const std::string& path, const LabInputOptions& options,
   const uintmax_t file_bytes = std::filesystem::file_size(path, ec);
   progress.enable_if(!options.quiet && (options.progress || (!ec && file_bytes >= kLongTraceFileBytes)));
   progress.note("reading " + path + (ec ? "" : " (" + lab_bytes(file_bytes) + ")"));
+  set_activity("reading " + path);
   const RecordedTrace trace = parse_trace(read_pickle_file(path), false);
   for (const auto& d : trace.devices) in.trace_events += d.size();
   progress.enable_if(!options.quiet && in.trace_events >= kLongTraceEvents);
@@ -66,6 +68,7 @@ LabInput load_lab_input(const std::string& path, const LabInputOptions& options,
   }
   ExtractionOptions extraction;
   extraction.recorded_limit = options.recorded_limit;
+  set_activity("extracting the requests of device " + std::to_string(device) + " from " + path);
   in.stream = extract_requests(trace, device, extraction);
   progress.note(std::to_string(in.stream.recorded_events) + " events on device " +
                 std::to_string(device) + " -> " + std::to_string(in.stream.requests.size()) +

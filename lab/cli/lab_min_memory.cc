@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/cli/command_line.h"
 #include "lab/cli/json_out.h"
 #include "lab/cli/lab_commands.h"
 #include "lab/cli/lab_input.h"
@@ -49,6 +50,7 @@ int run_min_memory(const LabCommonArgs& args) {
                       (clean ? "runs clean" : "OOMs"));
       };
     progress.note("searching the minimum for '" + config.label() + "'");
+    set_activity("searching the minimum memory for '" + config.label() + "'");
     results.push_back(find_min_memory(in.stream, config, options));
   }
 
@@ -76,12 +78,12 @@ int run_min_memory(const LabCommonArgs& args) {
   std::printf("trace %s, device %d: %zu events -> %zu requests\n\n", in.path.c_str(),
               in.stream.device, in.stream.recorded_events, in.stream.requests.size());
   size_t width = 6;
-  for (const auto& r : results) width = std::max(width, std::min<size_t>(48, r.config.label().size()));
+  for (const auto& r : results) width = std::max(width, r.config.label().size());  // never cut
   std::printf("%-*s  %-10s  %16s  %12s  %18s  %6s  %9s\n", static_cast<int>(width), "config",
               "policy", "min memory (B)", "min memory", "unlimited peak", "probes", "time");
   for (const auto& r : results)
     std::printf("%-*s  %-10s  %16zu  %12s  %18s  %6zu  %9s\n", static_cast<int>(width),
-                r.config.label().substr(0, 48).c_str(), lab_policy_name(r.config.policy),
+                r.config.label().c_str(), lab_policy_name(r.config.policy),
                 r.min_limit, lab_bytes(r.min_limit).c_str(),
                 lab_bytes(r.peak_reserved_unlimited).c_str(), r.probes,
                 lab_seconds(r.seconds).c_str());
@@ -93,7 +95,7 @@ int run_min_memory(const LabCommonArgs& args) {
 int min_memory_main(const std::vector<std::string>& args) {
   // min-memory takes the shared lab options only.
   return run_lab_command("min-memory", kMinMemoryUsage, args,
-                         [&args] { return run_min_memory(parse_lab_args(args)); });
+                         [&args] { return run_min_memory(parse_lab_args("min-memory", args)); });
 }
 
 }  // namespace cachealloc

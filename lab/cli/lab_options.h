@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "lab/cli/command_line.h"
 #include "lab/cli/lab_input.h"
 
 namespace cachealloc {
@@ -22,21 +23,22 @@ struct LabCommonArgs {
   bool address_hints = true;  // false with --no-address-hints
 };
 
-// Takes the value of the option being read: the next argument. Throws
-// LabUsageError("OPTION needs a value") when there is none.
-using LabOptionValue = std::function<const std::string&()>;
-// A subcommand's own options: handles `option` (calling value() for its
-// value) and returns true, or returns false for an option it does not take.
-using LabOwnOptions =
-    std::function<bool(const std::string& option, const LabOptionValue& value)>;
+// Adds a subcommand's own options to its parser (command_line.h).
+using LabOwnOptions = std::function<void(CLI::App& app)>;
 
-// Reads `args` (the words after the subcommand's name) left to right: the
-// shared options, then those `own_options` takes; any other word starting
-// with '-' is an unknown option, any other word is TRACE. Throws
-// LabUsageError naming the option for an unknown option or a missing or bad
-// value, and for no TRACE or more than one.
-LabCommonArgs parse_lab_args(const std::vector<std::string>& args,
+// Reads `args` (the words after the subcommand's name) with one CLI11
+// parser: the shared options, those `own_options` adds, and TRACE. Throws
+// LabUsageError naming the option for an unknown option (suggesting the
+// nearest), a missing or bad value, and for no TRACE or more than one.
+LabCommonArgs parse_lab_args(const std::string& command, const std::vector<std::string>& args,
                              const LabOwnOptions& own_options = nullptr);
+
+// Says on stderr, as "cachealloc COMMAND: warning: ...", that `label`'s
+// garbage_collection_threshold (when > 0) does nothing in a run without a
+// memory limit: native PyTorch collects cached blocks only when a memory
+// fraction is set, once reserved memory passes that share of the limit.
+void warn_gc_without_limit(const std::string& command, const std::string& label,
+                           double threshold);
 
 // A subcommand's main: prints `usage` on stdout and returns 0 when `args`
 // hold -h or --help (anywhere); else returns run(). A LabUsageError from
