@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -112,15 +113,24 @@ PyValue every_kind() {
   return d;
 }
 
-std::string traces_dir() {
-  if (const char* env = std::getenv("CACHEALLOC_TRACES_DIR")) return env;
-#if defined(CACHEALLOC_TRACES_DIR)
-  return CACHEALLOC_TRACES_DIR;
-#elif defined(CACHEALLOC_SHARED_DIR)
-  return CACHEALLOC_SHARED_DIR "/traces";
-#else
-  return "";
-#endif
+// The repository's copy of the reference traces (tests/data/traces).
+constexpr const char* kDataTraces = CACHEALLOC_DATA_DIR "/traces";
+
+// The reference traces to read, by file name: $CACHEALLOC_TRACES_DIR's
+// alone when set; else the repository's copy, plus those of the reference
+// folder (../shared/traces, when it exists) that the copy lacks.
+std::map<std::string, std::filesystem::path> reference_traces() {
+  std::vector<std::filesystem::path> dirs = {kDataTraces, CACHEALLOC_SHARED_DIR "/traces"};
+  if (const char* env = std::getenv("CACHEALLOC_TRACES_DIR")) dirs = {env};
+  std::map<std::string, std::filesystem::path> found;
+  for (const auto& dir : dirs) {
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.ends_with(".pickle.gz")) found.emplace(name, entry.path());
+    }
+  }
+  return found;
 }
 
 // Expects read_pickle(bytes) to throw a PickleError whose message holds `part`.
@@ -286,13 +296,9 @@ TEST(PickleReader, ReadsPythonPicklesOfProtocols2To5) {
 }
 
 TEST(PickleReader, ReadsEverySnapshotTrace) {
-  const std::string dir = traces_dir();
-  ASSERT_FALSE(dir.empty()) << "set CACHEALLOC_TRACES_DIR to shared/traces";
-  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   int n_read = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string path = entry.path().string();
-    if (!path.ends_with(".pickle.gz")) continue;
+  for (const auto& [name, file] : reference_traces()) {
+    const std::string path = file.string();
     SCOPED_TRACE(path);
     const PyValue snap = read_pickle_file(path);
     ASSERT_EQ(snap.kind(), Kind::kDict);
@@ -314,7 +320,7 @@ TEST(PickleReader, ReadsEverySnapshotTrace) {
     EXPECT_EQ(read_pickle(write_pickle(snap)), snap);
     ++n_read;
   }
-  EXPECT_GE(n_read, 1);
+  EXPECT_GE(n_read, 12);  // The repository holds 12.
 }
 
 TEST(PickleReader, DetectsGzipByMagicNotByName) {
@@ -337,13 +343,11 @@ TEST(PickleReader, CorruptOrTruncatedGzipThrows) {
   const std::string path = temp_path("bad.pickle.gz");
   write_file(path, "\x1f\x8b\x08\x00garbage that is not deflate"sv);
   EXPECT_THROW(read_pickle_file(path), PickleError);
-  const std::string dir = traces_dir();
-  if (!dir.empty() && std::filesystem::exists(dir + "/mlp.pickle.gz")) {
-    std::ifstream in(dir + "/mlp.pickle.gz", std::ios::binary);
-    std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    write_file(path, std::string_view(gz).substr(0, gz.size() / 2));
-    EXPECT_THROW(read_pickle_file(path), PickleError);
-  }
+  std::ifstream in(std::string(kDataTraces) + "/mlp.pickle.gz", std::ios::binary);
+  ASSERT_TRUE(in) << kDataTraces << "/mlp.pickle.gz";
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_file(path, std::string_view(gz).substr(0, gz.size() / 2));
+  EXPECT_THROW(read_pickle_file(path), PickleError);
   std::remove(path.c_str());
 }
 
