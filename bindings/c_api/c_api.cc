@@ -188,6 +188,8 @@ int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
 int cachealloc_init(const char* conf, const char* backend) {
   return guarded([&] {
     const std::string c = conf ? conf : cachealloc::AllocatorConfig::text_from_environment();
+    // From the environment: a bad value is refused naming its variable.
+    if (!conf) cachealloc::AllocatorConfig::parse_environment_text(c);
     Runtime::instance().init(c, backend ? backend : "");
   });
 }
