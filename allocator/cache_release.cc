@@ -20,7 +20,7 @@ void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) 
   e.context = ctx ? &ctx : &block->context_when_segment_allocated;
   emit(e);
 
-  backend_.release(device_, block->address, block->size);
+  segment_source(*block->pool).release(device_, block->address, block->size);
   reserved_bytes_ -= block->size;
   if (PrivatePool* owner = block->pool->owner()) --owner->segment_count;
   block->pool->erase(block);

@@ -111,7 +111,13 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
     return_unused_block(b);
     throw;
   }
-  const uintptr_t address = backend_.allocate(device_, size, r.stream);
+  uintptr_t address = 0;
+  try {
+    address = segment_source(*r.pool).allocate(device_, size, r.stream);
+  } catch (...) {
+    return_unused_block(b);
+    throw;
+  }
   if (address == 0) {
     return_unused_block(b);
     return false;

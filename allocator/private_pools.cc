@@ -28,14 +28,21 @@ PrivatePool& DeviceCachingAllocator::pool_named(PoolId id, const char* what) con
   return *it->second;
 }
 
-void DeviceCachingAllocator::create_or_incref_pool(PoolId id) {
+void DeviceCachingAllocator::create_or_incref_pool(PoolId id,
+                                                   std::shared_ptr<SegmentSource> source) {
   refuse_default(id, "create_or_incref_pool");
   auto it = private_pools_.find(id);
   if (it == private_pools_.end()) {
-    private_pools_.emplace(id, std::make_unique<PrivatePool>(id));  // use count 1
+    // use count 1
+    private_pools_.emplace(id, std::make_unique<PrivatePool>(id, std::move(source)));
     return;
   }
   PrivatePool& pool = *it->second;
+  // Native asserts this too: a pool's allocator is fixed when it is made.
+  if (source)
+    throw std::invalid_argument("create_or_incref_pool: memory pool " + id.to_string() +
+                                " exists already; an allocator can be given only when a "
+                                "pool is created");
   // Native asserts this: ids are never reused, so a freeable pool is only
   // waiting for its segments to be returned.
   if (pool.use_count == 0)
