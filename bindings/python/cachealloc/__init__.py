@@ -74,7 +74,10 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     ("torch-extension" mode). Without it, or with torch_glue=False, the two
     C entry points are registered through torch.cuda.memory's
     CUDAPluggableAllocator ("plain" mode): use cachealloc's functions for
-    stats and snapshots then.
+    stats and snapshots then; CUDA tensors cannot be sent to other
+    processes (torch.multiprocessing) then, and sending one raises
+    cachealloc.sharing.CudaIpcUnavailableError where it is sent (so it
+    does on the "async" backend, as native cannot share there either).
 
     Must run before CUDA memory is allocated in this process. Raises
     RuntimeError if PyTorch already initialized CUDA (its native allocator
@@ -105,11 +108,20 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
                                g.cachealloc_torch_last_error().decode())
         _pluggable = g
         _mode = "torch-extension"
+        if backend() == "async":  # no CUDA IPC there, as native: say so in the sender
+            from .sharing import ASYNC_BACKEND_MESSAGE, refuse_cuda_ipc
+
+            refuse_cuda_ipc(ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
         return
     path = library_path()
     _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
     torch.cuda.memory.change_current_allocator(_pluggable)
     _mode = "plain"
+    # PyTorch cannot share a plain allocator's CUDA memory with other
+    # processes; say so where the tensor is sent (sharing.py).
+    from .sharing import PLAIN_MODE_MESSAGE, refuse_cuda_ipc
+
+    refuse_cuda_ipc(PLAIN_MODE_MESSAGE, refuse_pickling=True)
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
