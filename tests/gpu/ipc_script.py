@@ -96,9 +96,9 @@ def share(producer_mode, consumer_mode):
         out["producer_sees_write"] = t[0].item() == -1.0
 
         # Freed by the producer while the consumer holds it.
+        allocated_before = torch.cuda.memory_allocated()
         h = torch.full((MiB,), 7.0, device="cuda")  # 4 MiB: the base of a 20 MiB segment
         addr = h.data_ptr()
-        allocated_before = torch.cuda.memory_allocated()
         inbox.put(("hold", h))
         out["held_value"] = expect(outbox, "holding")
         del h

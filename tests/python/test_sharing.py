@@ -41,3 +41,25 @@ def test_a_cuda_tensor_put_on_a_queue_raises_in_the_caller_and_nothing_is_queued
     assert q.empty()
     q.close()
     q.join_thread()
+
+
+def test_refuse_cuda_ipc_patches_once_and_refuses_pickling_in_plain_mode():
+    from cachealloc.sharing import (PLAIN_MODE_MESSAGE, CudaIpcUnavailableError,
+                                    refuse_cuda_ipc)
+
+    saved = {cls: cls.__dict__["put"] for cls in (queues.Queue, queues.JoinableQueue)}
+    saved_share = torch.UntypedStorage.__dict__.get("_share_cuda_")
+    try:
+        refuse_cuda_ipc(PLAIN_MODE_MESSAGE, refuse_pickling=True)
+        refuse_cuda_ipc(PLAIN_MODE_MESSAGE, refuse_pickling=True)  # changes nothing
+        for cls, put in saved.items():
+            assert cls.put.__wrapped__ is put
+        with pytest.raises(CudaIpcUnavailableError, match="plain mode"):
+            torch.ones(2).untyped_storage()._share_cuda_()
+    finally:
+        for cls, put in saved.items():
+            cls.put = put
+        if saved_share is None:
+            del torch.UntypedStorage._share_cuda_
+        else:
+            torch.UntypedStorage._share_cuda_ = saved_share
