@@ -32,7 +32,12 @@ class ForeignAllocator : public SimulatedDevice {
     }
     return SimulatedDevice::allocate(device, bytes, stream);
   }
+  void release(int device, uintptr_t address, size_t bytes) override {
+    if (fail_release) throw BackendError("foreign allocator failed to free");
+    SimulatedDevice::release(device, address, bytes);
+  }
   bool fail_next = false;
+  bool fail_release = false;
   int allocate_calls = 0;
 };
 
@@ -161,6 +166,25 @@ TEST(ForeignPool, AnErrorOfThePoolsAllocatorPropagatesWithNothingLeaked) {
   h.engine.empty_cache();
   EXPECT_EQ(foreign->live_segments(), 0u);
   h.engine.check_invariants();
+}
+
+TEST(ForeignPool, AFailedFreeOfThePoolsAllocatorLeavesTheSegmentCached) {
+  Harness h;
+  auto foreign = std::make_shared<ForeignAllocator>();
+  route_to_foreign_pool(h, foreign);
+  h.engine.free(h.engine.malloc(512, kStreamA));
+  end_route_and_release(h);
+  foreign->fail_release = true;
+  EXPECT_THROW(h.engine.empty_cache(), BackendError);
+  EXPECT_TRUE(h.engine.has_pool(kPool));
+  EXPECT_EQ(h.now(h.stats().segment), 1);
+  EXPECT_EQ(h.stats().num_device_free, 0);
+  h.engine.check_invariants();
+  foreign->fail_release = false;
+  h.engine.empty_cache();
+  EXPECT_FALSE(h.engine.has_pool(kPool));
+  EXPECT_EQ(foreign->live_segments(), 0u);
+  EXPECT_EQ(h.now(h.stats().segment), 0);
 }
 
 TEST(ForeignPool, UseOnOomServesADefaultRequestFromTheForeignPoolsCache) {
