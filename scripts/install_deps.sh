@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs what building and testing cachealloc needs on a Debian machine:
 # a C++20 compiler, CMake, Ninja, Abseil, GoogleTest, Google Benchmark, zlib,
+# CLI11 (the tool's option parser, header only),
 # and pytest. Safe to run again: it skips what is already there.
 set -euo pipefail
 
 need_apt=()
-for pkg in g++ cmake ninja-build libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev; do
+for pkg in g++ cmake ninja-build libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libcli11-dev; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 # cmake/ninja from pip count too.
