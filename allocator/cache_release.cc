@@ -9,14 +9,16 @@
 
 namespace cachealloc {
 
-// native: release_block. Returns one whole unsplit cached segment.
+// native: release_block. Returns one whole unsplit cached segment. The
+// segment goes back first: if its source fails (a pool's own allocator can),
+// the segment stays cached and nothing was recorded.
 void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) {
+  segment_source(*block->pool).release(device_, block->address, block->size);
   EngineEvent e = segment_event(EventKind::kSegmentFree, kind_of(*block->pool), block->stream,
                                 block->address, block->size, config_.max_split_size,
                                 ctx ? &ctx : &block->context_when_segment_allocated);
   emit(e);
 
-  backend_.release(device_, block->address, block->size);
   reserved_bytes_ -= block->size;
   if (PrivatePool* owner = block->pool->owner()) --owner->segment_count;
   block->pool->erase(block);

@@ -110,7 +110,13 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
     recycler_.give_back_unused(b);
     throw;
   }
-  const uintptr_t address = backend_.allocate(device_, size, r.stream);
+  uintptr_t address = 0;
+  try {
+    address = segment_source(*r.pool).allocate(device_, size, r.stream);
+  } catch (...) {
+    recycler_.give_back_unused(b);
+    throw;
+  }
   if (address == 0) {
     recycler_.give_back_unused(b);
     return false;

@@ -99,8 +99,12 @@ class DeviceCachingAllocator {
   // need an existing pool throw it for an unknown id, naming the id.
   //
   // Creates pool `id` (use count 1) or adds a use to it. Throws if the pool
-  // exists but is freeable (use count 0).
-  void create_or_incref_pool(PoolId id) { pools_.create_or_incref(id); }
+  // exists but is freeable (use count 0). `source`: where a new pool's
+  // segments come from (null: the device's backend; private_pool.h); throws
+  // if one is given for a pool that exists.
+  void create_or_incref_pool(PoolId id, std::shared_ptr<SegmentSource> source = nullptr) {
+    pools_.create_or_incref(id, std::move(source));
+  }
   // Routes every malloc whose stream `filter` accepts to pool `id` (created
   // if needed; one use is added) until end_allocate_to_pool(id). The newest
   // route is tried first. Throws if `id` is routed to already.
@@ -283,6 +287,12 @@ class DeviceCachingAllocator {
     return routed_pool(rounded, stream);
   }
   BlockPool& routed_pool(size_t rounded, StreamId stream);
+  // Where the segments of `pool` come from: its private pool's source, or
+  // the device's backend.
+  SegmentSource& segment_source(const BlockPool& pool) {
+    const PrivatePool* owner = pool.owner();
+    return owner && owner->segment_source ? *owner->segment_source : backend_;
+  }
   // pools_.named, refusing a pool at use count 0 (pool_checkpoints.cc).
   PrivatePool& live_pool(PoolId id, const char* what) const;
   // The heads of the pool's segments, in address order.

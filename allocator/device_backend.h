@@ -21,16 +21,23 @@ struct DeviceMemoryInfo {
   size_t total_bytes = 0;  // device capacity
 };
 
-class DeviceBackend {
+// Where segments come from: the device itself (DeviceBackend), or, for a
+// private pool made with an allocator of its own (PyTorch's
+// MemPool(allocator=...)), that allocator's alloc and free functions.
+class SegmentSource {
  public:
-  virtual ~DeviceBackend() = default;
+  virtual ~SegmentSource() = default;
 
   // Reserves `bytes` on `device` for use on `stream`. Returns the address, or
-  // 0 when the device has no room (the caller may free cache and retry).
+  // 0 when there is no room (the caller may free cache and retry).
   // Throws BackendError for any other failure.
   virtual uintptr_t allocate(int device, size_t bytes, StreamId stream) = 0;
   // Returns a segment obtained from allocate(). Throws BackendError.
   virtual void release(int device, uintptr_t address, size_t bytes) = 0;
+};
+
+class DeviceBackend : public SegmentSource {
+ public:
   // Capacity and free bytes of `device`.
   virtual DeviceMemoryInfo memory_info(int device) = 0;
 

@@ -16,6 +16,16 @@
 // or this one), and once it holds no segment it is erased. Blocks still
 // handed out stay valid and return to the freeable pool when freed.
 //
+// Segments come from the device's backend, or from a SegmentSource of the
+// pool's own (PyTorch's MemPool(allocator=...): another allocator's alloc
+// and free functions, e.g. ncclMemAlloc or a sleep-mode allocator over
+// cuMemCreate). Everything else is the same for both: routing, caching,
+// splitting, statistics, snapshots, empty_cache. A source that has no room
+// (allocate returns 0) is an out-of-memory error of the request in that
+// pool, after the same release-and-retry steps as a device refusal. The
+// pool holds its source until it is erased, after its last segment went
+// back to that source.
+//
 // Ids are PyTorch's MempoolId_t: a pair of unsigned 64-bit ints, (0, n) for
 // user-created pools, (n, 0) for graph pools; (0, 0) is the default pools
 // and never names a private pool.
@@ -28,6 +38,7 @@
 #include <utility>
 
 #include "allocator/block_pool.h"
+#include "allocator/device_backend.h"
 
 namespace cachealloc {
 
@@ -53,12 +64,14 @@ struct PoolId {
 using PoolFilter = std::function<bool(StreamId)>;
 
 struct PrivatePool {
-  explicit PrivatePool(PoolId pool_id)
-      : id(pool_id), large(false, this), small(true, this) {}
+  explicit PrivatePool(PoolId pool_id, std::shared_ptr<SegmentSource> source = nullptr)
+      : id(pool_id), segment_source(std::move(source)), large(false, this), small(true, this) {}
   PrivatePool(const PrivatePool&) = delete;
   PrivatePool& operator=(const PrivatePool&) = delete;
 
   const PoolId id;
+  // Where the pool's segments come from; null: the device's backend.
+  const std::shared_ptr<SegmentSource> segment_source;
   // MemPool objects, use_mem_pool contexts (and, natively, CUDA graphs)
   // that hold the pool. >= 0; 0 means freeable.
   int use_count = 1;

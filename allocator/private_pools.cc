@@ -32,14 +32,19 @@ PrivatePool& PrivatePools::named(PoolId id, const char* what) const {
   return *it->second;
 }
 
-void PrivatePools::create_or_incref(PoolId id) {
+void PrivatePools::create_or_incref(PoolId id, std::shared_ptr<SegmentSource> source) {
   refuse_default(id, "create_or_incref_pool");
   auto it = pools_.find(id);
   if (it == pools_.end()) {
-    pools_.emplace(id, std::make_unique<PrivatePool>(id));  // use count 1
+    pools_.emplace(id, std::make_unique<PrivatePool>(id, std::move(source)));  // use count 1
     return;
   }
   PrivatePool& pool = *it->second;
+  // Native asserts this too: a pool's allocator is fixed when it is made.
+  if (source)
+    throw std::invalid_argument("create_or_incref_pool: memory pool " + id.to_string() +
+                                " exists already; an allocator can be given only when a "
+                                "pool is created");
   // Native asserts this: ids are never reused, so a freeable pool is only
   // waiting for its segments to be returned.
   if (pool.use_count == 0)

@@ -39,8 +39,10 @@ class PrivatePools {
   PrivatePools& operator=(const PrivatePools&) = delete;
 
   // Creates pool `id` (use count 1) or adds a use to it. Throws if the pool
-  // exists but is freeable (use count 0).
-  void create_or_incref(PoolId id);
+  // exists but is freeable (use count 0). `source`: where a new pool's
+  // segments come from (null: the device's backend); throws if one is given
+  // for a pool that exists.
+  void create_or_incref(PoolId id, std::shared_ptr<SegmentSource> source = nullptr);
   // Routes mallocs whose stream `filter` accepts to pool `id` (created if
   // needed; one use is added). Throws if `id` is routed to already.
   void begin_route(PoolId id, PoolFilter filter);

@@ -3,18 +3,49 @@
 // one device's engine, under its lock.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
+#include "allocator/errors.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/c_api/cachealloc.h"
 
 using cachealloc::c_api::guarded;
 using cachealloc::c_api::initialized_runtime;
 using cachealloc::c_api::on_pool_device;
+
+namespace {
+
+// A pool's segments from another allocator's C functions
+// (cachealloc_pool_create_with_allocator).
+class ForeignAllocator final : public cachealloc::SegmentSource {
+ public:
+  ForeignAllocator(cachealloc_segment_alloc_fn alloc, cachealloc_segment_free_fn free,
+                   std::shared_ptr<void> user)
+      : alloc_(alloc), free_(free), user_(std::move(user)) {}
+
+  uintptr_t allocate(int device, size_t bytes, cachealloc::StreamId stream) override {
+    return reinterpret_cast<uintptr_t>(
+        alloc_(user_.get(), bytes, device, reinterpret_cast<void*>(stream)));
+  }
+  void release(int device, uintptr_t address, size_t bytes) override {
+    if (free_(user_.get(), reinterpret_cast<void*>(address), bytes, device) != 0)
+      throw cachealloc::BackendError("a memory pool's allocator failed to free the segment at " +
+                                     std::to_string(address) + " (" + std::to_string(bytes) +
+                                     " bytes) on device " + std::to_string(device));
+  }
+
+ private:
+  const cachealloc_segment_alloc_fn alloc_;
+  const cachealloc_segment_free_fn free_;
+  const std::shared_ptr<void> user_;
+};
+
+}  // namespace
 
 // The opaque handle of cachealloc.h.
 struct cachealloc_pool_checkpoint {
@@ -26,6 +57,26 @@ extern "C" {
 // --- Memory pools. Each runs on one device's engine under its lock.
 int cachealloc_pool_create_or_incref(int device, uint64_t first, uint64_t second) {
   return on_pool_device(device, [&](auto& e) { e.create_or_incref_pool({first, second}); });
+}
+
+int cachealloc_pool_create_with_allocator(int device, uint64_t first, uint64_t second,
+                                          cachealloc_segment_alloc_fn alloc,
+                                          cachealloc_segment_free_fn free, void* user,
+                                          void (*release_user)(void*)) {
+  // Owns `user` from here on, whatever happens.
+  std::shared_ptr<void> owned(user, [release_user](void* u) {
+    if (release_user) release_user(u);
+  });
+  return on_pool_device(device, [&](auto& e) {
+    if (!alloc || !free)
+      throw std::invalid_argument("cachealloc_pool_create_with_allocator: NULL function");
+    const cachealloc::PoolId id{first, second};
+    if (e.has_pool(id))
+      throw std::invalid_argument("cachealloc_pool_create_with_allocator: memory pool " +
+                                  id.to_string() + " exists already on device " +
+                                  std::to_string(device));
+    e.create_or_incref_pool(id, std::make_shared<ForeignAllocator>(alloc, free, std::move(owned)));
+  });
 }
 
 int cachealloc_pool_begin_allocate(int device, uint64_t first, uint64_t second,

@@ -105,6 +105,24 @@ CACHEALLOC_API int cachealloc_set_history_skip_actions(const char* actions);
  * pool released already, route not open, ...); nothing changes then. */
 /* Creates the pool with one use, or adds a use (a MemPool object). */
 CACHEALLOC_API int cachealloc_pool_create_or_incref(int device, uint64_t first, uint64_t second);
+/* Creates a pool (one use) whose segments come from another allocator
+ * (PyTorch's MemPool(allocator=...)): alloc(user, bytes, device, stream)
+ * returns a segment's address, or NULL when it has no memory (the request
+ * then takes the OOM path in that pool, as a device refusal);
+ * free(user, ptr, bytes, device) takes a segment back and returns 0, or -1
+ * on failure (the engine's call then fails with an error naming it). Both
+ * run with the device's lock held (not recursive): they must not call
+ * cachealloc for that device. `user` is released with release_user (may be
+ * NULL) once the pool is erased (after its last segment went back), or at
+ * once if the call fails. -1 if the pool exists already. */
+typedef void* (*cachealloc_segment_alloc_fn)(void* user, size_t bytes, int device, void* stream);
+typedef int (*cachealloc_segment_free_fn)(void* user, void* ptr, size_t bytes, int device);
+CACHEALLOC_API int cachealloc_pool_create_with_allocator(int device, uint64_t first,
+                                                         uint64_t second,
+                                                         cachealloc_segment_alloc_fn alloc,
+                                                         cachealloc_segment_free_fn free,
+                                                         void* user,
+                                                         void (*release_user)(void*));
 /* Routes mallocs on `device` to the pool (created if needed; adds a use)
  * until cachealloc_pool_end_allocate. Which mallocs: filter(user, stream)
  * != 0, called under the device's lock on the allocating thread; with a

@@ -3,8 +3,9 @@
 // plain C entry points leave unimplemented, so torch.cuda.memory_stats,
 // memory_summary, reset_peak_memory_stats, _record_memory_history,
 // _snapshot/_dump_snapshot, cudnn.benchmark (cacheInfo), empty_cache,
-// set_per_process_memory_fraction, record_stream, base allocations and OOM
-// observers work unchanged. Built against the installed PyTorch (2.11+).
+// set_per_process_memory_fraction, record_stream, base allocations, OOM
+// observers, CUDA IPC (torch.multiprocessing) and MemPool(allocator=...)
+// work unchanged. Built against the installed PyTorch (2.11+).
 //
 // Python loads it with ctypes after importing torch and calls
 // cachealloc_torch_install(); it talks to libcachealloc.so through the C API
@@ -30,6 +31,7 @@
 #include <vector>
 
 #include "bindings/c_api/cachealloc.h"
+#include "bindings/torch/sharing.h"
 
 namespace {
 
@@ -161,11 +163,12 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   // keeps them as native does (allocator/private_pool.h).
   void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                           PoolAllocatorArg allocator) override {
-    // A pool whose segments come from another allocator (ncclMemAlloc, ...)
-    // would need a second backend per pool.
-    TORCH_CHECK(allocator == nullptr,
-                "cachealloc: MemPool(allocator=...) is not supported; MemPool() without an "
-                "allocator is");
+    // With an allocator: the pool's segments come from it (foreign_pool.cpp).
+    if (allocator) {
+      cachealloc_torch::create_pool_with_allocator(
+          device, id, cachealloc_torch::pool_allocator(allocator), this);
+      return;
+    }
     check(cachealloc_pool_create_or_incref(device, id.first, id.second));
   }
   void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
@@ -275,6 +278,13 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     void* base = cachealloc_base_allocation(ptr, size);
     TORCH_CHECK(base, cachealloc_last_error());
     return base;
+  }
+  // CUDA IPC for torch.multiprocessing (ipc.cpp).
+  CCA::ShareableHandle shareIpcHandle(void* ptr) override {
+    return cachealloc_torch::share_ipc_handle(ptr);
+  }
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
+    return cachealloc_torch::open_ipc_handle(handle);
   }
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
     if (!ptr.get() || ptr.get_deleter() != &delete_fn) return;  // not ours

@@ -213,11 +213,12 @@ def test_glue_keeps_the_cxx_runtime_to_itself():
     shared libstdc++ and crashed in conv forward (found on the GPU host)."""
     import shutil
 
-    import cachealloc._native as n
+    import torch
+    from cachealloc import glue_build, torch_glue
 
-    glue = n.torch_glue_path()
-    if glue is None:
-        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
+    # The glue install() would load (torch_glue.find_and_load's order).
+    glue = (os.environ.get("CACHEALLOC_TORCH_LIBRARY") or next(iter(torch_glue._prebuilt()), None)
+            or glue_build.build(torch, quiet=True))
     if shutil.which("nm") is None:
         pytest.skip("GPU test skipped: nm (binutils) is not installed")
     out = subprocess.run(["nm", "-D", "--defined-only", str(glue)], capture_output=True,

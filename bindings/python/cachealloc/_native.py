@@ -113,6 +113,8 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_history_action_names": (c_char_p, []),
         "cachealloc_set_history_skip_actions": (c_int, [c_char_p]),
         "cachealloc_pool_create_or_incref": (c_int, [c_int, u64, u64]),
+        "cachealloc_pool_create_with_allocator": (c_int, [c_int, u64, u64, c_void_p, c_void_p,
+                                                          c_void_p, c_void_p]),
         "cachealloc_pool_begin_allocate": (c_int, [c_int, u64, u64, c_void_p, c_void_p, c_void_p]),
         "cachealloc_pool_end_allocate": (c_int, [c_int, u64, u64]),
         "cachealloc_pool_release": (c_int, [c_int, u64, u64]),

@@ -41,8 +41,14 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "cachealloc"
 
 
+# The glue's translation units and the headers of its own they include
+# (bindings/torch/CMakeLists.txt builds the same files).
+GLUE_SOURCES = ("torch_allocator.cpp", "ipc.cpp", "foreign_pool.cpp")
+GLUE_HEADERS = ("sharing.h",)
+
+
 def _sources() -> tuple:
-    """(torch_allocator.cpp, include root holding bindings/c_api/cachealloc.h,
+    """(the glue's .cpp files, include root holding bindings/c_api/cachealloc.h,
     the CPU-wheel shim folder): the package's copy (glue_src/, shipped in
     the wheel), else the source checkout's."""
     shipped = package_dir() / "glue_src"
@@ -51,7 +57,7 @@ def _sources() -> tuple:
         raise GlueBuildError(f"cachealloc: the PyTorch glue's source is missing ({shipped}); "
                              "reinstall the package")
     torch_dir = root / "bindings" / "torch"
-    return torch_dir / "torch_allocator.cpp", root, torch_dir / "cpu_wheel_shim"
+    return [torch_dir / name for name in GLUE_SOURCES], root, torch_dir / "cpu_wheel_shim"
 
 
 def _compiler() -> str:
@@ -88,16 +94,16 @@ def _cuda_dirs(torch_module) -> tuple:
         "or use cachealloc.install(torch_glue=False) (plain mode)")
 
 
-def _key(torch_module, cpp: pathlib.Path, header: pathlib.Path) -> str:
+def _key(torch_module, files: List[pathlib.Path]) -> str:
     """Cache folder name: what the compiled glue depends on."""
-    digest = hashlib.sha256(cpp.read_bytes() + header.read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files)).hexdigest()[:12]
     cuda = torch_module.version.cuda or "cpu"
     return f"torch-{torch_module.__version__}-cuda-{cuda}-src-{digest}"
 
 
 def command(torch_module, output: str) -> List[str]:
     """The compiler command that builds the glue for this torch into output."""
-    cpp, root, shim = _sources()
+    cpps, root, shim = _sources()
     compiler = _compiler()
     torch_dir = pathlib.Path(torch_module.__file__).resolve().parent
     include = torch_dir / "include"
@@ -112,7 +118,7 @@ def command(torch_module, output: str) -> List[str]:
     # CPU-only wheels lack one generated c10/cuda header (see the shim).
     if not (include / "c10" / "cuda" / "impl" / "cuda_cmake_macros.h").is_file():
         cmd.append(f"-I{shim}")
-    cmd += [str(cpp), "-o", output, f"-L{torch_lib}"]
+    cmd += [str(cpp) for cpp in cpps] + ["-o", output, f"-L{torch_lib}"]
     cmd += [f"-l{name}" for name in ("c10", "torch", "torch_cpu", "c10_cuda", "torch_cuda")
             if (torch_lib / f"lib{name}.so").is_file()]
     # By path: the nvidia wheels ship only libcudart.so.N (no unversioned link).
@@ -128,8 +134,10 @@ def build(torch_module, quiet: bool = False) -> str:
     """Path of a glue compiled for torch_module, compiling it first when the
     cache has none. Raises GlueBuildError naming what is missing, or with
     the compiler's last lines when compiling fails."""
-    cpp, root, _ = _sources()
-    folder = cache_dir() / _key(torch_module, cpp, root / "bindings" / "c_api" / "cachealloc.h")
+    cpps, root, _ = _sources()
+    headers = [root / "bindings" / "torch" / name for name in GLUE_HEADERS]
+    folder = cache_dir() / _key(torch_module,
+                                cpps + headers + [root / "bindings" / "c_api" / "cachealloc.h"])
     target = folder / "libcachealloc_torch.so"
     if target.is_file():
         return str(target)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 from typing import Optional
 
+from . import sharing
 from . import torch_glue as torch_glue_module
 from ._native import check, lib, library_path
 
@@ -48,7 +49,11 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     memory_summary, _record_memory_history, _snapshot, cudnn.benchmark...
     ("torch-extension" mode). With torch_glue=False the two C entry points
     are registered through torch.cuda.memory's CUDAPluggableAllocator
-    ("plain" mode): use cachealloc's functions for stats and snapshots then.
+    ("plain" mode): use cachealloc's functions for stats and snapshots then;
+    CUDA tensors cannot be sent to other processes (torch.multiprocessing)
+    then, and sending one raises sharing.CudaIpcUnavailableError where it
+    is sent (so it does on the "async" backend, where native cannot share
+    either).
 
     A torch built without CUDA has no CUDA allocator to replace: there only
     backend="simulated[...]" is accepted, in plain mode with nothing
@@ -104,6 +109,13 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
         torch.cuda.memory.change_current_allocator(registered)
     _pluggable = registered
     _mode = "torch-extension" if torch_glue else "plain"
+    # Where CUDA tensors cannot be sent to other processes (plain mode: no
+    # IPC handle to give; the async backend, as native), say so in the
+    # sender, not in a queue's feeder thread (sharing.py).
+    if not torch_glue:
+        sharing.refuse_cuda_ipc(sharing.PLAIN_MODE_MESSAGE, refuse_pickling=True)
+    elif backend() == "async":
+        sharing.refuse_cuda_ipc(sharing.ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:

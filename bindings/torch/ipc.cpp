@@ -1,0 +1,146 @@
+// CUDA IPC for torch.multiprocessing under the glue: PyTorch's storage
+// sharing (StorageSharing.cpp's _share_cuda_ / _new_shared_cuda) asks the
+// current allocator for a handle of the block behind a storage and, in the
+// consumer, for the memory behind a handle. PyTorch keeps the producer's
+// block alive while consumers hold it (CudaIPCSentData and its ref-counter
+// file), so the allocator supplies only the handle and its opening, as
+// native's does; a freed block is not ours again until PyTorch frees it.
+//
+// The handle's bytes are native 2.11's (CUDACachingAllocator.cpp):
+//   [version = 2][type = 'c'][cudaIpcMemHandle_t of the segment, 64 bytes]
+// with ShareableHandle::offset the block's offset in its segment. A bare
+// 64-byte handle (torch before the version byte) is accepted too, and so
+// is any version up to 2; type 'e' (an expandable segment, shared through
+// cuMemExportToShareableHandle) is refused with a message: cachealloc's
+// glue has no expandable segments to open it into yet.
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/util/Exception.h>
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <string>
+#include <unordered_map>
+
+#include "bindings/c_api/cachealloc.h"
+#include "bindings/torch/sharing.h"
+
+namespace cachealloc_torch {
+namespace {
+
+constexpr char kHandleVersion = 2;  // torch 2.11's SHAREABLE_HANDLE_VERSION
+constexpr char kCudaMallocHandle = 'c';
+constexpr char kExpandableHandle = 'e';
+constexpr size_t kRawHandleBytes = sizeof(cudaIpcMemHandle_t);  // 64
+
+// Native refuses CUDA IPC on its cudaMallocAsync backend with these words.
+void refuse_async(const char* what) {
+  TORCH_CHECK(std::strcmp(cachealloc_backend_name(), "async") != 0, "cudaMallocAsync does not yet support ", what,
+              ". If you need it, please file an issue describing your use case.");
+}
+
+// An opened segment. Its destructor, when the last tensor holding the
+// segment lets go, takes the entry out of the cache and closes the handle.
+struct OpenedSegment {
+  std::string handle;
+  c10::DeviceIndex device = 0;
+  void* base = nullptr;  // null until opened
+  ~OpenedSegment();
+};
+// Opened segments by their handle's bytes: a cudaIpcMemHandle_t can be
+// opened only once per process and context, and several storages may live
+// in one segment.
+struct IpcCache {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::weak_ptr<OpenedSegment>> opened;
+};
+// Never destroyed: tensors that outlive static destruction close their
+// handles through it.
+IpcCache& cache() {
+  static auto* c = new IpcCache;
+  return *c;
+}
+
+OpenedSegment::~OpenedSegment() {
+  if (!base) return;  // never opened (open_ipc_handle failed; it holds the lock)
+  {
+    std::lock_guard<std::mutex> lock(cache().mutex);
+    cache().opened.erase(handle);
+  }
+  // A destructor must not throw: a failure to close is a warning (native's
+  // entry.clear() would throw from here).
+  c10::cuda::CUDAGuard guard(device);
+  C10_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(base));
+}
+
+cudaIpcMemHandle_t parse_handle(const std::string& handle) {
+  cudaIpcMemHandle_t out;
+  if (handle.size() == kRawHandleBytes) {  // from a torch before the version byte
+    std::memcpy(&out, handle.data(), kRawHandleBytes);
+    return out;
+  }
+  TORCH_CHECK(handle.size() >= 2, "cachealloc: a CUDA IPC handle of ", handle.size(),
+              " bytes is too short to be one");
+  TORCH_CHECK(handle[0] <= kHandleVersion,
+              "received sharable handle from a future version of torch that this version does not "
+              "know how to handle");
+  TORCH_CHECK(handle[1] != kExpandableHandle,
+              "cachealloc: this tensor lives in an expandable segment of the sending process "
+              "(expandable_segments:True), which cachealloc's glue cannot open yet; send it from a "
+              "process without expandable segments, or receive it under PyTorch's own allocator");
+  TORCH_CHECK(handle[1] == kCudaMallocHandle, "unexpected or illformed shareable handle type");
+  TORCH_CHECK(handle.size() == 2 + kRawHandleBytes, "cachealloc: a CUDA IPC handle of ",
+              handle.size(), " bytes; expected ", 2 + kRawHandleBytes);
+  std::memcpy(&out, handle.data() + 2, kRawHandleBytes);
+  return out;
+}
+
+}  // namespace
+
+CCA::ShareableHandle share_ipc_handle(void* ptr) {
+  refuse_async("shareIpcHandle");
+  size_t segment_bytes = 0;
+  void* base = cachealloc_base_allocation(ptr, &segment_bytes);
+  TORCH_CHECK(base, cachealloc_last_error());  // not a block cachealloc handed out
+  cudaIpcMemHandle_t handle;
+  C10_CUDA_CHECK(cudaIpcGetMemHandle(&handle, base));
+  std::string bytes;
+  bytes.reserve(2 + kRawHandleBytes);
+  bytes.push_back(kHandleVersion);
+  bytes.push_back(kCudaMallocHandle);
+  bytes.append(reinterpret_cast<const char*>(&handle), kRawHandleBytes);
+  return {static_cast<char*>(ptr) - static_cast<char*>(base), std::move(bytes)};
+}
+
+std::shared_ptr<void> open_ipc_handle(const std::string& handle) {
+  refuse_async("getIpcDevPtr");
+  const cudaIpcMemHandle_t raw = parse_handle(handle);
+  IpcCache& c = cache();
+  std::unique_lock<std::mutex> lock(c.mutex);
+  for (auto it = c.opened.find(handle); it != c.opened.end(); it = c.opened.find(handle)) {
+    if (auto held = it->second.lock()) return {held, held->base};
+    // Its last holder is closing it right now: wait until it has.
+    lock.unlock();
+    std::this_thread::yield();
+    lock.lock();
+  }
+  // Everything that can throw before the handle is opened; after it,
+  // nothing does (a failed open takes its entry out again).
+  auto segment = std::make_shared<OpenedSegment>();
+  segment->handle = handle;
+  C10_CUDA_CHECK(c10::cuda::GetDevice(&segment->device));
+  auto slot = c.opened.emplace(handle, segment).first;
+  void* base = nullptr;
+  const cudaError_t err = cudaIpcOpenMemHandle(&base, raw, cudaIpcMemLazyEnablePeerAccess);
+  if (err != cudaSuccess) {
+    c.opened.erase(slot);
+    C10_CUDA_CHECK(err);
+  }
+  segment->base = base;
+  return {segment, base};  // shares `segment`'s ownership, points at the memory
+}
+
+}  // namespace cachealloc_torch
