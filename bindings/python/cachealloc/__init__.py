@@ -23,6 +23,7 @@ from typing import Any, Optional
 from . import _native
 from ._native import CacheallocError, OutOfMemoryError, check, lib
 from .summary import format_summary
+from .torch_settings import install_settings_hook
 
 __all__ = [
     "CacheallocError", "OutOfMemoryError", "install", "init", "mode", "is_installed", "backend",
@@ -105,11 +106,13 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
                                g.cachealloc_torch_last_error().decode())
         _pluggable = g
         _mode = "torch-extension"
+        install_settings_hook()
         return
     path = library_path()
     _pluggable = torch.cuda.memory.CUDAPluggableAllocator(path, "cachealloc_malloc", "cachealloc_free")
     torch.cuda.memory.change_current_allocator(_pluggable)
     _mode = "plain"
+    install_settings_hook()
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
