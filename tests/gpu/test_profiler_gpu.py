@@ -92,6 +92,8 @@ def test_layer_peaks_are_consistent_with_the_step_peak(plain):
         if _native.torch_glue_path() is None:
             pytest.skip("the PyTorch glue (libcachealloc_torch.so) is not built")
     out = run_mode(plain)
+    # The mode this case claims: glue never quietly falls back to plain.
+    assert out["mode"] == ("plain" if plain else "torch-extension"), out["mode"]
     by_name = {r["name"]: r for r in out["results"]}
     assert all(r["exact"] for r in out["results"])
     layers = [by_name[f"layer{i}"] for i in range(LAYERS)]
