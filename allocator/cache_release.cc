@@ -11,13 +11,9 @@ namespace cachealloc {
 
 // native: release_block. Returns one whole unsplit cached segment.
 void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) {
-  EngineEvent e{EngineEventKind::kSegmentFree};
-  e.pool = kind_of(*block->pool);
-  e.stream = block->stream;
-  e.address = block->address;
-  e.size = block->size;
-  e.oversize = oversize(block->size);
-  e.context = ctx ? &ctx : &block->context_when_segment_allocated;
+  EngineEvent e = segment_event(EventKind::kSegmentFree, kind_of(*block->pool), block->stream,
+                                block->address, block->size, config_.max_split_size,
+                                ctx ? &ctx : &block->context_when_segment_allocated);
   emit(e);
 
   backend_.release(device_, block->address, block->size);

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "allocator/errors.h"
-#include "allocator/oom_report.h"
+#include "allocator/engine_events.h"
 #include "allocator/size_policy.h"
 
 namespace cachealloc {
@@ -102,7 +102,7 @@ bool DeviceCachingAllocator::would_collect_garbage() const {
 bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
                                          const ContextPtr& ctx) {
   if (is_retry) {
-    EngineEvent e{EngineEventKind::kAllocRetry};
+    EngineEvent e{EventKind::kAllocRetry};
     emit(e);
   }
   const size_t size = r.alloc_size;
@@ -136,13 +136,8 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   r.block = b;
   segment_heads_.insert(b);
 
-  EngineEvent e{EngineEventKind::kSegmentAlloc};
-  e.pool = kind_of(*r.pool);
-  e.stream = r.stream;
-  e.address = address;
-  e.size = size;
-  e.oversize = oversize(size);
-  e.context = &ctx;
+  EngineEvent e = segment_event(EventKind::kSegmentAlloc, kind_of(*r.pool), r.stream, address,
+                                size, config_.max_split_size, &ctx);
   emit(e);
   return true;
 }
@@ -164,7 +159,7 @@ void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
 
 // native: free_block, for a block whose stream events have completed.
 void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  cache_freed_block(block, ctx, EngineEventKind::kFreeCompleted);
+  cache_freed_block(block, ctx, EventKind::kFreeCompleted);
 }
 
 void DeviceCachingAllocator::set_memory_fraction(double fraction) {

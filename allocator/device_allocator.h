@@ -32,6 +32,7 @@
 #include "allocator/block_pool.h"
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
+#include "allocator/engine_events.h"
 #include "allocator/engine_observer.h"
 #include "allocator/hot_inline.h"
 #include "allocator/memory_limit.h"
@@ -239,7 +240,7 @@ class DeviceCachingAllocator {
   // Caches a freed block (merging it with free neighbours) and emits `kind`:
   // kFree straight from free(), kFreeCompleted from free_block.
   CACHEALLOC_HOT_INLINE void cache_freed_block(Block* block, const ContextPtr& ctx,
-                                               EngineEventKind kind);
+                                               EventKind kind);
   // Merges `block` with its free neighbours and indexes the result.
   CACHEALLOC_HOT_INLINE Block* merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split);
@@ -296,10 +297,6 @@ class DeviceCachingAllocator {
   // `heads`) can take `checkpoint`'s layout.
   void check_restorable(const PrivatePool& pool, const std::vector<const Block*>& heads,
                         const PoolCheckpoint& checkpoint) const;
-  PoolKind kind_of(const BlockPool& pool) const {
-    return pool.is_small() ? PoolKind::kSmall : PoolKind::kLarge;
-  }
-  bool oversize(size_t bytes) const { return bytes >= config_.max_split_size; }
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
@@ -353,18 +350,6 @@ class DeviceCachingAllocator {
     spare_blocks_.push_back(block);
   }
   static constexpr size_t kMaxSpareBlocks = 4096;
-  // An event about `block` as it stands: pool, stream, address, size,
-  // requested bytes and the oversize flag filled in.
-  EngineEvent block_event(EngineEventKind kind, const Block* block) const {
-    EngineEvent e(kind);
-    e.pool = kind_of(*block->pool);
-    e.stream = block->stream;
-    e.address = block->address;
-    e.size = block->size;
-    e.requested = block->requested_size;
-    e.oversize = oversize(block->size);
-    return e;
-  }
   void emit(EngineEvent& e) {
     e.device = device_;
     for (EngineObserver* o : observers_) o->on_event(e);

@@ -142,7 +142,7 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
   if (ctx) block->context_when_allocated = ctx;
   allocated_bytes_ += block->size;
 
-  EngineEvent e = block_event(EngineEventKind::kAlloc, block);
+  EngineEvent e = block_event(EventKind::kAlloc, block, config_.max_split_size);
   e.split = split;
   e.context = &ctx;
   emit(e);
@@ -155,7 +155,7 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
   allocated_bytes_ -= block->size;
   if (block->stream_uses.empty()) [[likely]] {
     // Back in the cache at once: one kFree event for native's two steps.
-    cache_freed_block(block, ctx, EngineEventKind::kFree);
+    cache_freed_block(block, ctx, EventKind::kFree);
     return;
   }
   free_used_elsewhere(block, ctx);
@@ -163,8 +163,8 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
 
 // native: free_block's body, shared by free() (kFree) and free_block().
 void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
-                                               EngineEventKind kind) {
-  EngineEvent e = block_event(kind, block);
+                                               EventKind kind) {
+  EngineEvent e = block_event(kind, block, config_.max_split_size);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
 

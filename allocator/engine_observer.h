@@ -12,6 +12,7 @@
 
 #include "allocator/call_context.h"
 #include "allocator/device_backend.h"
+#include "allocator/event_kind.h"
 
 namespace cachealloc {
 
@@ -25,25 +26,9 @@ struct InactiveSplitChange {
   int64_t bytes = 0;
 };
 
-enum class EngineEventKind : uint8_t {
-  kSegmentAlloc,    // a segment was reserved from the device
-  kSegmentFree,     // a segment was returned to the device
-  kAlloc,           // a block was handed out
-  kFreeRequested,   // the caller freed a block that waits for stream events
-  kFreeCompleted,   // a block that waited for stream events is back in the cache
-  // The caller freed a block that needed no stream events, so it went back
-  // to the cache at once: kFreeRequested and kFreeCompleted in one event
-  // (native updates and traces both, in that order, at this moment). The
-  // common free; one event instead of two keeps the hot path short.
-  kFree,
-  kOom,             // a request failed; the caller gets OutOfMemoryError
-  kAllocRetry,      // the device was asked again after the cache was emptied
-  kSyncAllStreams,  // all outstanding cross-stream events were waited on
-};
-
 struct EngineEvent {
-  explicit EngineEvent(EngineEventKind k) : kind(k) {}
-  EngineEventKind kind;
+  explicit EngineEvent(EventKind k) : kind(k) {}
+  EventKind kind;
   int device = 0;
   PoolKind pool = PoolKind::kLarge;
   StreamId stream = 0;

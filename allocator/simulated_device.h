@@ -10,10 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <set>
 
 #include "allocator/device_backend.h"
+#include "allocator/simulated_memory.h"
 
 namespace cachealloc {
 
@@ -37,23 +37,20 @@ class SimulatedDevice : public DeviceBackend {
   void refuse_next_allocations(int n) { refuse_next_ = n; }
   // While held, recorded events stay pending until complete_events().
   void hold_events(bool hold) { hold_events_ = hold; }
-  void complete_events() { pending_events_.clear(); }
+  void complete_events() { memory_.complete_all_events(); }
 
-  size_t used_bytes() const { return used_; }
-  size_t capacity() const { return capacity_; }
-  size_t live_segments() const { return ranges_.size(); }
+  size_t used_bytes() const { return memory_.used(); }
+  size_t capacity() const { return memory_.capacity(); }
+  size_t live_segments() const { return memory_.segments().size(); }
   size_t live_events() const { return live_events_.size(); }
 
  private:
   const uintptr_t base_;
-  const size_t capacity_;
-  size_t used_ = 0;
-  std::map<uintptr_t, size_t> ranges_;  // address -> bytes, live segments
+  SimulatedMemory memory_;  // segments' footprints are 2 MiB multiples
   int refuse_next_ = 0;
   bool hold_events_ = false;
-  EventId next_event_ = 1;
+  // Recorded and not yet destroyed: destroying any other event throws.
   std::set<EventId> live_events_;
-  std::set<EventId> pending_events_;
 };
 
 }  // namespace cachealloc

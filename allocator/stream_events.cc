@@ -25,7 +25,7 @@ void DeviceCachingAllocator::record_stream(Block* block, StreamId stream) {
 // native: free, for a block used on other streams: events now, or after
 // the routes (a capture may be underway).
 void DeviceCachingAllocator::free_used_elsewhere(Block* block, const ContextPtr& ctx) {
-  EngineEvent e = block_event(EngineEventKind::kFreeRequested, block);
+  EngineEvent e = block_event(EventKind::kFreeRequested, block, config_.max_split_size);
   e.context = ctx ? &ctx : &block->context_when_allocated;
   emit(e);
   if (routing_) {
@@ -97,7 +97,7 @@ void DeviceCachingAllocator::process_events(const ContextPtr& ctx) {
 // while one is (here: the deferred frees then keep waiting).
 void DeviceCachingAllocator::synchronize_and_free_events(const ContextPtr& ctx,
                                                          const PrivatePool* only) {
-  EngineEvent e{EngineEventKind::kSyncAllStreams};
+  EngineEvent e{EventKind::kSyncAllStreams};
   emit(e);
   if (!routing_) insert_deferred_events(ctx);
   auto backend_of = [this]() -> DeviceBackend& { return backend_; };

@@ -18,7 +18,17 @@ namespace cachealloc::bench {
 // warning) when the affinity could not be set; the benchmark still runs.
 inline int pin_to_one_cpu() {
   int cpu = sched_getcpu();
-  if (const char* env = std::getenv("CACHEALLOC_BENCH_CPU")) cpu = std::atoi(env);
+  if (const char* env = std::getenv("CACHEALLOC_BENCH_CPU")) {
+    // A CPU number or nothing: "abc" must not silently pin CPU 0.
+    char* end = nullptr;
+    const long n = std::strtol(env, &end, 10);
+    if (*env < '0' || *env > '9' || *end != '\0' || n > CPU_SETSIZE - 1) {
+      std::fprintf(stderr, "CACHEALLOC_BENCH_CPU='%s' is not a CPU number (0 to %d)\n", env,
+                   CPU_SETSIZE - 1);
+      std::exit(2);
+    }
+    cpu = static_cast<int>(n);
+  }
   if (cpu < 0) return -1;
   cpu_set_t set;
   CPU_ZERO(&set);

@@ -91,7 +91,7 @@ BENCHMARK(BM_PairWithoutScopeTracker);
 void BM_TrackerEventsOnly(benchmark::State& state) {
   ScopeTracker tracker;
   for (int64_t i = 0; i < state.range(0); ++i) tracker.open();
-  EngineEvent alloc(EngineEventKind::kAlloc), free(EngineEventKind::kFree);
+  EngineEvent alloc(EventKind::kAlloc), free(EventKind::kFree);
   alloc.size = free.size = kPairBytes;
   for (auto _ : state) {
     tracker.on_event(alloc);

@@ -2,7 +2,7 @@
 // (replay_trace with default options: every emitted event compared with the
 // recorded one, final segments checked, no snapshot built).
 //
-//   BM_Replay/<trace>   each reference trace in ../shared/traces (recorded
+//   BM_Replay/<trace>   each reference trace in tests/data/traces (recorded
 //                       from PyTorch 2.11 on an H100); traces recorded under a
 //                       memory fraction replay with that limit, read from the
 //                       trace's .json, as `cachealloc replay --memory-limit`;
@@ -36,11 +36,11 @@
 #include "allocator/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "pickle/pickle_reader.h"
 #include "replay/engine_trace.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
 #include "stats/history.h"
-#include "stats/pickle_reader.h"
 
 namespace cachealloc {
 namespace {
@@ -224,10 +224,14 @@ int main(int argc, char** argv) {
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("pinned_cpu", std::to_string(cpu));
 
-  // $CACHEALLOC_TRACE_DIR replaces the built-in ../shared/traces (to run a
+  // $CACHEALLOC_TRACE_DIR replaces the built-in tests/data/traces (to run a
   // copied binary elsewhere).
   const char* trace_dir = std::getenv("CACHEALLOC_TRACE_DIR");
-  const fs::path dir = trace_dir ? fs::path(trace_dir) : fs::path(CACHEALLOC_SHARED_DIR) / "traces";
+  const fs::path dir = trace_dir ? fs::path(trace_dir) : fs::path(CACHEALLOC_TRACES_DIR);
+  if (trace_dir && !fs::is_directory(dir)) {
+    std::fprintf(stderr, "CACHEALLOC_TRACE_DIR='%s' is not a directory\n", trace_dir);
+    return 2;
+  }
   static const std::vector<TraceFile> traces = find_traces(dir);
   if (traces.empty())
     std::fprintf(stderr, "warning: no *%s traces in %s\n", kTraceSuffix, dir.c_str());

@@ -12,16 +12,16 @@ namespace cachealloc::replay_detail {
 namespace {
 
 EventDescription describe(const RecordedEvent& e) {
-  return EventDescription{recorded_action_name(e.action),
-                          e.action == RecordedAction::kOom ? e.device_free : e.address,
+  return EventDescription{action_name(e.action),
+                          e.action == EventKind::kOom ? e.device_free : e.address,
                           e.size, e.stream, ""};
 }
 EventDescription describe(const Emitted& e) {
-  return EventDescription{recorded_action_name(e.action), e.address, e.size, e.stream, ""};
+  return EventDescription{action_name(e.action), e.address, e.size, e.stream, ""};
 }
 bool same(const RecordedEvent& r, const Emitted& e) {
   return r.action == e.action && r.size == e.size && r.stream == e.stream &&
-         (r.action == RecordedAction::kOom || r.address == e.address);
+         (r.action == EventKind::kOom || r.address == e.address);
 }
 
 }  // namespace
@@ -43,9 +43,9 @@ StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
     absl::flat_hash_map<uintptr_t, size_t> next_completed;  // address -> index
     for (size_t k = n; k-- > 0;) {
       const RecordedEvent& e = events_[k];
-      if (e.action == RecordedAction::kFreeCompleted) {
+      if (e.action == EventKind::kFreeCompleted) {
         next_completed[e.address] = k;
-      } else if (e.action == RecordedAction::kFreeRequested && !completes_at_once(events_, k)) {
+      } else if (e.action == EventKind::kFreeRequested && !completes_at_once(events_, k)) {
         const auto it = next_completed.find(e.address);
         completions_[k] = it == next_completed.end() ? n : it->second;
       }
@@ -84,7 +84,7 @@ std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
 // (garbage collection, or the OOM retry path). If not, segment frees
 // recorded just before it can only come from an empty_cache() call.
 bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
-  if (r.action == RecordedAction::kFreeRequested) return false;
+  if (r.action == EventKind::kFreeRequested) return false;
   if (engine_.would_hit_cache(r.size, r.stream)) return false;
   if (engine_.would_collect_garbage()) return true;
   if (engine_.would_exceed_limit(r.size)) return true;
@@ -96,7 +96,7 @@ bool DeviceReplay::empty_cache_would_free(size_t first, size_t last) const {
   std::vector<uintptr_t> recorded;
   bool freed_segment = false;
   for (size_t k = first; k < last; ++k) {
-    if (events_[k].action == RecordedAction::kSegmentFree) {
+    if (events_[k].action == EventKind::kSegmentFree) {
       recorded.push_back(events_[k].address);
       freed_segment = true;
     } else if (freed_segment) {
@@ -152,16 +152,16 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     // ambiguous point, tried the other way where polling diverges.
     // A malloc (or OOM) request polls events and may release memory; a free
     // (or the end of the trace) does neither.
-    const bool request_polls = j < n && events_[j].action != RecordedAction::kFreeRequested;
+    const bool request_polls = j < n && events_[j].action != EventKind::kFreeRequested;
     const bool leading_completion =
-        i < j && events_[i].action == RecordedAction::kFreeCompleted && !delayed_frees_.empty();
+        i < j && events_[i].action == EventKind::kFreeCompleted && !delayed_frees_.empty();
     bool poll = true;
     if (leading_completion && request_polls) {
       ambiguous_.push_back(point(i, kLeadingCompletions));
       poll = !flipped_.contains(point(i, kLeadingCompletions));
     }
     if (leading_completion && poll)
-      for (size_t k = i; k < j && events_[k].action == RecordedAction::kFreeCompleted; ++k)
+      for (size_t k = i; k < j && events_[k].action == EventKind::kFreeCompleted; ++k)
         if (auto it = delayed_frees_.find(events_[k].address);
             it != delayed_frees_.end() && !completed_by_sync_.contains(it->first))
           backend_.complete_event(it->second);
@@ -197,7 +197,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         return compare(i, lead, "empty_cache() freed a different set of segments");
       if (auto d = compare(i, i + emitted, "")) return d;
       for (size_t k = i; k < i + emitted; ++k)
-        if (events_[k].action == RecordedAction::kFreeCompleted) forget_delayed(events_[k].address);
+        if (events_[k].action == EventKind::kFreeCompleted) forget_delayed(events_[k].address);
       i += emitted;
       done += emitted;
     }
@@ -209,7 +209,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     const RecordedEvent& r = events_[j];
     clock_cursor_ = i;
     for (size_t k = i; k < j; ++k)
-      if (events_[k].action == RecordedAction::kSegmentAlloc) {
+      if (events_[k].action == EventKind::kSegmentAlloc) {
         backend_.prime(events_[k].address, events_[k].size);
         break;
       }
@@ -217,9 +217,9 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     std::string note;
     size_t consumed_to = j + 1;
     switch (r.action) {
-      case RecordedAction::kAlloc:
-      case RecordedAction::kOom:
-        if (r.action == RecordedAction::kOom) backend_.refuse_all();
+      case EventKind::kAlloc:
+      case EventKind::kOom:
+        if (r.action == EventKind::kOom) backend_.refuse_all();
         // Before a request's segment_alloc, the trace shows the segments
         // it freed: the device refused it until then (on a GPU, other
         // processes and the CUDA context use memory too, and free bytes
@@ -229,21 +229,21 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         if (i < lead) {
           size_t frees = 0;
           for (size_t k = i; k < lead; ++k)
-            frees += events_[k].action == RecordedAction::kSegmentFree;
+            frees += events_[k].action == EventKind::kSegmentFree;
           backend_.refuse_until_releases(frees);
         }
         try {
           Block* b = engine_.malloc(r.size, r.stream, r.context);
           live_[b->address] = b;
-          if (r.action == RecordedAction::kOom) note = "the request succeeded";
+          if (r.action == EventKind::kOom) note = "the request succeeded";
         } catch (const OutOfMemoryError& e) {
-          if (r.action == RecordedAction::kAlloc) note = e.what();
+          if (r.action == EventKind::kAlloc) note = e.what();
         } catch (const CacheallocError& e) {
           note = e.what();
         }
         backend_.stop_refusing();
         break;
-      case RecordedAction::kFreeRequested: {
+      case EventKind::kFreeRequested: {
         auto it = live_.find(r.address);
         if (it == live_.end())
           return diverge(r.source_index, describe(r),
@@ -257,7 +257,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         // immediate free). Ambiguous in a trace that has waiting frees,
         // before a request that can poll.
         if (immediate && has_waiting_frees_ && j + 2 < n &&
-            events_[side_effects_end(events_, j + 2)].action != RecordedAction::kFreeRequested) {
+            events_[side_effects_end(events_, j + 2)].action != EventKind::kFreeRequested) {
           ambiguous_.push_back(point(j, kImmediateFree));
           immediate = !flipped_.contains(point(j, kImmediateFree));
           if (!immediate) {
@@ -276,16 +276,14 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         if (!immediate) delayed_frees_[r.address] = backend_.last_event();
         break;
       }
-      case RecordedAction::kFreeCompleted:
-      case RecordedAction::kSegmentAlloc:
-      case RecordedAction::kSegmentFree:
-        break;  // side effects never reach here
+      default:
+        break;  // side effects never reach here (nor kinds a trace does not hold)
     }
     backend_.unprime();
     // (Most traces have no delayed frees: skip hashing every completed free.)
     if (!delayed_frees_.empty())
       for (const Emitted& e : log_.events)
-        if (e.action == RecordedAction::kFreeCompleted) forget_delayed(e.address);
+        if (e.action == EventKind::kFreeCompleted) forget_delayed(e.address);
     if (auto d = compare(i, consumed_to, note)) return d;
     if (options_.check_invariants) engine_.check_invariants();
     if (options_.after_request) options_.after_request(consumed_to, engine_);

@@ -20,7 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "allocator/device_allocator.h"
 #include "replay/replay_device.h"
-#include "replay/replayer.h"
+#include "replay/replay_options.h"
 #include "replay/trace.h"
 #include "replay/trace_runs.h"
 #include "stats/device_stats.h"
@@ -29,7 +29,7 @@
 namespace cachealloc::replay_detail {
 
 struct Emitted {
-  RecordedAction action;
+  EventKind action;
   uintptr_t address;
   size_t size;
   StreamId stream;
@@ -40,24 +40,26 @@ class EmitLog : public EngineObserver {
  public:
   void on_event(const EngineEvent& e) override {
     switch (e.kind) {
-      case EngineEventKind::kSegmentAlloc: add(RecordedAction::kSegmentAlloc, e.address, e.size, e); break;
-      case EngineEventKind::kSegmentFree: add(RecordedAction::kSegmentFree, e.address, e.size, e); break;
-      case EngineEventKind::kAlloc: add(RecordedAction::kAlloc, e.address, e.requested, e); break;
-      case EngineEventKind::kFreeRequested: add(RecordedAction::kFreeRequested, e.address, e.requested, e); break;
-      case EngineEventKind::kFreeCompleted: add(RecordedAction::kFreeCompleted, e.address, e.requested, e); break;
-      case EngineEventKind::kFree:
-        add(RecordedAction::kFreeRequested, e.address, e.requested, e);
-        add(RecordedAction::kFreeCompleted, e.address, e.requested, e);
+      case EventKind::kSegmentAlloc:
+      case EventKind::kSegmentFree: add(e.kind, e.address, e.size, e); break;
+      case EventKind::kAlloc:
+      case EventKind::kFreeRequested:
+      case EventKind::kFreeCompleted: add(e.kind, e.address, e.requested, e); break;
+      case EventKind::kFree:  // both halves, as the trace records them
+        add(EventKind::kFreeRequested, e.address, e.requested, e);
+        add(EventKind::kFreeCompleted, e.address, e.requested, e);
         break;
-      case EngineEventKind::kOom: add(RecordedAction::kOom, 0, e.size, e); break;
-      case EngineEventKind::kAllocRetry:
-      case EngineEventKind::kSyncAllStreams: break;
+      case EventKind::kOom: add(EventKind::kOom, 0, e.size, e); break;
+      case EventKind::kAllocRetry:
+      case EventKind::kSyncAllStreams:
+      case EventKind::kSnapshot:
+      case EventKind::kUserDefined: break;  // not traced (snapshot, annotation: not engine events)
     }
   }
   std::vector<Emitted> events;
 
  private:
-  void add(RecordedAction a, uintptr_t addr, size_t size, const EngineEvent& e) {
+  void add(EventKind a, uintptr_t addr, size_t size, const EngineEvent& e) {
     events.push_back(Emitted{a, addr, size, e.stream});
   }
 };
@@ -158,7 +160,7 @@ class DeviceReplay {
   const bool has_waiting_frees_ = any_waiting_free(events_);
   static bool any_waiting_free(const std::vector<RecordedEvent>& events) {
     for (size_t k = 0; k < events.size(); ++k)
-      if (events[k].action == RecordedAction::kFreeRequested && !completes_at_once(events, k))
+      if (events[k].action == EventKind::kFreeRequested && !completes_at_once(events, k))
         return true;
     return false;
   }

@@ -1,28 +1,10 @@
 #include "replay/engine_trace.h"
 
-#include <optional>
 #include <utility>
 
 #include "stats/snapshot.h"
 
 namespace cachealloc {
-namespace {
-
-std::optional<RecordedAction> recorded_action(TraceAction a) {
-  switch (a) {
-    case TraceAction::kSegmentAlloc: return RecordedAction::kSegmentAlloc;
-    case TraceAction::kSegmentFree: return RecordedAction::kSegmentFree;
-    case TraceAction::kAlloc: return RecordedAction::kAlloc;
-    case TraceAction::kFreeRequested: return RecordedAction::kFreeRequested;
-    case TraceAction::kFreeCompleted: return RecordedAction::kFreeCompleted;
-    case TraceAction::kOom: return RecordedAction::kOom;
-    case TraceAction::kSnapshot:
-    case TraceAction::kUserDefined: break;  // no effect on the allocator
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 RecordedTrace trace_from_history(const std::vector<TraceEntry>& entries,
                                  const std::vector<SegmentView>& segments,
@@ -34,19 +16,18 @@ RecordedTrace trace_from_history(const std::vector<TraceEntry>& entries,
   events.reserve(entries.size());
   for (size_t i = 0; i < entries.size(); ++i) {
     const TraceEntry& e = entries[i];
-    const std::optional<RecordedAction> action = recorded_action(e.action);
-    if (!action) {
+    if (!is_replayed_action(e.action)) {
       ++trace.skipped_entries;
       continue;
     }
     RecordedEvent r;
-    r.action = *action;
+    r.action = e.action;
     r.size = e.size;
     r.stream = e.stream;
     r.time_us = e.time_us;
     r.source_index = i;
     // An oom entry's address field holds the device's free bytes.
-    if (e.action == TraceAction::kOom) r.device_free = e.address;
+    if (e.action == EventKind::kOom) r.device_free = e.address;
     else r.address = e.address;
     events.push_back(std::move(r));
   }

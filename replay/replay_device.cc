@@ -10,18 +10,11 @@ namespace cachealloc {
 
 bool ReplayDevice::range_free(uintptr_t address, size_t bytes) const {
   if (address == 0 || bytes == 0 || bytes > UINTPTR_MAX - address) return false;
-  auto next = live_.lower_bound(address);
-  if (next != live_.end() && next->first - address < bytes) return false;
-  if (next != live_.begin()) {
-    auto prev = std::prev(next);
-    if (address - prev->first < prev->second) return false;
-  }
-  return true;
+  return !memory_.overlaps(address, bytes);
 }
 
 uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
-  if (refusing_ || releases_before_allocating_ > 0 || bytes == 0 || bytes > capacity_ - used_)
-    return 0;
+  if (refusing_ || releases_before_allocating_ > 0 || !memory_.has_room(bytes)) return 0;
   uintptr_t address;
   if (primed_ && primed_->bytes == bytes && range_free(primed_->address, bytes)) {
     address = primed_->address;
@@ -35,7 +28,7 @@ uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
       if (range_free(address, bytes)) break;
       // Skip past the last live segment that starts inside the range (or
       // reaches into it from below).
-      const auto blocker = std::prev(live_.upper_bound(address + bytes - 1));
+      const auto blocker = std::prev(memory_.segments().upper_bound(address + bytes - 1));
       const uintptr_t end = blocker->first + blocker->second;  // range_free'd once: no wrap
       if (end > UINTPTR_MAX - kStep) return 0;
       address = (end + kStep - 1) / kStep * kStep;
@@ -44,17 +37,15 @@ uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
     next_unexpected_ = span > UINTPTR_MAX - address ? UINTPTR_MAX : address + span;
   }
   primed_.reset();
-  live_.emplace(address, bytes);
-  used_ += bytes;
+  memory_.add(address, bytes);
   return address;
 }
 
 void ReplayDevice::release(int, uintptr_t address, size_t bytes) {
-  auto it = live_.find(address);
-  if (it == live_.end() || it->second != bytes)
+  auto it = memory_.find(address, bytes);
+  if (it == memory_.segments().end())
     throw BackendError("replay device: release of unknown segment " + std::to_string(address));
-  live_.erase(it);
-  used_ -= bytes;
+  memory_.remove(it);
   if (releases_before_allocating_ > 0) --releases_before_allocating_;
 }
 

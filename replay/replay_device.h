@@ -17,18 +17,17 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 
-#include "absl/container/flat_hash_set.h"
 #include "allocator/device_backend.h"
+#include "allocator/simulated_memory.h"
 
 namespace cachealloc {
 
 class ReplayDevice : public DeviceBackend {
  public:
   // capacity: bytes; allocations past it return 0 (device full).
-  explicit ReplayDevice(size_t capacity) : capacity_(capacity) {}
+  explicit ReplayDevice(size_t capacity) : memory_(capacity, 1) {}
 
   void prime(uintptr_t address, size_t bytes) { primed_ = Primed{address, bytes}; }
   void unprime() { primed_.reset(); }
@@ -46,19 +45,16 @@ class ReplayDevice : public DeviceBackend {
     refusing_ = false;
     releases_before_allocating_ = 0;
   }
-  EventId last_event() const { return next_event_ - 1; }
-  void complete_event(EventId id) { pending_.erase(id); }
+  EventId last_event() const { return memory_.last_event(); }
+  void complete_event(EventId id) { memory_.complete_event(id); }
 
   uintptr_t allocate(int, size_t bytes, StreamId) override;
   void release(int, uintptr_t address, size_t bytes) override;
-  DeviceMemoryInfo memory_info(int) override { return {capacity_ - used_, capacity_}; }
-  EventId record_event(int, StreamId) override {
-    pending_.insert(next_event_);
-    return next_event_++;
-  }
-  bool event_completed(EventId id) override { return !pending_.contains(id); }
-  void synchronize_event(EventId id) override { pending_.erase(id); }
-  void destroy_event(EventId id) override { pending_.erase(id); }
+  DeviceMemoryInfo memory_info(int) override { return memory_.info(); }
+  EventId record_event(int, StreamId) override { return memory_.record_event(true); }
+  bool event_completed(EventId id) override { return memory_.event_completed(id); }
+  void synchronize_event(EventId id) override { memory_.complete_event(id); }
+  void destroy_event(EventId id) override { memory_.complete_event(id); }
 
  private:
   struct Primed {
@@ -71,17 +67,13 @@ class ReplayDevice : public DeviceBackend {
 
   // Unexpected segments come from here, far from any real device address.
   static constexpr uintptr_t kUnexpectedBase = uintptr_t{0xdead00000000000};
-  const size_t capacity_;
-  size_t used_ = 0;
+  // Segments hold exactly their bytes (no alignment: the trace's own
+  // sizes); every event stays pending until complete_event().
+  SimulatedMemory memory_;
   std::optional<Primed> primed_;
   bool refusing_ = false;
   size_t releases_before_allocating_ = 0;
   uintptr_t next_unexpected_ = kUnexpectedBase;
-  // Live segments: address -> bytes. Ordered, to find overlaps; only
-  // segment allocations and releases touch it, not every request.
-  std::map<uintptr_t, size_t> live_;
-  EventId next_event_ = 1;
-  absl::flat_hash_set<EventId> pending_;
 };
 
 }  // namespace cachealloc

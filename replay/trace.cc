@@ -174,18 +174,6 @@ class SettingsReader {
 
 }  // namespace
 
-const char* recorded_action_name(RecordedAction a) {
-  switch (a) {
-    case RecordedAction::kSegmentAlloc: return "segment_alloc";
-    case RecordedAction::kSegmentFree: return "segment_free";
-    case RecordedAction::kAlloc: return "alloc";
-    case RecordedAction::kFreeRequested: return "free_requested";
-    case RecordedAction::kFreeCompleted: return "free_completed";
-    case RecordedAction::kOom: return "oom";
-  }
-  return "unknown";
-}
-
 AllocatorConfig config_from_settings(const PyValue& settings) {
   if (settings.kind() != PyValue::Kind::kDict)
     throw TraceFormatError(std::string("trace: allocator_settings is ") + settings.kind_name() +
@@ -284,17 +272,13 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       if (action.kind() != PyValue::Kind::kStr) bad(where, "action is not a string");
       const std::string& a = action.as_str();
       RecordedEvent r;
-      if (a == "segment_alloc") r.action = RecordedAction::kSegmentAlloc;
-      else if (a == "segment_free") r.action = RecordedAction::kSegmentFree;
-      else if (a == "alloc") r.action = RecordedAction::kAlloc;
-      else if (a == "free_requested") r.action = RecordedAction::kFreeRequested;
-      else if (a == "free_completed") r.action = RecordedAction::kFreeCompleted;
-      else if (a == "oom") r.action = RecordedAction::kOom;
-      else if (a == "snapshot" || a == "user_defined") { ++t.skipped_entries; continue; }
+      const std::optional<EventKind> kind = parse_action(a);
+      if (kind && is_replayed_action(*kind)) r.action = *kind;
+      else if (kind) { ++t.skipped_entries; continue; }  // snapshot, user_defined
       else if (a == "segment_map" || a == "segment_unmap")
         bad(where, "expandable-segment traces (" + a + ") are not supported yet");
       else bad(where, "unknown action '" + a + "'");
-      if (r.action == RecordedAction::kOom) r.device_free = size_field(e, "device_free", where);
+      if (r.action == EventKind::kOom) r.device_free = size_field(e, "device_free", where);
       else r.address = static_cast<uintptr_t>(size_field(e, "addr", where));
       r.size = size_field(e, "size", where);
       r.stream = static_cast<StreamId>(int_field(e, "stream", where));

@@ -11,7 +11,8 @@
 #include "allocator/call_context.h"
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
-#include "stats/py_value.h"
+#include "allocator/event_kind.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 
@@ -27,18 +28,8 @@ class TraceFormatError : public std::runtime_error {
 // recorded process had more.
 constexpr size_t kMaxTraceDevices = 128;
 
-enum class RecordedAction : uint8_t {
-  kSegmentAlloc,
-  kSegmentFree,
-  kAlloc,
-  kFreeRequested,
-  kFreeCompleted,
-  kOom,
-};
-const char* recorded_action_name(RecordedAction a);
-
 struct RecordedEvent {
-  RecordedAction action = RecordedAction::kAlloc;
+  EventKind action = EventKind::kAlloc;
   uintptr_t address = 0;   // 0 for kOom
   size_t size = 0;         // as the trace stores it (see TraceEntry)
   StreamId stream = 0;

@@ -22,8 +22,8 @@ namespace cachealloc {
 // Whether events[k] is a free_requested directly followed by its own
 // free_completed (a free recorded as completed at once).
 inline bool completes_at_once(const std::vector<RecordedEvent>& events, size_t k) {
-  return events[k].action == RecordedAction::kFreeRequested && k + 1 < events.size() &&
-         events[k + 1].action == RecordedAction::kFreeCompleted &&
+  return events[k].action == EventKind::kFreeRequested && k + 1 < events.size() &&
+         events[k + 1].action == EventKind::kFreeCompleted &&
          events[k + 1].address == events[k].address;
 }
 
@@ -32,9 +32,9 @@ inline bool completes_at_once(const std::vector<RecordedEvent>& events, size_t k
 // delayed free, completed when its stream event finished).
 inline bool is_side_effect(const std::vector<RecordedEvent>& events, size_t k) {
   const RecordedEvent& e = events[k];
-  if (e.action == RecordedAction::kSegmentAlloc || e.action == RecordedAction::kSegmentFree)
+  if (e.action == EventKind::kSegmentAlloc || e.action == EventKind::kSegmentFree)
     return true;
-  return e.action == RecordedAction::kFreeCompleted && !(k > 0 && completes_at_once(events, k - 1));
+  return e.action == EventKind::kFreeCompleted && !(k > 0 && completes_at_once(events, k - 1));
 }
 
 // End of the side-effect run that starts at `first`: the index of the next
@@ -53,9 +53,9 @@ inline size_t leading_release_run(const std::vector<RecordedEvent>& events, size
                                   size_t end, bool* has_segment_free) {
   size_t lead = first;
   bool segment_free = false;
-  while (lead < end && (events[lead].action == RecordedAction::kSegmentFree ||
-                        events[lead].action == RecordedAction::kFreeCompleted)) {
-    segment_free |= events[lead].action == RecordedAction::kSegmentFree;
+  while (lead < end && (events[lead].action == EventKind::kSegmentFree ||
+                        events[lead].action == EventKind::kFreeCompleted)) {
+    segment_free |= events[lead].action == EventKind::kSegmentFree;
     ++lead;
   }
   *has_segment_free = segment_free;

@@ -11,8 +11,8 @@ cp "$build/bindings/libcachealloc.so" .carry/lib/
 ldd .carry/lib/libcachealloc.so | awk '/libabsl/ {print $3}' | xargs -r -I{} cp -L {} .carry/lib/
 strip --strip-debug .carry/lib/*.so*
 du -sh .carry/lib
-# The CPU benchmarks too, with Google Benchmark's library and the shared
-# traces, so the GPU host's CPU can be measured with the same programs
+# The CPU benchmarks too, with Google Benchmark's library and the
+# reference traces, so the GPU host's CPU can be measured with the same programs
 # (gpu_session.sh bench runs them when present).
 if [ -x "$build/benchmarks/engine_bench" ]; then
   mkdir -p .carry/bin .carry/traces
@@ -22,6 +22,6 @@ if [ -x "$build/benchmarks/engine_bench" ]; then
   ldd "$build/benchmarks/engine_bench" "$build/benchmarks/replay_bench" "$build/tools/cachealloc" \
     | awk '/libabsl|libbenchmark/ {print $3}' | sort -u | xargs -r -I{} cp -L {} .carry/lib/
   strip --strip-debug .carry/bin/* .carry/lib/*.so*
-  cp ../shared/traces/*.pickle.gz ../shared/traces/*.json .carry/traces/ 2>/dev/null || true
+  cp tests/data/traces/*.pickle.gz tests/data/traces/*.json .carry/traces/
 fi
 du -sh .carry

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Installs what building and testing cachealloc needs on a Debian machine:
 # a C++20 compiler, CMake, Ninja, Abseil, GoogleTest, Google Benchmark, zlib,
-# pytest, PyTorch's CPU wheel and chromium (the lab's HTML report is checked
-# in a headless browser; skip with CACHEALLOC_NO_BROWSER=1). Safe to run
-# again: it skips what is already there. Fails when something cannot be
-# installed: tests that need it would otherwise skip without a word in CI.
+# CLI11 (the tool's option parser, header only), pytest, PyTorch's CPU wheel
+# and chromium (the lab's HTML report is checked in a headless browser; skip
+# with CACHEALLOC_NO_BROWSER=1). Safe to run again: it skips what is already
+# there. Fails when something cannot be installed: tests that need it would
+# otherwise skip without a word in CI.
 set -euo pipefail
 
 need_apt=()
-pkgs=(g++ cmake ninja-build libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev)
+pkgs=(g++ cmake ninja-build libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+      libcli11-dev)
 [ -z "${CACHEALLOC_NO_BROWSER:-}" ] && ! command -v chromium >/dev/null && pkgs+=(chromium)
 for pkg in "${pkgs[@]}"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")

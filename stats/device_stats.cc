@@ -42,46 +42,49 @@ void StatsCollector::on_event(const EngineEvent& e) {
   };
   // The two kinds of a cache-hit pair are tested first, one compare each;
   // a switch over all kinds is an indirect jump through a table.
-  if (e.kind == EngineEventKind::kAlloc) [[likely]] {
+  if (e.kind == EventKind::kAlloc) [[likely]] {
     alloc();
     return;
   }
-  if (e.kind == EngineEventKind::kFree) [[likely]] {
+  if (e.kind == EventKind::kFree) [[likely]] {
     free_requested();  // native's two steps, back to back
     free_completed();
     return;
   }
   switch (e.kind) {
-    case EngineEventKind::kSegmentAlloc:
+    case EventKind::kSegmentAlloc:
       u.increase(kSegment, 1);
       u.increase(kReservedBytes, size);
       if (oversize) scalars_.oversize_segments.increase(1);
       ++scalars_.num_device_alloc;
       break;
-    case EngineEventKind::kSegmentFree:
+    case EventKind::kSegmentFree:
       ++scalars_.num_device_free;
       u.decrease(kSegment, 1);
       u.decrease(kReservedBytes, size);
       if (oversize) scalars_.oversize_segments.decrease(1);
       break;
-    case EngineEventKind::kAlloc:
-    case EngineEventKind::kFree:
+    case EventKind::kAlloc:
+    case EventKind::kFree:
       break;  // above
-    case EngineEventKind::kFreeRequested:
+    case EventKind::kFreeRequested:
       free_requested();
       break;
-    case EngineEventKind::kFreeCompleted:
+    case EventKind::kFreeCompleted:
       free_completed();
       break;
-    case EngineEventKind::kOom:
+    case EventKind::kOom:
       ++scalars_.num_ooms;
       break;
-    case EngineEventKind::kAllocRetry:
+    case EventKind::kAllocRetry:
       ++scalars_.num_alloc_retries;
       break;
-    case EngineEventKind::kSyncAllStreams:
+    case EventKind::kSyncAllStreams:
       ++scalars_.num_sync_all_streams;
       break;
+    case EventKind::kSnapshot:
+    case EventKind::kUserDefined:
+      break;  // history's own entries, never engine events
   }
 }
 

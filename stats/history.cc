@@ -5,27 +5,6 @@
 
 namespace cachealloc {
 
-const char* action_name(TraceAction a) {
-  switch (a) {
-    case TraceAction::kSegmentAlloc: return "segment_alloc";
-    case TraceAction::kSegmentFree: return "segment_free";
-    case TraceAction::kAlloc: return "alloc";
-    case TraceAction::kFreeRequested: return "free_requested";
-    case TraceAction::kFreeCompleted: return "free_completed";
-    case TraceAction::kOom: return "oom";
-    case TraceAction::kSnapshot: return "snapshot";
-    case TraceAction::kUserDefined: return "user_defined";
-  }
-  return "unknown";
-}
-
-std::optional<TraceAction> parse_action(std::string_view name) {
-  for (auto a : kRecordedActions)
-    if (name == action_name(a)) return a;
-  if (name == action_name(TraceAction::kUserDefined)) return TraceAction::kUserDefined;
-  return std::nullopt;
-}
-
 int64_t HistoryRecorder::system_clock_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -56,7 +35,7 @@ void HistoryRecorder::enable(size_t max_entries, bool keep_context) {
       Record& r = ring.emplace_back(ring_[i]);
       if (k == first && held > keep) {
         // A free straddles the cut: keep its second entry only.
-        r.action = TraceAction::kFreeCompleted;
+        r.action = EventKind::kFreeCompleted;
         r.entries = 1;
       }
       entries += r.entries;
@@ -133,8 +112,8 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
   // Written straight into the slot with no calls, so this path needs no
   // saved registers; everything else goes to record_event (a tail call).
   // (full_ implies enabled: disable() clears it.)
-  const bool alloc = e.kind == EngineEventKind::kAlloc;
-  if (!full_ || !plain_ || !(alloc || e.kind == EngineEventKind::kFree) || kept_context(e))
+  const bool alloc = e.kind == EventKind::kAlloc;
+  if (!full_ || !plain_ || !(alloc || e.kind == EventKind::kFree) || kept_context(e))
       [[unlikely]]
     return record_event(e);
   const size_t i = next_;
@@ -153,7 +132,7 @@ void HistoryRecorder::on_event(const EngineEvent& e) {
   slot.size = e.requested;
   slot.stream = e.stream;
   slot.device = e.device;
-  slot.action = alloc ? TraceAction::kAlloc : TraceAction::kFreeRequested;
+  slot.action = alloc ? EventKind::kAlloc : EventKind::kFreeRequested;
   slot.entries = alloc ? 1 : 2;
 }
 
@@ -166,36 +145,33 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
   r.device = e.device;
   const ContextPtr* context = kept_context(e);
   // The two kinds of a cache-hit pair are tested first, one compare each.
-  if (e.kind == EngineEventKind::kAlloc) [[likely]] {
-    r.action = TraceAction::kAlloc;
-  } else if (e.kind == EngineEventKind::kFree) {
+  if (e.kind == EventKind::kAlloc) [[likely]] {
+    r.action = EventKind::kAlloc;
+  } else if (e.kind == EventKind::kFree) {
     // As on_event, but a set Clock (the replay's) hands out one recorded
     // time per entry, so it gets two records; a skipped action gets none.
-    const bool requested = !is_skipped(TraceAction::kFreeRequested);
-    const bool completed = !is_skipped(TraceAction::kFreeCompleted);
+    const bool requested = !is_skipped(EventKind::kFreeRequested);
+    const bool completed = !is_skipped(EventKind::kFreeCompleted);
     if (requested && completed && !clock_) {
-      r.action = TraceAction::kFreeRequested;
+      r.action = EventKind::kFreeRequested;
       r.entries = 2;
     } else {
       if (requested) {
-        r.action = TraceAction::kFreeRequested;
+        r.action = EventKind::kFreeRequested;
         r.time = now();
         store(r, context);
       }
       if (!completed) return;
-      r.action = TraceAction::kFreeCompleted;
+      r.action = EventKind::kFreeCompleted;
     }
   } else {
     switch (e.kind) {
-      case EngineEventKind::kSegmentAlloc: r.action = TraceAction::kSegmentAlloc, r.size = e.size; break;
-      case EngineEventKind::kSegmentFree: r.action = TraceAction::kSegmentFree, r.size = e.size; break;
-      case EngineEventKind::kOom: r.action = TraceAction::kOom, r.size = e.size; break;
-      case EngineEventKind::kFreeRequested: r.action = TraceAction::kFreeRequested; break;
-      case EngineEventKind::kFreeCompleted: r.action = TraceAction::kFreeCompleted; break;
-      case EngineEventKind::kAlloc:
-      case EngineEventKind::kFree:
-      case EngineEventKind::kAllocRetry:
-      case EngineEventKind::kSyncAllStreams:
+      case EventKind::kSegmentAlloc:
+      case EventKind::kSegmentFree:
+      case EventKind::kOom: r.action = e.kind, r.size = e.size; break;
+      case EventKind::kFreeRequested:
+      case EventKind::kFreeCompleted: r.action = e.kind; break;
+      default:
         return;  // retries and syncs are counted in stats, not traced (as native)
     }
   }
@@ -221,7 +197,7 @@ std::vector<TraceEntry> HistoryRecorder::expand() const {
     if (r.has_context) t.context = contexts_[i];
     if (r.entries == 2) {
       TraceEntry completed = t;
-      completed.action = TraceAction::kFreeCompleted;
+      completed.action = EventKind::kFreeCompleted;
       out.push_back(std::move(completed));
     }
   });

@@ -12,8 +12,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <optional>
-#include <string_view>
 #include <vector>
 
 #include "allocator/call_context.h"
@@ -22,38 +20,23 @@
 
 namespace cachealloc {
 
-enum class TraceAction : uint8_t {
-  kSegmentAlloc,
-  kSegmentFree,
-  kAlloc,
-  kFreeRequested,
-  kFreeCompleted,
-  kOom,
-  kSnapshot,
-  kUserDefined,
-};
-// Native's spelling: "segment_alloc", "alloc", "free_requested", ...
-const char* action_name(TraceAction a);
-// The action spelled `name` (native's spelling, as action_name), or
-// nullopt for anything else.
-std::optional<TraceAction> parse_action(std::string_view name);
 // The actions the CUDA allocator records, in native's order: every action
 // but kUserDefined (annotations, which skip_actions cannot name). The one
 // list that the C API, the PyTorch glue and the Python package read.
-inline constexpr TraceAction kRecordedActions[] = {
-    TraceAction::kAlloc,        TraceAction::kFreeRequested, TraceAction::kFreeCompleted,
-    TraceAction::kSegmentAlloc, TraceAction::kSegmentFree,   TraceAction::kOom,
-    TraceAction::kSnapshot};
+inline constexpr EventKind kRecordedActions[] = {
+    EventKind::kAlloc,        EventKind::kFreeRequested, EventKind::kFreeCompleted,
+    EventKind::kSegmentAlloc, EventKind::kSegmentFree,   EventKind::kOom,
+    EventKind::kSnapshot};
 // A set of actions, bit (1 << action) each.
 using ActionMask = uint16_t;
-constexpr ActionMask action_bit(TraceAction a) {
+constexpr ActionMask action_bit(EventKind a) {
   return static_cast<ActionMask>(1u << static_cast<unsigned>(a));
 }
-static_assert(static_cast<unsigned>(TraceAction::kUserDefined) < 8 * sizeof(ActionMask),
+static_assert(static_cast<unsigned>(EventKind::kUserDefined) < 8 * sizeof(ActionMask),
               "every action needs a bit in ActionMask");
 
 struct TraceEntry {
-  TraceAction action = TraceAction::kAlloc;
+  EventKind action = EventKind::kAlloc;
   int device = 0;
   // Block or segment address; for kOom the device's free bytes.
   uintptr_t address = 0;
@@ -112,7 +95,7 @@ class HistoryRecorder : public EngineObserver {
   // action "snapshot", addr 0, size = active bytes in the snapshot.
   void record_snapshot(int device, size_t active_bytes) {
     TraceEntry t;
-    t.action = TraceAction::kSnapshot;
+    t.action = EventKind::kSnapshot;
     t.device = device;
     t.size = active_bytes;
     record(std::move(t));
@@ -138,7 +121,7 @@ class HistoryRecorder : public EngineObserver {
     size_t size = 0;
     StreamId stream = 0;
     int32_t device = 0;
-    TraceAction action = TraceAction::kAlloc;
+    EventKind action = EventKind::kAlloc;
     // 1, or 2 for a free: action is kFreeRequested and a kFreeCompleted
     // entry, same fields and time, follows it.
     uint8_t entries = 1;
@@ -179,7 +162,7 @@ class HistoryRecorder : public EngineObserver {
   // Every entry of the ring, oldest first, times as stored (the first few
   // may lie beyond the newest max_entries_; callers trim).
   std::vector<TraceEntry> expand() const;
-  bool is_skipped(TraceAction a) const { return (skipped_ & action_bit(a)) != 0; }
+  bool is_skipped(EventKind a) const { return (skipped_ & action_bit(a)) != 0; }
   void update_plain() { plain_ = !clock_ && skipped_ == 0; }
   // What goes into time_us while recording: clock_() or raw ticks.
   int64_t now() const {

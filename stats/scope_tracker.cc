@@ -15,7 +15,7 @@ std::atomic<uint64_t> next_scope_id{1};
 void ScopeTracker::on_event(const EngineEvent& e) {
   const auto size = static_cast<int64_t>(e.size);
   switch (e.kind) {
-    case EngineEventKind::kAlloc:
+    case EventKind::kAlloc:
       allocated_ += size;
       if (!stack_.empty()) {
         ScopeResult& s = stack_.back().self;
@@ -24,8 +24,8 @@ void ScopeTracker::on_event(const EngineEvent& e) {
         s.self_peak_allocated = std::max(s.self_peak_allocated, allocated_);
       }
       break;
-    case EngineEventKind::kFreeRequested:
-    case EngineEventKind::kFree:
+    case EventKind::kFreeRequested:
+    case EventKind::kFree:
       // As allocated_bytes: memory stops counting when the caller frees it,
       // even if the block still waits for stream events.
       allocated_ -= size;
@@ -35,14 +35,14 @@ void ScopeTracker::on_event(const EngineEvent& e) {
         ++s.self_frees;
       }
       break;
-    case EngineEventKind::kSegmentAlloc:
+    case EventKind::kSegmentAlloc:
       reserved_ += size;
       if (!stack_.empty()) {
         ScopeResult& s = stack_.back().self;
         s.self_peak_reserved = std::max(s.self_peak_reserved, reserved_);
       }
       break;
-    case EngineEventKind::kSegmentFree:
+    case EventKind::kSegmentFree:
       reserved_ -= size;
       break;
     default:

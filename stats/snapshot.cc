@@ -63,7 +63,7 @@ PyValue segment_to_py(const SegmentView& s, SnapshotFrames& frames) {
 PyValue trace_entry_to_py(const TraceEntry& t, SnapshotFrames& frames) {
   PyValue d = PyValue::dict();
   d.set("action", PyValue::str(action_name(t.action)));
-  d.set(t.action == TraceAction::kOom ? "device_free" : "addr", int_value(t.address));
+  d.set(t.action == EventKind::kOom ? "device_free" : "addr", int_value(t.address));
   d.set("size", int_value(t.size));
   d.set("stream", int_value(t.stream));
   d.set("time_us", PyValue::integer(t.time_us));

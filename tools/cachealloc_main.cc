@@ -3,8 +3,8 @@
 //   cachealloc replay [--json] [--memory-limit BYTES] [--conf STR]
 //                     [--snapshot OUT] [--device-memory BYTES]
 //                     [--check-invariants] TRACE
-//   cachealloc compare TRACE --conf A --conf B ...   (tools/lab_compare.cc)
-//   cachealloc min-memory TRACE --conf A ...         (tools/lab_min_memory.cc)
+//   cachealloc compare TRACE --conf A --conf B ...   (lab/cli/lab_compare.cc)
+//   cachealloc min-memory TRACE --conf A ...         (lab/cli/lab_min_memory.cc)
 //
 // Exit status: 0 clean replay, 1 divergence, 2 bad input (usage, unreadable
 // or malformed trace, bad config).
@@ -13,16 +13,22 @@
 #include <iostream>
 #include <optional>
 #include <string>
+#include <new>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "allocator/errors.h"
+#include "lab/cli/command_line.h"
+#include "lab/cli/json_out.h"
+#include "lab/cli/lab_args.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/lab_options.h"
+#include "lab/cli/output_file.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
-#include "tools/json_out.h"
-#include "tools/lab_commands.h"
-#include "tools/output_file.h"
 
 namespace cachealloc {
 namespace {
@@ -40,12 +46,16 @@ constexpr const char* kUsage =
     "\n"
     "  --json              print one JSON object: events, divergence, memory_stats,\n"
     "                      devices (see below)\n"
-    "  --memory-limit B    allowed bytes (as set_per_process_memory_fraction)\n"
+    "  --memory-limit B    allowed bytes (as set_per_process_memory_fraction);\n"
+    "                      bytes may be written 1073741824, 2e9, 40GiB, 1.5GiB\n"
+    "                      (K, M, G, T are powers of 1024, with or without B/iB)\n"
     "  --conf STR          PYTORCH_CUDA_ALLOC_CONF-style config (default: the\n"
     "                      trace's allocator_settings)\n"
     "  --snapshot OUT      write the replayed state and history as a pickle\n"
     "  --device-memory B   simulated device capacity (default 85017493504)\n"
     "  --check-invariants  check the engine's invariants after every request\n"
+    "\n"
+    "Options take their value as --opt VALUE or --opt=VALUE.\n"
     "\n"
     "Statistics are reported for each device that has recorded events (a\n"
     "trace recorded on cuda:1 has an empty device 0). With --json, \"devices\"\n"
@@ -63,15 +73,6 @@ constexpr const char* kUsage =
 struct BadUsage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-size_t parse_bytes(const std::string& flag, const std::string& v) {
-  if (v.empty() || v.find_first_not_of("0123456789") != std::string::npos)
-    throw BadUsage(flag + " expects a byte count, got '" + v + "'");
-  errno = 0;
-  unsigned long long n = std::strtoull(v.c_str(), nullptr, 10);
-  if (errno == ERANGE) throw BadUsage(flag + " value '" + v + "' is too large");
-  return static_cast<size_t>(n);
-}
 
 std::string describe_json(const EventDescription& e) {
   std::string s = "{\"action\": " + json_string(e.action) +
@@ -101,34 +102,51 @@ std::string describe_text(const EventDescription& e) {
 }
 
 int replay_main(const std::vector<std::string>& args) {
+  for (const std::string& a : args)
+    if (a == "-h" || a == "--help") {
+      std::cout << kUsage;
+      return 0;
+    }
   bool json = false;
   ReplayOptions options;
-  std::optional<std::string> snapshot_path, trace_path;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw BadUsage(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--json") json = true;
-    else if (a == "--memory-limit") options.memory_limit = parse_bytes(a, value());
-    else if (a == "--device-memory") options.device_memory = parse_bytes(a, value());
-    else if (a == "--conf") options.config = AllocatorConfig::parse(value());
-    else if (a == "--snapshot") snapshot_path = value();
-    else if (a == "--check-invariants") options.check_invariants = true;
-    else if (a == "-h" || a == "--help") { std::cout << kUsage; return 0; }
-    else if (!a.empty() && a[0] == '-') throw BadUsage("unknown option " + a);
-    else if (trace_path) throw BadUsage("more than one TRACE given");
-    else trace_path = a;
+  std::optional<std::string> snapshot_path, conf;
+  std::optional<size_t> memory_limit, device_memory;
+  Positional trace_path;
+  CLI::App app{"", "replay"};
+  configure_command_line(app);
+  add_trace_positional(app, trace_path);
+  app.add_flag("--json", json);
+  add_bytes_option(app, "--memory-limit", memory_limit);
+  add_bytes_option(app, "--device-memory", device_memory);
+  add_text_option(app, "--conf", conf);
+  add_text_option(app, "--snapshot", snapshot_path);
+  app.add_flag("--check-invariants", options.check_invariants);
+  try {
+    parse_command_line(app, args);
+    trace_path.only_trace();
+  } catch (const LabUsageError& e) {
+    throw BadUsage(e.what());
   }
-  if (!trace_path) throw BadUsage("no TRACE given");
+  if (conf) options.config = AllocatorConfig::parse(*conf);
+  options.memory_limit = memory_limit;
+  if (device_memory) options.device_memory = *device_memory;
   options.build_snapshot = snapshot_path.has_value();
 
-  const RecordedTrace trace = parse_trace(read_pickle_file(*trace_path), options.build_snapshot);
+  set_activity("reading " + trace_path.only_trace());
+  const RecordedTrace trace =
+      parse_trace(read_pickle_file(trace_path.only_trace()), options.build_snapshot);
+  if (!options.memory_limit) {
+    const AllocatorConfig& in_force = options.config ? *options.config : trace.config;
+    warn_gc_without_limit("replay", conf ? *conf : "the trace's settings",
+                          in_force.garbage_collection_threshold);
+  }
+  set_activity("replaying " + trace_path.only_trace());
   const ReplayResult r = replay_trace(trace, options);
 
-  if (snapshot_path && r.snapshot)
+  if (snapshot_path && r.snapshot) {
+    set_activity("writing " + *snapshot_path);
     write_output_file(*snapshot_path, write_pickle(*r.snapshot), "snapshot");
+  }
 
   // Report the devices that have events: a trace recorded on cuda:1 has
   // device_traces [[], [...]], and device 0's statistics are all zero.
@@ -206,6 +224,10 @@ int main(int argc, char** argv) {
     throw BadUsage("unknown command '" + args[0] + "'");
   } catch (const BadUsage& e) {
     std::cerr << "cachealloc: " << e.what() << "\n\n" << kUsage;
+  } catch (const std::bad_alloc&) {
+    // Anything that ran out of memory without saying so itself.
+    std::cerr << "cachealloc: out of memory while " << activity()
+              << " (this process could not allocate more host memory)\n";
   } catch (const std::exception& e) {
     std::cerr << "cachealloc: " << e.what() << "\n";
   }

@@ -100,7 +100,7 @@ class Lab:
         """Keeps `cmd` for the docs, with paths relative to the repository."""
         def short(arg):
             text = str(arg).replace(str(self.build), "BUILD")
-            text = text.replace(str(self.traces_dir), "../shared/traces")
+            text = text.replace(str(self.traces_dir), "tests/data/traces")
             return text.replace(str(REPO) + "/", "")
         self.commands.append(shlex.join(short(c) for c in cmd))
 
@@ -258,8 +258,8 @@ def tables(lab, runs, minimums, speeds, lockstep_peaks, seconds):
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--build", default="build", help="build directory (default: build)")
-    parser.add_argument("--traces", default=str(REPO.parent / "shared" / "traces"),
-                        help="reference traces (default: ../shared/traces)")
+    parser.add_argument("--traces", default=str(REPO / "tests" / "data" / "traces"),
+                        help="reference traces (default: tests/data/traces)")
     parser.add_argument("--events", type=int, default=10_000_000,
                         help="events per synthetic trace (default 10000000)")
     parser.add_argument("--out", default=str(REPO / "docs" / "fragmentation.md"))

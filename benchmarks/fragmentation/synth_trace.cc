@@ -53,31 +53,30 @@ class TraceStreamWriter : public EngineObserver {
   TraceStreamWriter(PickleStream& out, const int64_t& now_us) : out_(out), now_us_(now_us) {}
 
   void on_event(const EngineEvent& e) override {
-    const char* action = nullptr;
     bool block_event = false;
     switch (e.kind) {
-      case EngineEventKind::kSegmentAlloc: action = "segment_alloc"; break;
-      case EngineEventKind::kSegmentFree: action = "segment_free"; break;
-      case EngineEventKind::kAlloc: action = "alloc", block_event = true; break;
-      case EngineEventKind::kFreeRequested: action = "free_requested", block_event = true; break;
-      case EngineEventKind::kFreeCompleted: action = "free_completed", block_event = true; break;
-      case EngineEventKind::kFree: {  // native's two entries, in its order
+      case EventKind::kSegmentAlloc:
+      case EventKind::kSegmentFree:
+      case EventKind::kOom: break;
+      case EventKind::kAlloc:
+      case EventKind::kFreeRequested:
+      case EventKind::kFreeCompleted: block_event = true; break;
+      case EventKind::kFree: {  // native's two entries, in its order
         EngineEvent half = e;
-        half.kind = EngineEventKind::kFreeRequested;
+        half.kind = EventKind::kFreeRequested;
         on_event(half);
-        half.kind = EngineEventKind::kFreeCompleted;
+        half.kind = EventKind::kFreeCompleted;
         on_event(half);
         return;
       }
-      case EngineEventKind::kOom: action = "oom"; break;
-      case EngineEventKind::kAllocRetry:
-      case EngineEventKind::kSyncAllStreams: return;  // not traced, as native
+      default: return;  // retries and syncs: not traced, as native
     }
+    const char* action = action_name(e.kind);
     if (events_ == 0) out_.mark();
     out_.dict();
     out_.mark();
     out_.string("action"), out_.string(action);
-    out_.string(e.kind == EngineEventKind::kOom ? "device_free" : "addr");
+    out_.string(e.kind == EventKind::kOom ? "device_free" : "addr");
     out_.integer(static_cast<int64_t>(e.address));
     out_.string("size"), out_.integer(static_cast<int64_t>(block_event ? e.requested : e.size));
     out_.string("stream"), out_.integer(static_cast<int64_t>(e.stream));

@@ -16,8 +16,8 @@
 #include "allocator/hot_inline.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/runtime/runtime.h"
+#include "pickle/pickle_writer.h"
 #include "stats/history.h"
-#include "stats/pickle_writer.h"
 
 using cachealloc::Runtime;
 
@@ -33,9 +33,13 @@ thread_local std::optional<cachealloc::OutOfMemoryError::Details> last_oom;
 // Runs a free. PyTorch's free entry point returns void, so a failure (an
 // unknown pointer) cannot reach the caller: it goes to last_error and stderr.
 template <typename Fn>
-void report_free_errors(Fn&& fn) {
+void report_free_errors(Fn&& fn,
+                        const std::source_location where = std::source_location::current()) {
   try {
     fn();
+  } catch (const std::bad_alloc&) {
+    last_error = cachealloc::c_api::out_of_memory_in(where);
+    std::fprintf(stderr, "%s\n", last_error.c_str());
   } catch (const std::exception& e) {
     last_error = e.what();
     std::fprintf(stderr, "%s\n", e.what());
@@ -102,6 +106,9 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
     last_error = e.what();
     last_oom = e.details();
     return 1;
+  } catch (const std::bad_alloc&) {
+    last_error = cachealloc::c_api::out_of_memory_in(std::source_location::current());
+    return -1;
   } catch (const std::exception& e) {
     last_error = e.what();
     return -1;
@@ -369,7 +376,7 @@ int cachealloc_set_history_skip_actions(const char* actions) {
       more = comma != std::string_view::npos;
       rest = more ? rest.substr(comma + 1) : std::string_view();
       const auto action = cachealloc::parse_action(name);
-      if (!action || *action == cachealloc::TraceAction::kUserDefined)
+      if (!action || *action == cachealloc::EventKind::kUserDefined)
         throw std::invalid_argument("skip_actions: unknown action '" + std::string(name) +
                                     "' (expected one of " + cachealloc_history_action_names() +
                                     ")");

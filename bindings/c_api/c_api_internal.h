@@ -4,6 +4,8 @@
 #pragma once
 
 #include <exception>
+#include <new>
+#include <source_location>
 #include <string>
 
 #include "allocator/device_allocator.h"
@@ -15,12 +17,21 @@ namespace cachealloc::c_api {
 // cachealloc_last_error()'s text, per thread.
 inline thread_local std::string last_error;
 
+// last_error's text for a std::bad_alloc (whose own text names nothing):
+// the C API function that ran out of host memory. `where` is the caller's
+// source_location, so the name comes with no argument at any call site.
+inline std::string out_of_memory_in(const std::source_location& where) {
+  return std::string("cachealloc: out of host memory in ") + where.function_name();
+}
+
 // Runs fn, turning exceptions into -1 + last_error.
 template <typename Fn>
-int guarded(Fn&& fn) {
+int guarded(Fn&& fn, const std::source_location where = std::source_location::current()) {
   try {
     fn();
     return 0;
+  } catch (const std::bad_alloc&) {
+    last_error = out_of_memory_in(where);
   } catch (const std::exception& e) {
     last_error = e.what();
   } catch (...) {
@@ -37,11 +48,14 @@ CACHEALLOC_HOT_INLINE Runtime& initialized_runtime() {
 // Runs fn(DeviceCachingAllocator&) on one device's engine under its lock;
 // exceptions become -1 + last_error (the memory-pool calls).
 template <typename Fn>
-int on_pool_device(int device, Fn&& fn) {
-  return guarded([&] {
-    initialized_runtime().current().allocator.with_device(
-        device, [&](cachealloc::DeviceCachingAllocator& e) { fn(e); });
-  });
+int on_pool_device(int device, Fn&& fn,
+                   const std::source_location where = std::source_location::current()) {
+  return guarded(
+      [&] {
+        initialized_runtime().current().allocator.with_device(
+            device, [&](cachealloc::DeviceCachingAllocator& e) { fn(e); });
+      },
+      where);
 }
 
 }  // namespace cachealloc::c_api

@@ -6,8 +6,8 @@
 
 #include "allocator/errors.h"
 #include "allocator/simulated_device.h"
-#include "bindings/c_api/cachealloc.h"
 #include "bindings/runtime/python_frames.h"
+#include "bindings/runtime/snapshot_visitor.h"
 #include "stats/snapshot.h"
 #ifdef CACHEALLOC_WITH_CUDA
 #include "bindings/cuda/cuda_backends.h"
@@ -178,15 +178,15 @@ namespace {
 void* opaque_of(const ContextPtr* ctx) {
   return ctx && *ctx ? (*ctx)->opaque.get() : nullptr;
 }
-int action_code(TraceAction a) {
+int action_code(EventKind a) {
   switch (a) {
-    case TraceAction::kSegmentAlloc: return 0;
-    case TraceAction::kSegmentFree: return 1;
-    case TraceAction::kAlloc: return 2;
-    case TraceAction::kFreeRequested: return 3;
-    case TraceAction::kFreeCompleted: return 4;
-    case TraceAction::kOom: return 5;
-    case TraceAction::kSnapshot: return 6;
+    case EventKind::kSegmentAlloc: return 0;
+    case EventKind::kSegmentFree: return 1;
+    case EventKind::kAlloc: return 2;
+    case EventKind::kFreeRequested: return 3;
+    case EventKind::kFreeCompleted: return 4;
+    case EventKind::kOom: return 5;
+    case EventKind::kSnapshot: return 6;
     default: return -1;
   }
 }

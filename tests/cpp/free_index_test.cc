@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "allocator/free_index.h"
+#include "tests/cpp/test_env.h"
 
 namespace cachealloc {
 namespace {
@@ -40,10 +41,7 @@ bool same_entry(const FreeEntry& a, const FreeEntry& b) {
   return a.stream == b.stream && a.size == b.size && a.address == b.address && a.block == b.block;
 }
 
-uint64_t BaseSeed() {
-  const char* env = std::getenv("CACHEALLOC_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : 20250612;
-}
+uint64_t BaseSeed() { return env_u64("CACHEALLOC_SEED", 20250612); }
 
 // Keys are drawn from streams x sizes x addresses (sizes and addresses in
 // 512-byte steps); one key in 64 takes an extreme value in one field.

@@ -31,7 +31,7 @@ ContextPtr Ctx(int i) {
   return std::make_shared<CallContext>(CallContext{{StackFrame{"f" + std::to_string(i), "x.py", i}}, nullptr});
 }
 // A 512-byte block event of kind k at addr.
-EngineEvent Ev(EngineEventKind k, uintptr_t addr) {
+EngineEvent Ev(EventKind k, uintptr_t addr) {
   EngineEvent e(k);
   e.address = addr;
   e.size = e.requested = 512;
@@ -40,7 +40,7 @@ EngineEvent Ev(EngineEventKind k, uintptr_t addr) {
 // What entries() shows, in comparable form (times only when asked: ticks are
 // converted with a fresh calibration at each read, so the same entry's
 // microseconds may differ by one between two reads).
-struct Flat { TraceAction a; uintptr_t addr; const CallContext* ctx; int64_t t; };
+struct Flat { EventKind a; uintptr_t addr; const CallContext* ctx; int64_t t; };
 std::vector<Flat> Flatten(const HistoryRecorder& h, bool times = false) {
   std::vector<Flat> out;
   for (auto& t : h.entries()) out.push_back({t.action, t.address, t.context.get(), times ? t.time_us : 0});
@@ -60,13 +60,13 @@ TEST(HistoryAllocFailure, BadAllocLeavesTheRingAsItWas) {
     h.enable(max, true);
     ContextPtr none;
     for (int i = 0; i < (variant % 2 ? 8 : 5); ++i) {
-      EngineEvent e = Ev(i % 2 ? EngineEventKind::kFree : EngineEventKind::kAlloc, 512 * (i + 1));
+      EngineEvent e = Ev(i % 2 ? EventKind::kFree : EventKind::kAlloc, 512 * (i + 1));
       e.context = &none;
       h.on_event(e);
     }
     auto before = Flatten(h);
     ContextPtr ctx = Ctx(1);
-    EngineEvent e = Ev(EngineEventKind::kAlloc, 99 * 512);
+    EngineEvent e = Ev(EventKind::kAlloc, 99 * 512);
     e.context = variant == 0 ? &ctx : &none;
     g_fail = true;
     bool threw = false;
@@ -94,7 +94,7 @@ TEST(HistoryAllocFailure, ASetClockTakesOverFromTicksWhileRecording) {
   HistoryRecorder h;
   h.enable(4, false);
   ContextPtr none;
-  EngineEvent e = Ev(EngineEventKind::kFree, 512);
+  EngineEvent e = Ev(EventKind::kFree, 512);
   e.context = &none;
   for (int i = 0; i < 10; ++i) h.on_event(e);  // full: fast path
   int64_t t = 1000;
@@ -104,8 +104,8 @@ TEST(HistoryAllocFailure, ASetClockTakesOverFromTicksWhileRecording) {
   ASSERT_EQ(got.size(), 4u);
   EXPECT_EQ(got[0].time_us, 1004);
   EXPECT_EQ(got[3].time_us, 1007);
-  EXPECT_EQ(got[0].action, TraceAction::kFreeRequested);
-  EXPECT_EQ(got[3].action, TraceAction::kFreeCompleted);
+  EXPECT_EQ(got[0].action, EventKind::kFreeRequested);
+  EXPECT_EQ(got[3].action, EventKind::kFreeCompleted);
   h.set_clock(nullptr);
   for (int i = 0; i < 4; ++i) h.on_event(e);
   got = h.entries();

@@ -32,13 +32,13 @@ TEST(History, RecordsNativeActionsWithRequestedSizes) {
   h.engine.free(b);
   const std::vector<TraceEntry> t = h.history.entries();
   ASSERT_EQ(t.size(), 4u);
-  EXPECT_EQ(t[0].action, TraceAction::kSegmentAlloc);
+  EXPECT_EQ(t[0].action, EventKind::kSegmentAlloc);
   EXPECT_EQ(t[0].size, 2 * kMiB);
-  EXPECT_EQ(t[1].action, TraceAction::kAlloc);
+  EXPECT_EQ(t[1].action, EventKind::kAlloc);
   EXPECT_EQ(t[1].size, 1000u);  // what the caller asked for, not 1024
   EXPECT_EQ(t[1].address, kBase);
-  EXPECT_EQ(t[2].action, TraceAction::kFreeRequested);
-  EXPECT_EQ(t[3].action, TraceAction::kFreeCompleted);
+  EXPECT_EQ(t[2].action, EventKind::kFreeRequested);
+  EXPECT_EQ(t[3].action, EventKind::kFreeCompleted);
   for (const TraceEntry& e : t) EXPECT_EQ(e.stream, kStreamA);
 }
 
@@ -49,13 +49,13 @@ TEST(History, FullRingDropsOldestAndShrinkingKeepsNewest) {
   // 1 segment_alloc + 5 x (alloc, free_requested, free_completed); newest 3.
   std::vector<TraceEntry> t = h.history.entries();
   ASSERT_EQ(t.size(), 3u);
-  EXPECT_EQ(t[0].action, TraceAction::kAlloc);
+  EXPECT_EQ(t[0].action, EventKind::kAlloc);
   EXPECT_EQ(t[0].size, 2560u);
-  EXPECT_EQ(t[2].action, TraceAction::kFreeCompleted);
+  EXPECT_EQ(t[2].action, EventKind::kFreeCompleted);
   h.history.enable(2, true);
   t = h.history.entries();
   ASSERT_EQ(t.size(), 2u);
-  EXPECT_EQ(t[0].action, TraceAction::kFreeRequested);
+  EXPECT_EQ(t[0].action, EventKind::kFreeRequested);
   h.history.disable();
   EXPECT_TRUE(h.history.entries().empty());
 }
@@ -95,7 +95,7 @@ TEST(History, TimesAreUnixMicrosecondsInOrderAndSurviveRingRebuilds) {
   h.history.enable(50, true);
   kept = h.history.entries();
   ASSERT_EQ(kept.size(), 3u);
-  EXPECT_EQ(kept.back().action, TraceAction::kFreeCompleted);
+  EXPECT_EQ(kept.back().action, EventKind::kFreeCompleted);
   EXPECT_NEAR(static_cast<double>(kept.back().time_us), static_cast<double>(newest), 1000.0);
   EXPECT_LE(kept.back().time_us, unix_us() + kSlackUs);
 }
@@ -138,7 +138,7 @@ TEST(History, BlocksWaitingOnSeveralStreamsAreFreedInStreamOrder) {
   h.engine.malloc(512, kStreamA);  // collects every completed event
   std::vector<uintptr_t> completed;
   for (const TraceEntry& t : h.history.entries())
-    if (t.action == TraceAction::kFreeCompleted) completed.push_back(t.address);
+    if (t.action == EventKind::kFreeCompleted) completed.push_back(t.address);
   std::sort(waiting.begin(), waiting.end());  // by stream
   std::vector<uintptr_t> expected;
   for (const auto& [stream, address] : waiting) expected.push_back(address);
@@ -181,16 +181,16 @@ TEST(History, RingMatchesAPlainBoundedListOfEntries) {
     } else if (pick < 4) {
       history.record_snapshot(0, step);
       TraceEntry t;
-      t.action = TraceAction::kSnapshot;
+      t.action = EventKind::kSnapshot;
       t.size = static_cast<size_t>(step);
       push(t);
     } else {
-      static constexpr EngineEventKind kKinds[] = {
-          EngineEventKind::kAlloc,        EngineEventKind::kFree,
-          EngineEventKind::kAlloc,        EngineEventKind::kFree,
-          EngineEventKind::kSegmentAlloc, EngineEventKind::kSegmentFree,
-          EngineEventKind::kFreeRequested, EngineEventKind::kFreeCompleted,
-          EngineEventKind::kOom,          EngineEventKind::kAllocRetry};
+      static constexpr EventKind kKinds[] = {
+          EventKind::kAlloc,        EventKind::kFree,
+          EventKind::kAlloc,        EventKind::kFree,
+          EventKind::kSegmentAlloc, EventKind::kSegmentFree,
+          EventKind::kFreeRequested, EventKind::kFreeCompleted,
+          EventKind::kOom,          EventKind::kAllocRetry};
       EngineEvent e(kKinds[rng() % std::size(kKinds)]);
       e.device = static_cast<int>(rng() % 3);
       e.stream = rng() % 4;
@@ -207,17 +207,17 @@ TEST(History, RingMatchesAPlainBoundedListOfEntries) {
       t.size = e.requested;
       t.context = ctx;
       switch (e.kind) {
-        case EngineEventKind::kAlloc: t.action = TraceAction::kAlloc; break;
-        case EngineEventKind::kFree:
-          t.action = TraceAction::kFreeRequested;
+        case EventKind::kAlloc: t.action = EventKind::kAlloc; break;
+        case EventKind::kFree:
+          t.action = EventKind::kFreeRequested;
           push(t);
-          t.action = TraceAction::kFreeCompleted;
+          t.action = EventKind::kFreeCompleted;
           break;
-        case EngineEventKind::kSegmentAlloc: t.action = TraceAction::kSegmentAlloc, t.size = e.size; break;
-        case EngineEventKind::kSegmentFree: t.action = TraceAction::kSegmentFree, t.size = e.size; break;
-        case EngineEventKind::kOom: t.action = TraceAction::kOom, t.size = e.size; break;
-        case EngineEventKind::kFreeRequested: t.action = TraceAction::kFreeRequested; break;
-        case EngineEventKind::kFreeCompleted: t.action = TraceAction::kFreeCompleted; break;
+        case EventKind::kSegmentAlloc:
+        case EventKind::kSegmentFree:
+        case EventKind::kOom: t.action = e.kind, t.size = e.size; break;
+        case EventKind::kFreeRequested:
+        case EventKind::kFreeCompleted: t.action = e.kind; break;
         default: continue;  // retries are not traced
       }
       push(t);
@@ -252,7 +252,7 @@ TEST(History, DroppedEntriesReleaseTheirFrames) {
   history.enable(2, true);
   ContextPtr ctx = std::make_shared<CallContext>();
   std::weak_ptr<const CallContext> watch = ctx;
-  EngineEvent e(EngineEventKind::kAlloc);
+  EngineEvent e(EventKind::kAlloc);
   e.context = &ctx;
   history.on_event(e);
   ctx.reset();
@@ -270,8 +270,8 @@ TEST(History, DroppedEntriesReleaseTheirFrames) {
 namespace cachealloc::testing {
 namespace {
 
-std::vector<TraceAction> actions_of(const HistoryRecorder& h) {
-  std::vector<TraceAction> out;
+std::vector<EventKind> actions_of(const HistoryRecorder& h) {
+  std::vector<EventKind> out;
   for (const TraceEntry& e : h.entries()) out.push_back(e.action);
   return out;
 }
@@ -281,13 +281,13 @@ TEST(History, ActionNamesParseBackAndNothingElseDoes) {
   ActionMask seen = 0;
   for (auto a : kRecordedActions) {
     EXPECT_EQ(parse_action(action_name(a)), a);
-    EXPECT_NE(a, TraceAction::kUserDefined);
+    EXPECT_NE(a, EventKind::kUserDefined);
     EXPECT_EQ(seen & action_bit(a), 0) << action_name(a);
     seen |= action_bit(a);
   }
-  EXPECT_EQ(seen | action_bit(TraceAction::kUserDefined),
-            action_bit(TraceAction::kUserDefined) * 2 - 1);
-  EXPECT_EQ(parse_action("user_defined"), TraceAction::kUserDefined);
+  EXPECT_EQ(seen | action_bit(EventKind::kUserDefined),
+            action_bit(EventKind::kUserDefined) * 2 - 1);
+  EXPECT_EQ(parse_action("user_defined"), EventKind::kUserDefined);
   EXPECT_FALSE(parse_action("allocs"));
   EXPECT_FALSE(parse_action(""));
   EXPECT_FALSE(parse_action("Alloc"));
@@ -299,7 +299,7 @@ TEST(History, ActionNamesParseBackAndNothingElseDoes) {
 // the last step checks that clearing it brings back the fast path's
 // two-entry free.)
 TEST(History, SkippedActionsAreLeftOut) {
-  using A = TraceAction;
+  using A = EventKind;
   for (const size_t ring : {size_t{100}, size_t{3}}) {
     Recorded h;
     h.history.enable(ring, true);
@@ -338,11 +338,11 @@ TEST(History, SkipWorksWithASetClock) {
   int64_t now = 100;
   h.history.set_clock([&now] { return now++; });
   h.history.enable(10, true);
-  h.history.set_skipped(action_bit(TraceAction::kFreeCompleted));
+  h.history.set_skipped(action_bit(EventKind::kFreeCompleted));
   h.engine.free(h.engine.malloc(512, kStreamA));
   const std::vector<TraceEntry> t = h.history.entries();
   ASSERT_EQ(t.size(), 3u);
-  EXPECT_EQ(t[2].action, TraceAction::kFreeRequested);
+  EXPECT_EQ(t[2].action, EventKind::kFreeRequested);
   // The clock is read only for recorded entries.
   EXPECT_EQ(t[2].time_us, 102);
   EXPECT_EQ(now, 103);

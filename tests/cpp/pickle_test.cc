@@ -3,6 +3,7 @@
 // Byte literals of Python pickles below were produced by CPython 3.11's
 // pickle.dumps; each test names the rule it checks.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <regex>
 #include <sstream>
@@ -18,13 +20,14 @@
 #include <string_view>
 #include <vector>
 
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
-#include "stats/py_value.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 namespace {
 
+using namespace std::string_literals;
 using namespace std::string_view_literals;
 using Kind = PyValue::Kind;
 
@@ -110,15 +113,24 @@ PyValue every_kind() {
   return d;
 }
 
-std::string traces_dir() {
-  if (const char* env = std::getenv("CACHEALLOC_TRACES_DIR")) return env;
-#if defined(CACHEALLOC_TRACES_DIR)
-  return CACHEALLOC_TRACES_DIR;
-#elif defined(CACHEALLOC_SHARED_DIR)
-  return CACHEALLOC_SHARED_DIR "/traces";
-#else
-  return "";
-#endif
+// The repository's copy of the reference traces (tests/data/traces).
+constexpr const char* kDataTraces = CACHEALLOC_DATA_DIR "/traces";
+
+// The reference traces to read, by file name: $CACHEALLOC_TRACES_DIR's
+// alone when set; else the repository's copy, plus those of the reference
+// folder (../shared/traces, when it exists) that the copy lacks.
+std::map<std::string, std::filesystem::path> reference_traces() {
+  std::vector<std::filesystem::path> dirs = {kDataTraces, CACHEALLOC_SHARED_DIR "/traces"};
+  if (const char* env = std::getenv("CACHEALLOC_TRACES_DIR")) dirs = {env};
+  std::map<std::string, std::filesystem::path> found;
+  for (const auto& dir : dirs) {
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+      const std::string name = entry.path().filename().string();
+      if (name.ends_with(".pickle.gz")) found.emplace(name, entry.path());
+    }
+  }
+  return found;
 }
 
 // Expects read_pickle(bytes) to throw a PickleError whose message holds `part`.
@@ -126,6 +138,17 @@ void expect_rejected(std::string_view bytes, const std::string& part) {
   try {
     read_pickle(bytes);
     ADD_FAILURE() << "accepted, expected an error containing: " << part;
+  } catch (const PickleError& e) {
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
+        << "message: " << e.what() << "\nexpected to contain: " << part;
+  }
+}
+
+// Expects read_pickle_file(path) to throw a PickleError holding `part`.
+void expect_file_rejected(const std::string& path, const std::string& part) {
+  try {
+    read_pickle_file(path);
+    ADD_FAILURE() << "accepted " << path << ", expected an error containing: " << part;
   } catch (const PickleError& e) {
     EXPECT_NE(std::string(e.what()).find(part), std::string::npos)
         << "message: " << e.what() << "\nexpected to contain: " << part;
@@ -273,13 +296,9 @@ TEST(PickleReader, ReadsPythonPicklesOfProtocols2To5) {
 }
 
 TEST(PickleReader, ReadsEverySnapshotTrace) {
-  const std::string dir = traces_dir();
-  ASSERT_FALSE(dir.empty()) << "set CACHEALLOC_TRACES_DIR to shared/traces";
-  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
   int n_read = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string path = entry.path().string();
-    if (!path.ends_with(".pickle.gz")) continue;
+  for (const auto& [name, file] : reference_traces()) {
+    const std::string path = file.string();
     SCOPED_TRACE(path);
     const PyValue snap = read_pickle_file(path);
     ASSERT_EQ(snap.kind(), Kind::kDict);
@@ -301,7 +320,7 @@ TEST(PickleReader, ReadsEverySnapshotTrace) {
     EXPECT_EQ(read_pickle(write_pickle(snap)), snap);
     ++n_read;
   }
-  EXPECT_GE(n_read, 1);
+  EXPECT_GE(n_read, 12);  // The repository holds 12.
 }
 
 TEST(PickleReader, DetectsGzipByMagicNotByName) {
@@ -324,13 +343,11 @@ TEST(PickleReader, CorruptOrTruncatedGzipThrows) {
   const std::string path = temp_path("bad.pickle.gz");
   write_file(path, "\x1f\x8b\x08\x00garbage that is not deflate"sv);
   EXPECT_THROW(read_pickle_file(path), PickleError);
-  const std::string dir = traces_dir();
-  if (!dir.empty() && std::filesystem::exists(dir + "/mlp.pickle.gz")) {
-    std::ifstream in(dir + "/mlp.pickle.gz", std::ios::binary);
-    std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    write_file(path, std::string_view(gz).substr(0, gz.size() / 2));
-    EXPECT_THROW(read_pickle_file(path), PickleError);
-  }
+  std::ifstream in(std::string(kDataTraces) + "/mlp.pickle.gz", std::ios::binary);
+  ASSERT_TRUE(in) << kDataTraces << "/mlp.pickle.gz";
+  std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  write_file(path, std::string_view(gz).substr(0, gz.size() / 2));
+  EXPECT_THROW(read_pickle_file(path), PickleError);
   std::remove(path.c_str());
 }
 
@@ -513,12 +530,92 @@ TEST(PickleReader, RefusesInputWhoseValuesExceedTheMemoryBudget) {
   EXPECT_NE(pickle_memory_budget().source.find("3/4"), std::string::npos);
 }
 
-TEST(PickleReader, IgnoresAnUnusableMemoryBudgetVariable) {
-  for (const char* bad : {"", "0", "-5", "12abc", "99999999999999999999999"}) {
+TEST(PickleReader, RefusesAnInvalidMemoryBudgetVariableNamingIt) {
+  for (const char* bad : {"abc", "0", "-5", "12abc", "99999999999999999999999", "1.5e-3"}) {
     ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", bad, 1), 0);
-    EXPECT_NE(pickle_memory_budget().source.find("3/4"), std::string::npos) << bad;
+    try {
+      read_pickle(many_nones());
+      ADD_FAILURE() << "read a pickle under CACHEALLOC_PICKLE_MEMORY_LIMIT=" << bad;
+    } catch (const PickleError& e) {
+      EXPECT_NE(std::string(e.what()).find("CACHEALLOC_PICKLE_MEMORY_LIMIT='" + std::string(bad) + "'"),
+                std::string::npos) << e.what();
+    }
+  }
+  // Empty counts as unset.
+  ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", "", 1), 0);
+  EXPECT_NE(pickle_memory_budget().source.find("3/4"), std::string::npos);
+  ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
+}
+
+TEST(PickleReader, MemoryBudgetVariableTakesTheToolsByteSizes) {
+  for (const auto& [text, bytes] : {std::pair<const char*, uint64_t>{"200000000", 200000000},
+                                    {"2e8", 200000000}, {"200MB", 200u << 20},
+                                    {"1.5GiB", 3u << 29}}) {
+    ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", text, 1), 0);
+    EXPECT_EQ(pickle_memory_budget().bytes, bytes) << text;
   }
   ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
+}
+
+// A gzip member of `n` bytes of `fill` after `head`, written to `path` as
+// it is compressed (never held whole).
+void write_gzip(const std::string& path, std::string_view head, uint64_t n, char fill,
+                std::string_view tail = {}) {
+  gzFile gz = gzopen(path.c_str(), "wb1");
+  ASSERT_NE(gz, nullptr);
+  gzwrite(gz, head.data(), static_cast<unsigned>(head.size()));
+  const std::string block(1 << 20, fill);
+  for (uint64_t done = 0; done < n; done += block.size())
+    gzwrite(gz, block.data(), static_cast<unsigned>(std::min<uint64_t>(block.size(), n - done)));
+  if (!tail.empty()) gzwrite(gz, tail.data(), static_cast<unsigned>(tail.size()));
+  gzclose(gz);
+}
+
+TEST(PickleReader, DecompressedInputCountsAgainstTheBudget) {
+  // 64 MiB of zero-length FRAMEs builds no value at all: only the input
+  // counts, and it is refused once 8 MB of it were read.
+  const std::string path = temp_path("frames.pickle.gz");
+  std::string frames;
+  for (int i = 0; i < (1 << 16); ++i) frames += "\x95"s + std::string(8, '\0');
+  {
+    gzFile gz = gzopen(path.c_str(), "wb1");
+    ASSERT_NE(gz, nullptr);
+    gzwrite(gz, "\x80\x04", 2);
+    for (int i = 0; i < 114; ++i) gzwrite(gz, frames.data(), static_cast<unsigned>(frames.size()));
+    gzwrite(gz, "N.", 2);
+    gzclose(gz);
+  }
+  ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", "8000000", 1), 0);
+  expect_file_rejected(path, "loading needs more than 8000000 bytes of memory");
+  ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
+  EXPECT_EQ(read_pickle_file(path), PyValue::none());
+  std::remove(path.c_str());
+}
+
+TEST(PickleReader, RefusesAStringLengthOverTheBudgetBeforeReadingIt) {
+  // BINUNICODE8 announcing 2 GB, in a stream whose size is unknown.
+  const std::string path = temp_path("bigstr.pickle.gz");
+  write_gzip(path, "\x80\x04\x8d\x00\x94\x35\x77\x00\x00\x00\x00"sv, 1 << 20, 'a');
+  ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", "2e8", 1), 0);
+  expect_file_rejected(path, "loading needs more than 200000000 bytes");
+  expect_file_rejected(path, "CACHEALLOC_PICKLE_MEMORY_LIMIT=2e8");
+  ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
+  // Under the default budget the length passes, and the stream ends short.
+  expect_file_rejected(path, "needs 2000000000 argument bytes, 1048576 left");
+  std::remove(path.c_str());
+}
+
+TEST(PickleReader, StreamedInputKeepsEveryCheck) {
+  const std::string path = temp_path("stream.pickle.gz");
+  write_gzip(path, "\x80\x04N.N"sv, 0, 'x');
+  expect_file_rejected(path, "1 trailing bytes after STOP");
+  write_gzip(path, "\x80\x04\x95\x09\x00\x00\x00\x00\x00\x00\x00N."sv, 0, 'x');
+  expect_file_rejected(path, "the last FRAME announced 7 more bytes than the input holds");
+  write_gzip(path, "\x80\x04N"sv, 0, 'x');
+  expect_file_rejected(path, "no STOP before the end of data at offset 3");
+  write_gzip(path, "\x80\x04\x8c\x05" "ab"sv, 0, 'x');
+  expect_file_rejected(path, "needs 5 argument bytes, 2 left");
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
 #include "tests/cpp/engine_harness.h"
+#include "tests/cpp/test_env.h"
 
 namespace cachealloc::testing {
 namespace {
@@ -40,10 +41,7 @@ constexpr size_t kMaxLive = 300;        // keeps per-operation checks cheap
 constexpr int kOpsPerConfig = 250'000;  // four configurations: 1,000,000 ops
 constexpr size_t kSizeHistory = 32;     // sizes remembered for exact repeats
 
-uint64_t BaseSeed() {
-  const char* env = std::getenv("CACHEALLOC_SEED");
-  return env ? std::strtoull(env, nullptr, 10) : kDefaultSeed;
-}
+uint64_t BaseSeed() { return env_u64("CACHEALLOC_SEED", kDefaultSeed); }
 
 struct Scenario {
   const char* conf;     // PYTORCH_CUDA_ALLOC_CONF text

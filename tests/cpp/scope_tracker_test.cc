@@ -275,7 +275,7 @@ class Oracle : public EngineObserver {
  public:
   void on_event(const EngineEvent& ev) override {
     const auto size = static_cast<int64_t>(ev.size);
-    if (ev.kind == EngineEventKind::kAlloc) {
+    if (ev.kind == EventKind::kAlloc) {
       allocated_ += size;
       for (size_t i = 0; i < open_.size(); ++i) {
         Expected& x = expected_[open_[i]];
@@ -283,7 +283,7 @@ class Oracle : public EngineObserver {
         ++x.allocations;
         if (i + 1 == open_.size()) { x.self_bytes_allocated += size; ++x.self_allocations; }
       }
-    } else if (ev.kind == EngineEventKind::kFreeRequested || ev.kind == EngineEventKind::kFree) {
+    } else if (ev.kind == EventKind::kFreeRequested || ev.kind == EventKind::kFree) {
       allocated_ -= size;
       for (size_t i = 0; i < open_.size(); ++i) {
         Expected& x = expected_[open_[i]];
@@ -291,9 +291,9 @@ class Oracle : public EngineObserver {
         ++x.frees;
         if (i + 1 == open_.size()) { x.self_bytes_freed += size; ++x.self_frees; }
       }
-    } else if (ev.kind == EngineEventKind::kSegmentAlloc) {
+    } else if (ev.kind == EventKind::kSegmentAlloc) {
       reserved_ += size;
-    } else if (ev.kind == EngineEventKind::kSegmentFree) {
+    } else if (ev.kind == EventKind::kSegmentFree) {
       reserved_ -= size;
     }
     moment();

@@ -48,22 +48,24 @@ struct Model {
       up(s.requested_bytes, p, req, false);
     };
     switch (e.kind) {
-      case EngineEventKind::kAlloc: alloc(); break;
-      case EngineEventKind::kFree: freq(); fcomp(); break;
-      case EngineEventKind::kFreeRequested: freq(); break;
-      case EngineEventKind::kFreeCompleted: fcomp(); break;
-      case EngineEventKind::kSegmentAlloc:
+      case EventKind::kAlloc: alloc(); break;
+      case EventKind::kFree: freq(); fcomp(); break;
+      case EventKind::kFreeRequested: freq(); break;
+      case EventKind::kFreeCompleted: fcomp(); break;
+      case EventKind::kSegmentAlloc:
         up(s.segment, p, 1, true); up(s.reserved_bytes, p, size, true);
         if (e.oversize) s.oversize_segments.increase(1);
         ++s.num_device_alloc; break;
-      case EngineEventKind::kSegmentFree:
+      case EventKind::kSegmentFree:
         ++s.num_device_free;
         up(s.segment, p, 1, false); up(s.reserved_bytes, p, size, false);
         if (e.oversize) s.oversize_segments.decrease(1);
         break;
-      case EngineEventKind::kOom: ++s.num_ooms; break;
-      case EngineEventKind::kAllocRetry: ++s.num_alloc_retries; break;
-      case EngineEventKind::kSyncAllStreams: ++s.num_sync_all_streams; break;
+      case EventKind::kOom: ++s.num_ooms; break;
+      case EventKind::kAllocRetry: ++s.num_alloc_retries; break;
+      case EventKind::kSyncAllStreams: ++s.num_sync_all_streams; break;
+      case EventKind::kSnapshot:
+      case EventKind::kUserDefined: break;  // never engine events
     }
   }
 };
@@ -73,11 +75,11 @@ TEST(StatsCollector, MatchesNativeStyleDeviceStatsOnRandomEvents) {
   StatsCollector c(-1);
   Model m;
   m.s.max_split_size = -1;
-  static constexpr EngineEventKind kinds[] = {
-      EngineEventKind::kAlloc, EngineEventKind::kFree, EngineEventKind::kFreeRequested,
-      EngineEventKind::kFreeCompleted, EngineEventKind::kSegmentAlloc,
-      EngineEventKind::kSegmentFree, EngineEventKind::kOom, EngineEventKind::kAllocRetry,
-      EngineEventKind::kSyncAllStreams};
+  static constexpr EventKind kinds[] = {
+      EventKind::kAlloc, EventKind::kFree, EventKind::kFreeRequested,
+      EventKind::kFreeCompleted, EventKind::kSegmentAlloc,
+      EventKind::kSegmentFree, EventKind::kOom, EventKind::kAllocRetry,
+      EventKind::kSyncAllStreams};
   for (int step = 0; step < 200000; ++step) {
     const unsigned pick = rng() % 1000;
     if (pick == 0) { c.reset_peak(); m.s.reset_peak(); }

@@ -37,14 +37,15 @@
 #include <vector>
 
 #include "allocator/errors.h"
-#include "replay/lab_config.h"
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "replay/replayer.h"
-#include "replay/request_stream.h"
 #include "replay/trace.h"
-#include "replay/whatif.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
 #include "tests/cpp/trace_mutator.h"
+#include "tests/cpp/test_env.h"
 
 namespace cachealloc {
 namespace {
@@ -70,11 +71,6 @@ constexpr size_t kMaxRecordedSeedBytes = 64 << 10;
 // legitimate ones, what-if replays that map a 1 TiB request page by page,
 // take about 3 s under ASan).
 constexpr double kMaxSecondsPerInput = 10.0;
-
-uint64_t env_u64(const char* name, uint64_t fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
-}
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15;

@@ -13,7 +13,7 @@
 #include "allocator/config.h"
 #include "allocator/errors.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
+#include "pickle/pickle_reader.h"
 #include "stats/snapshot.h"
 
 namespace cachealloc {
@@ -74,14 +74,14 @@ TEST(TraceSettings, NativeNotSetValuesReadAsDefaults) {
   EXPECT_EQ(c.roundup_power2_divisions, AllocatorConfig{}.roundup_power2_divisions);
 }
 
-// Every recording bundled with the project: the sweep, the example and
-// the shared reference traces (expandable-segment recordings aside: their
-// conf is refused until cachealloc has expandable segments).
+// Every recording bundled with the project: the sweep, the reference and
+// the example traces (expandable-segment recordings aside: their conf is
+// refused until cachealloc has expandable segments).
 std::vector<std::string> bundled_traces() {
   std::vector<std::string> out;
-  for (const std::string& dir : {std::string(CACHEALLOC_SOURCE_DIR) + "/tests/data/sweep",
-                                std::string(CACHEALLOC_SOURCE_DIR) + "/examples/traces",
-                                std::string(CACHEALLOC_SHARED_DIR) + "/traces"}) {
+  for (const std::string& dir : {std::string(CACHEALLOC_DATA_DIR) + "/sweep",
+                                std::string(CACHEALLOC_DATA_DIR) + "/traces",
+                                std::string(CACHEALLOC_SOURCE_DIR) + "/examples/traces"}) {
     if (!std::filesystem::is_directory(dir)) continue;
     for (const auto& entry : std::filesystem::directory_iterator(dir))
       if (entry.path().string().ends_with(".pickle.gz")) out.push_back(entry.path().string());

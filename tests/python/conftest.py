@@ -1,5 +1,6 @@
 """Shared fixtures: where the built tool and the reference traces are, and
-the package on a simulated device."""
+the package on a simulated device. (Traces beyond the repository's own:
+reference_data.py.)"""
 import os
 import pathlib
 import sys
@@ -7,7 +8,6 @@ import sys
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED", REPO.parent / "shared"))
 BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 CLI = BUILD / "tools" / "cachealloc"
 sys.path.insert(0, str(REPO / "bindings" / "python"))
@@ -22,10 +22,8 @@ def cli():
 
 @pytest.fixture(scope="session")
 def traces_dir():
-    d = SHARED / "traces"
-    if not d.is_dir():
-        pytest.skip(f"reference traces not found at {d} (set CACHEALLOC_SHARED)")
-    return d
+    """The repository's reference traces (tests/data/traces), always there."""
+    return REPO / "tests" / "data" / "traces"
 
 
 @pytest.fixture

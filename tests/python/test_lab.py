@@ -5,8 +5,6 @@ The reference traces were recorded from torch 2.11's native allocator; each
 .json beside them holds the final memory_stats of the recording."""
 import json
 import math
-import os
-import pathlib
 import pickle
 import shutil
 import subprocess
@@ -14,16 +12,14 @@ import sys
 
 import pytest
 
-# As in conftest.py (not imported by name: tests/gpu has a conftest.py too).
-REPO = pathlib.Path(__file__).resolve().parents[2]
-SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED", REPO.parent / "shared"))
+from reference_data import REPO, TRACES, meta
 
-TRACE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in (SHARED / "traces").glob("*.pickle.gz"))
+TRACE_NAMES = list(TRACES)
 MiB = 1 << 20
 
 
-def meta_of(traces_dir, name):
-    return json.loads((traces_dir / f"{name}.json").read_text())
+def meta_of(name):
+    return meta(TRACES[name])
 
 
 def recorded_limit(meta):
@@ -62,11 +58,11 @@ def entry(action, addr, size, stream=0):
 # ---- the trace's own config reproduces the recording -------------------------
 
 @pytest.mark.parametrize("name", TRACE_NAMES)
-def test_own_config_reproduces_recorded_peaks_and_counts(cli, traces_dir, name):
-    meta = meta_of(traces_dir, name)
+def test_own_config_reproduces_recorded_peaks_and_counts(cli, name):
+    meta = meta_of(name)
     limit = recorded_limit(meta)
     extra = ["--memory-limit", limit, "--recorded-limit", limit] if limit else []
-    out = compare(cli, traces_dir / f"{name}.pickle.gz", "trace", extra=extra)
+    out = compare(cli, TRACES[name], "trace", extra=extra)
     row = out["configs"][0]
     want = meta["final_memory_stats"]
     got = {
@@ -81,13 +77,13 @@ def test_own_config_reproduces_recorded_peaks_and_counts(cli, traces_dir, name):
 
 
 @pytest.mark.parametrize("name", TRACE_NAMES)
-def test_empty_cache_inference_agrees_with_lockstep_replayer(cli, traces_dir, name):
-    meta = meta_of(traces_dir, name)
+def test_empty_cache_inference_agrees_with_lockstep_replayer(cli, name):
+    meta = meta_of(name)
     limit = recorded_limit(meta)
     lockstep = ["--memory-limit", limit, "--device-memory", meta["device_total_memory"]] if limit else []
-    replayed = json.loads(run(cli, "replay", "--json", traces_dir / f"{name}.pickle.gz", *lockstep).stdout)
+    replayed = json.loads(run(cli, "replay", "--json", TRACES[name], *lockstep).stdout)
     extra = ["--recorded-limit", limit] if limit else []
-    out = compare(cli, traces_dir / f"{name}.pickle.gz", "trace", extra=extra)
+    out = compare(cli, TRACES[name], "trace", extra=extra)
     assert out["empty_cache_calls"] == replayed["empty_cache_calls"]
     assert out["events"] == meta["n_events"]
 
@@ -144,8 +140,8 @@ def test_expandable_segments_reserve_more_on_mlp_for_page_rounding(cli, traces_d
 
 
 @pytest.mark.parametrize("name", ["emptycache", "multistream", "oom_frac", "random"])
-def test_engine_invariants_hold_under_both_policies(cli, traces_dir, name):
-    out = compare(cli, traces_dir / f"{name}.pickle.gz", "trace", "policy:expandable",
+def test_engine_invariants_hold_under_both_policies(cli, name):
+    out = compare(cli, TRACES[name], "trace", "policy:expandable",
                   extra=["--check-invariants", "--memory-limit", 3 << 30])
     assert len(out["configs"]) == 2
 
@@ -342,7 +338,7 @@ def test_python_lab_wraps_the_cli(cli, traces_dir, monkeypatch, tmp_path):
     rows = lab.compare(trace, ["trace", "policy:expandable"], memory_limit=4 << 30,
                        html=tmp_path / "r.html")
     assert [r["policy"] for r in rows] == ["native", "expandable"]
-    assert rows[0]["peak_reserved"] == meta_of(traces_dir, "resnet18")["final_memory_stats"]["reserved_bytes.all.peak"]
+    assert rows[0]["peak_reserved"] == meta_of("resnet18")["final_memory_stats"]["reserved_bytes.all.peak"]
     assert (tmp_path / "r.html").exists()
     minimum = lab.min_memory(trace, ["trace"])
     assert set(minimum) == {"trace"} and 0 < minimum["trace"] <= rows[0]["peak_reserved"]

@@ -7,18 +7,16 @@ import copy
 import gzip
 import json
 import math
-import os
 import pathlib
 import pickle
 import subprocess
 
 import pytest
 
-# Same default as conftest.py (not imported: tests/gpu has a conftest too).
-SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED",
-                                     pathlib.Path(__file__).resolve().parents[3] / "shared"))
+import reference_data
+from reference_data import STATS_KEYS as KEYS, TRACES
 
-TRACE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in (SHARED / "traces").glob("*.pickle.gz"))
+TRACE_NAMES = list(TRACES)
 # Traces bundled with the repository: one recorded under the native allocator
 # (mlp) and one recorded under cachealloc itself on the H100 (transformer,
 # torch-extension mode, examples/record_trace.py).
@@ -27,7 +25,6 @@ EXAMPLE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in EXAMPLES.glob("*.pi
 # Native recordings from the GPU parity sweep (tests/data/sweep/README.md).
 SWEEP = pathlib.Path(__file__).resolve().parents[1] / "data" / "sweep"
 SWEEP_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in SWEEP.glob("*.pickle.gz"))
-KEYS = (SHARED / "reference" / "memory_stats_keys-torch-2.11.txt").read_text().split()
 
 # Statistics a replay cannot observe in a trace. torch.cuda.empty_cache()
 # increments num_sync_all_streams even when it frees nothing, and such a
@@ -50,9 +47,9 @@ def test_reference_key_list_has_122_keys():
 
 
 @pytest.mark.parametrize("name", TRACE_NAMES)
-def test_trace_replays_bit_exact(cli, traces_dir, name):
-    meta = json.loads((traces_dir / f"{name}.json").read_text())
-    proc = replay(cli, traces_dir / f"{name}.pickle.gz", meta)
+def test_trace_replays_bit_exact(cli, name):
+    meta = reference_data.meta(TRACES[name])
+    proc = replay(cli, TRACES[name], meta)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = json.loads(proc.stdout)
     assert out["divergence"] is None

@@ -1,0 +1,86 @@
+// The device a what-if replay runs on: SimulatedDevice's model (segments
+// 2 MiB-aligned, first fit in [base, base + capacity), nothing touched),
+// plus two things a replay needs:
+//
+//   - Address hints. The engine breaks best-fit ties by address, so where
+//     segments land can change what it decides. CUDA does not place
+//     segments first fit (the reference traces' addresses go up and down),
+//     so before each request the replay may offer the address at which the
+//     recorded run reserved a segment for that request; an allocation of
+//     exactly that size goes there if the range is free, else first fit.
+//     Under the trace's own config every segment then lands where it was
+//     recorded (the replay reproduces the recording); under another config
+//     the hints apply where the engine happens to ask for the same thing.
+//   - Cross-stream events that complete one by one when the replay says so
+//     (when the trace recorded the matching free_completed).
+//
+// Not thread-safe. Costs: allocate() is O(log n) with a usable hint. A first
+// fit starts where an earlier search for the same size (or a smaller one)
+// left off, so allocating pages one after another (policy:expandable maps a
+// 1 TiB request as 50000 pages) is O(log n) each, however fragmented the
+// addresses below; only gaps that releases opened are walked again.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "allocator/device_backend.h"
+#include "allocator/simulated_device.h"
+#include "allocator/simulated_memory.h"
+
+namespace cachealloc {
+
+class WhatIfDevice : public DeviceBackend {
+ public:
+  // 1 TiB: larger than any GPU, so only a memory limit makes a replay OOM.
+  static constexpr size_t kDefaultCapacity = size_t{1} << 40;
+  static constexpr uintptr_t kBase = SimulatedDevice::kDefaultBase;
+  static constexpr size_t kAlignment = SimulatedDevice::kAlignment;  // 2 MiB
+
+  explicit WhatIfDevice(size_t capacity = kDefaultCapacity)
+      : memory_(capacity / kAlignment * kAlignment, kAlignment) {}
+
+  // The next allocate() of exactly `bytes` goes to `address` if that range
+  // is free and inside the device. A later offer replaces an unused one;
+  // address 0 withdraws it.
+  void offer_address(uintptr_t address, size_t bytes) {
+    hint_address_ = address;
+    hint_bytes_ = bytes;
+  }
+  size_t hints_taken() const { return hints_taken_; }
+
+  // The event recorded last (0 before the first).
+  EventId last_event() const { return memory_.last_event(); }
+  // Lets `event` complete; unknown or already destroyed events are ignored.
+  void complete_event(EventId event) { memory_.complete_event(event); }
+
+  uintptr_t allocate(int device, size_t bytes, StreamId stream) override;
+  void release(int device, uintptr_t address, size_t bytes) override;
+  DeviceMemoryInfo memory_info(int) override { return memory_.info(); }
+  EventId record_event(int, StreamId) override { return memory_.record_event(true); }
+  bool event_completed(EventId event) override { return memory_.event_completed(event); }
+  void synchronize_event(EventId event) override { memory_.complete_event(event); }
+  void destroy_event(EventId event) override { memory_.complete_event(event); }
+
+ private:
+  bool range_free(uintptr_t address, size_t bytes) const;
+
+  // Segments' footprints are 2 MiB multiples; every event stays pending
+  // until complete_event().
+  SimulatedMemory memory_;
+  // Where a first fit of `size` bytes (aligned) may start its search.
+  // Invariant: no gap (maximal free range) of at least `size` bytes starts
+  // below `from`. So a search for any size >= `size` may start there too.
+  struct FitCursor {
+    size_t size;
+    uintptr_t from;
+  };
+  static constexpr size_t kMaxCursors = 8;  // the sizes used last
+  std::vector<FitCursor> cursors_;         // oldest first
+  uintptr_t hint_address_ = 0;
+  size_t hint_bytes_ = 0;
+  size_t hints_taken_ = 0;
+};
+
+}  // namespace cachealloc
