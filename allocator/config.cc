@@ -60,12 +60,12 @@ class Parser {
         if (v == "cudaMallocAsync") kind = BackendKind::kCudaMallocAsync;
         else if (v != "native")
           fail(key, "unknown backend '" + v + "': options are native and cudaMallocAsync");
+        // Native refuses this too (RuntimeError), so it is not "unsupported".
         if (at_run_time_ && kind != start_.backend)
-          unsupported(key, "the backend cannot change at run time (in force: " +
-                               std::string(start_.backend == BackendKind::kNative
-                                               ? "native"
-                                               : "cudaMallocAsync") +
-                               ")");
+          fail(key, "the backend cannot change at run time (in force: " +
+                        std::string(start_.backend == BackendKind::kNative ? "native"
+                                                                           : "cudaMallocAsync") +
+                        ")");
         c.backend = kind;
       } else if (key == "expandable_segments") {
         c.expandable_segments = boolean(key);

@@ -21,7 +21,7 @@ class ConfigError : public CacheallocError {
 };
 
 // A valid setting that cachealloc cannot carry out (yet), e.g.
-// expandable_segments:True, or a backend change at run time.
+// expandable_segments:True.
 class UnsupportedConfig : public ConfigError {
  public:
   using ConfigError::ConfigError;

@@ -291,8 +291,9 @@ CACHEALLOC_API int cachealloc_config_info(uint64_t* max_split_size, double* gc_t
 CACHEALLOC_API int cachealloc_set_allocator_settings(const char* settings);
 /* The check cachealloc_set_allocator_settings makes, without applying: 0
  * when it would be accepted now; -2 for valid settings cachealloc cannot
- * carry out (expandable_segments:True, a backend change), -1 for invalid
- * ones, each with cachealloc_last_error() saying why. */
+ * carry out (expandable_segments:True), -1 for invalid ones (a change of
+ * backend included, which native refuses too), each with
+ * cachealloc_last_error() saying why. */
 CACHEALLOC_API int cachealloc_check_allocator_settings(const char* settings);
 
 /* What the calling thread's last out-of-memory failure (cachealloc_malloc

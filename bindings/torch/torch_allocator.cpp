@@ -179,12 +179,14 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   bool isEnabled() const override { return enabled_.load(std::memory_order_relaxed); }
 
   // torch.compile's regions and _set_memory_metadata (see t_compile_context).
-  // As native: a context is pushed only while history is recorded.
+  // As native (NativeCachingAllocator): both do nothing unless history is
+  // recorded.
   void pushCompileContext(std::string& md) override {
     if (history_enabled_.load(std::memory_order_relaxed)) t_compile_context.push_back(md);
   }
   void popCompileContext() override {
-    if (!t_compile_context.empty()) t_compile_context.pop_back();
+    if (history_enabled_.load(std::memory_order_relaxed) && !t_compile_context.empty())
+      t_compile_context.pop_back();
   }
   void setUserMetadata(const std::string& metadata) override { t_user_metadata = metadata; }
   std::string getUserMetadata() override { return t_user_metadata; }

@@ -54,10 +54,10 @@ def test_runtime_settings_refuse_bad_text_as_native():
                         for b in native["refusals"]):
         print(bad, "native:", n, "cachealloc:", o)
         assert n != "accepted", bad
-        assert o != "accepted" and o[0] == n[0], bad
+        assert o == n, bad  # PyTorch's own error, type and message
     assert "Unrecognized key 'bogus_key' in Accelerator allocator config." in \
         ours["refusals"]["bogus_key:1"][1]
-    assert ours["refused_part_way"][0] == native["refused_part_way"][0] == "ValueError"
+    assert ours["refused_part_way"] == native["refused_part_way"]
     # cachealloc changed nothing (4 divisions: 96 MiB); native applied the
     # 8 divisions it had parsed before the bad key (88 MiB).
     print("after a refused text: native", native["rounded_after_refusal"],

@@ -8,9 +8,10 @@ it. install_settings_hook() wraps PyTorch's setter so that each call
 
 1. is checked whole by cachealloc first. A valid text cachealloc cannot
    carry out (expandable_segments:True before cachealloc has expandable
-   segments, another backend) raises ValueError naming the problem, and
+   segments) raises ValueError naming the problem, and
    nothing changes, in PyTorch's config or in cachealloc's. An invalid text
-   (unknown key, bad value) goes to PyTorch's setter, whose own error is
+   (unknown key, bad value, another backend) goes to PyTorch's setter,
+   whose own error is
    raised (native's type and message), after whatever native itself applies
    before it stops; cachealloc's settings do not change;
 2. then goes to PyTorch's setter as before (its pinned host allocator, which
