@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/container/inlined_vector.h"
 #include "allocator/call_context.h"
@@ -56,5 +57,9 @@ struct Block {
   // "active_pending_free").
   bool is_pending_free() const { return !allocated && !is_free(); }
 };
+
+// Throws InvariantViolation "invariant broken: WHAT (block at ADDRESS, SIZE
+// bytes)": for the engine's invariant checks (inspection.cc).
+[[noreturn]] void block_invariant_broken(const std::string& what, const Block* b);
 
 }  // namespace cachealloc

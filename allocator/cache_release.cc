@@ -21,7 +21,7 @@ void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) 
   if (PrivatePool* owner = block->pool->owner()) --owner->segment_count;
   block->pool->erase(block);
   segment_heads_.erase(block);
-  delete_block(block);
+  recycler_.recycle(block);
 }
 
 // native: garbage_collect_cached_blocks. Frees unsplit large cached blocks
@@ -105,34 +105,16 @@ bool DeviceCachingAllocator::release_available_cached_blocks(const Request& r,
 // private pool's id: that pool only, if it is freeable. A freeable pool is
 // released small half first, and erased once it holds no segment.
 bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId id) {
-  if (id.is_default() && routes_.empty()) {
+  if (id.is_default() && !pools_.routing()) {
     synchronize_and_free_events(ctx);
     release_blocks(large_blocks_, ctx);
     release_blocks(small_blocks_, ctx);
   }
-  for (size_t i = 0; i < freeable_pools_.size();) {
-    PrivatePool* pool = freeable_pools_[i];
-    if (!id.is_default() && pool->id != id) {
-      ++i;
-      continue;
-    }
-    if (!id.is_default()) synchronize_and_free_events(ctx, pool);
-    release_blocks(pool->small, ctx);
-    release_blocks(pool->large, ctx);
-    // A pool still routed to (released by a caller while its route is open)
-    // is kept: the route points at it. Native would fail an internal assert
-    // at the next routed malloc; here the malloc is served, and the pool is
-    // erased by a later empty_cache once the route has ended.
-    const bool routed = std::any_of(routes_.begin(), routes_.end(),
-                                    [&](const auto& route) { return route.first == pool; });
-    if (pool->segment_count == 0 && !routed) {
-      const PoolId erased = pool->id;
-      freeable_pools_.erase(freeable_pools_.begin() + static_cast<std::ptrdiff_t>(i));
-      private_pools_.erase(erased);  // destroys *pool
-    } else {
-      ++i;
-    }
-  }
+  pools_.release_freeable(id, [&](PrivatePool& pool) {
+    if (!id.is_default()) synchronize_and_free_events(ctx, &pool);
+    release_blocks(pool.small, ctx);
+    release_blocks(pool.large, ctx);
+  });
   return true;
 }
 

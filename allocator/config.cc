@@ -264,12 +264,34 @@ AllocatorConfig AllocatorConfig::with_settings(std::string_view text) const {
   return Parser(text, std::move(start), /*at_run_time=*/true).run();
 }
 
-std::string AllocatorConfig::text_from_environment() {
+namespace {
+
+// The variable text_from_environment() reads, or nullptr when neither is set.
+const char* config_variable() {
   for (const char* name : {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"})
-    if (const char* env = std::getenv(name)) return env;
-  return "";
+    if (std::getenv(name)) return name;
+  return nullptr;
 }
 
-AllocatorConfig AllocatorConfig::from_environment() { return parse(text_from_environment()); }
+}  // namespace
+
+std::string AllocatorConfig::text_from_environment() {
+  const char* name = config_variable();
+  return name ? std::getenv(name) : "";
+}
+
+AllocatorConfig AllocatorConfig::parse_environment_text(std::string_view text) {
+  try {
+    return parse(text);
+  } catch (const ConfigError& e) {
+    const char* name = config_variable();
+    throw ConfigError(std::string(name ? name : "PYTORCH_CUDA_ALLOC_CONF") + "='" +
+                      std::string(text) + "': " + e.what());
+  }
+}
+
+AllocatorConfig AllocatorConfig::from_environment() {
+  return parse_environment_text(text_from_environment());
+}
 
 }  // namespace cachealloc

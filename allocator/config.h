@@ -77,8 +77,13 @@ struct AllocatorConfig {
   // PYTORCH_ALLOC_CONF first (seen in torch 2.13's headers), so those keys
   // may differ; here the whole of PYTORCH_CUDA_ALLOC_CONF is used.
   static std::string text_from_environment();
-  // Parses text_from_environment().
+  // Parses text_from_environment(). A ConfigError names the variable.
   static AllocatorConfig from_environment();
+  // Parses `text`, which came from the environment: a ConfigError's
+  // message then starts with the variable and its value
+  // ("PYTORCH_CUDA_ALLOC_CONF='max_split_size_mb:abc': ..."), so a bad
+  // setting made far from the program is found.
+  static AllocatorConfig parse_environment_text(std::string_view text);
 
   // Divisions in force for a request of `bytes` (0 or 1 = no power-2
   // rounding). Inline: every malloc asks.

@@ -41,7 +41,6 @@ DeviceCachingAllocator::~DeviceCachingAllocator() {
       b = next;
     }
   }
-  for (Block* b : spare_blocks_) delete b;
 }
 
 void DeviceCachingAllocator::add_observer(EngineObserver* observer) {
@@ -68,11 +67,11 @@ Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream,
   r.alloc_size = segment_size_for(r.size);
   if (gc_active()) garbage_collect_cached_blocks(ctx);
   if (alloc_block(r, false, ctx)) return r.block;
-  if (!use_on_oom_pools_.empty() && !pool.owner())
+  if (pools_.has_use_on_oom() && !pool.owner())
     if (Block* cached = take_use_on_oom_block(r)) return cached;
   // Native empties the whole cache only while no private pool is routed to.
   const bool found = (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
-                     (routes_.empty() && release_cached_blocks(ctx) && alloc_block(r, true, ctx));
+                     (!pools_.routing() && release_cached_blocks(ctx) && alloc_block(r, true, ctx));
   if (!found) raise_oom(r, orig_size, ctx);
   return r.block;
 }
@@ -109,16 +108,16 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   if (limit_.refuses(reserved_bytes_, size)) return false;
   // Host memory first: a std::bad_alloc here leaves nothing reserved on the
   // device. After the device call nothing below may throw.
-  Block* b = new_block();  // a spare's placement fields are stale: set all
+  Block* b = recycler_.take();  // a spare's placement fields are stale: set all
   try {
     segment_heads_.reserve(segment_heads_.size() + 1);
   } catch (...) {
-    return_unused_block(b);
+    recycler_.give_back_unused(b);
     throw;
   }
   const uintptr_t address = backend_.allocate(device_, size, r.stream);
   if (address == 0) {
-    return_unused_block(b);
+    recycler_.give_back_unused(b);
     return false;
   }
 
@@ -144,15 +143,9 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
 
 void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
                                        const ContextPtr& ctx) {
-  OomFacts f;
-  f.device = device_;
-  f.pool = kind_of(*r.pool);
-  f.stream = r.stream;
-  f.rounded = r.size;
-  f.requested = orig_size;
-  f.allocation = r.alloc_size;
-  f.reserved = reserved_bytes_;
-  f.allocated = allocated_bytes_;
+  const OomFacts f{.device = device_, .pool = kind_of(*r.pool), .stream = r.stream,
+                   .rounded = r.size, .requested = orig_size, .allocation = r.alloc_size,
+                   .reserved = reserved_bytes_, .allocated = allocated_bytes_};
   report_out_of_memory(f, backend_.memory_info(device_), limit_, ctx,
                        [this](EngineEvent& e) { emit(e); });
 }
@@ -185,10 +178,10 @@ size_t DeviceCachingAllocator::largest_cached_block() const {
   scan(large_blocks_);
   scan(small_blocks_);
   // Native's cacheInfo counts private pools' cached blocks too.
-  for (const auto& [id, p] : private_pools_) {
-    scan(p->large);
-    scan(p->small);
-  }
+  pools_.for_each([&](const PrivatePool& p) {
+    scan(p.large);
+    scan(p.small);
+  });
   return largest;
 }
 

@@ -30,6 +30,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "allocator/block.h"
 #include "allocator/block_pool.h"
+#include "allocator/block_recycler.h"
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
 #include "allocator/engine_events.h"
@@ -38,8 +39,9 @@
 #include "allocator/memory_limit.h"
 #include "allocator/pool_checkpoint.h"
 #include "allocator/private_pool.h"
+#include "allocator/private_pools.h"
 #include "allocator/size_policy.h"
-#include "allocator/stream_event_queues.h"
+#include "allocator/stream_events.h"
 
 namespace cachealloc {
 
@@ -82,7 +84,7 @@ class DeviceCachingAllocator {
   // Marks `block` as used on `stream` too: its memory is not reused before
   // the work queued on `stream` at free() time has finished. While a
   // private pool is routed to (a CUDA graph may be capturing), the use is
-  // also noted as made during the route: see defer_events.
+  // also noted as made during the route (stream_events.h).
   void record_stream(Block* block, StreamId stream);
 
   // Returns every unsplit cached segment of the default pools to the device
@@ -92,34 +94,40 @@ class DeviceCachingAllocator {
   // freeable (PyTorch's emptyCache(mempool_id)).
   void empty_cache(const ContextPtr& context = nullptr, PoolId pool = {});
 
-  // --- Private pools: PyTorch's MemPool (private_pool.h; private_pools.cc).
+  // --- Private pools: PyTorch's MemPool (private_pool.h, private_pools.h).
   // Each throws std::invalid_argument for the id (0, 0), and those that
   // need an existing pool throw it for an unknown id, naming the id.
   //
   // Creates pool `id` (use count 1) or adds a use to it. Throws if the pool
   // exists but is freeable (use count 0).
-  void create_or_incref_pool(PoolId id);
+  void create_or_incref_pool(PoolId id) { pools_.create_or_incref(id); }
   // Routes every malloc whose stream `filter` accepts to pool `id` (created
   // if needed; one use is added) until end_allocate_to_pool(id). The newest
   // route is tried first. Throws if `id` is routed to already.
-  void begin_allocate_to_pool(PoolId id, PoolFilter filter);
+  void begin_allocate_to_pool(PoolId id, PoolFilter filter) {
+    pools_.begin_route(id, std::move(filter));
+    routing_ = true;
+  }
   // Ends the route to `id`; its use count is unchanged. Throws if `id` is
   // not routed to.
-  void end_allocate_to_pool(PoolId id);
+  void end_allocate_to_pool(PoolId id) {
+    pools_.end_route(id);
+    routing_ = pools_.routing();
+  }
   // Drops one use of pool `id`; at 0 the pool becomes freeable (empty_cache
   // returns its cached segments; it is erased once it holds none).
-  void release_pool(PoolId id);
+  void release_pool(PoolId id) { pools_.release(id); }
   // The pool's use count. Throws for an unknown id.
-  int pool_use_count(PoolId id) const;
+  int pool_use_count(PoolId id) const { return pools_.named(id, "pool_use_count").use_count; }
   // MemPool(use_on_oom=True): when a request to the default pools finds no
   // cached block and the device refuses a new segment, a cached block of
   // this pool may serve it (before any cached segment is released).
-  void set_use_on_oom(PoolId id, bool use_on_oom);
+  void set_use_on_oom(PoolId id, bool use_on_oom) { pools_.set_use_on_oom(id, use_on_oom); }
   // MemPool(no_split=True): the pool's blocks are handed out whole. Cannot
   // be undone (native has no way to clear it either).
-  void set_no_split(PoolId id);
+  void set_no_split(PoolId id) { pools_.set_no_split(id); }
   // Whether pool `id` exists on this device.
-  bool has_pool(PoolId id) const { return private_pools_.contains(id); }
+  bool has_pool(PoolId id) const { return pools_.contains(id); }
 
   // --- Pool checkpoints: PyTorch's cudagraph trees (pool_checkpoint.h;
   // pool_checkpoints.cc). Each throws std::invalid_argument, changing
@@ -163,8 +171,8 @@ class DeviceCachingAllocator {
   size_t allocated_bytes() const { return allocated_bytes_; }
   // Whether no block is in use: none handed out (each has >= 512 bytes, so
   // allocated_bytes_ counts them) and none freed but waiting for stream
-  // events (each waits in events_ until its last event completes).
-  // Blocks freed while a route was open wait in deferred_frees_ instead.
+  // events (each waits in events_ until its last event completes, or, if
+  // freed while a route was open, until the routes end).
   bool idle() const { return allocated_bytes_ == 0 && !stream_work_; }
   int device() const { return device_; }
   const AllocatorConfig& config() const { return config_; }
@@ -252,26 +260,19 @@ class DeviceCachingAllocator {
   void release_blocks(BlockPool& pool, const ContextPtr& ctx);
   void release_block(Block* block, const ContextPtr& ctx);
 
-  // cross-stream events (stream_events.cc)
-  // free() of a block with stream uses (out of line: rare).
-  void free_used_elsewhere(Block* block, const ContextPtr& ctx);
-  void insert_events(Block* block);
-  // native: free's capture branch. A block freed while a route is open
-  // waits, its stream uses kept and no event recorded, in deferred_frees_
+  // cross-stream events (stream_events.cc, on events_)
+  // free() of a block with stream uses (out of line: rare). While a route
+  // is open the block waits, its stream uses kept and no event recorded
   // (querying or recording an event while a CUDA graph captures is an
-  // error), until the first process_events or synchronize after the
-  // routes have ended.
-  void defer_events(Block* block);
-  // native: insert_events_deferred_until_no_capture. Precondition: no
-  // route is open. For each deferred block: drops the stream uses recorded
-  // while a route was open (that work was captured into a graph, not
-  // queued), records events for the rest, and caches the block at once
-  // if none is left.
+  // error), until the first process_events or synchronize after the routes
+  // have ended.
+  void free_used_elsewhere(Block* block, const ContextPtr& ctx);
+  // StreamEvents::insert_deferred. Precondition: no route is open.
   void insert_deferred_events(const ContextPtr& ctx);
   void process_events(const ContextPtr& ctx);
   // `only`: wait for the events of that private pool's blocks only.
   void synchronize_and_free_events(const ContextPtr& ctx, const PrivatePool* only = nullptr);
-  void note_stream_work() { stream_work_ = !events_.empty() || !deferred_frees_.empty(); }
+  void note_stream_work() { stream_work_ = events_.has_work(); }
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -288,8 +289,7 @@ class DeviceCachingAllocator {
     return routed_pool(rounded, stream);
   }
   BlockPool& routed_pool(size_t rounded, StreamId stream);
-  PrivatePool& pool_named(PoolId id, const char* what) const;
-  // pool_named, refusing a pool at use count 0 (pool_checkpoints.cc).
+  // pools_.named, refusing a pool at use count 0 (pool_checkpoints.cc).
   PrivatePool& live_pool(PoolId id, const char* what) const;
   // The heads of the pool's segments, in address order.
   std::vector<const Block*> pool_segment_heads(const PrivatePool& pool) const;
@@ -300,56 +300,6 @@ class DeviceCachingAllocator {
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
-  // Block objects are recycled through spare_blocks_ (splits and merges make
-  // and drop them often). Invariant: a spare Block is in the spare state:
-  //     !allocated, event_count == 0, stream_uses empty, both contexts null;
-  // its placement fields (address, size, requested_size, stream, pool, prev,
-  // next, gc_count_base) are stale. check_invariants() checks the spares.
-  //
-  // new_block: a spare, or a new default Block. The caller sets every
-  // placement field. A step of a cache hit (a split makes a Block).
-  CACHEALLOC_HOT_INLINE Block* new_block() {
-    if (spare_blocks_.empty()) return new Block();
-    Block* b = spare_blocks_.back();
-    spare_blocks_.pop_back();
-    return b;
-  }
-  // Gives back a Block from new_block that was never linked into a segment
-  // (a step after it failed). It is in the spare state, as new_block made
-  // it; no push_back that could allocate, so this never throws.
-  void return_unused_block(Block* block) noexcept {
-    if (spare_blocks_.size() < spare_blocks_.capacity()) spare_blocks_.push_back(block);
-    else delete block;
-  }
-  // Drops a Block that is no longer part of any segment (a released
-  // segment): what it owns (contexts hold Python frames) is released now.
-  void delete_block(Block* block) {
-    if (spare_blocks_.size() >= kMaxSpareBlocks) {
-      delete block;
-      return;
-    }
-    // Back to a default Block in place, which is in the spare state.
-    // Default-initialised (`new Block`, not `Block()`): every member has an
-    // initializer; value-initialisation would zero-fill all 128 bytes first.
-    std::destroy_at(block);
-    ::new (static_cast<void*>(block)) Block;
-    spare_blocks_.push_back(block);
-  }
-  // delete_block for a Block that a merge absorbed, a step of a cache hit.
-  // Precondition: `block` is free (block.h: !allocated, event_count == 0,
-  // stream_uses empty), holds no allocation context (block.h: free blocks
-  // hold none; cache_freed_block moved the freed block's out) and is not a
-  // segment head (it had a lower neighbour), so it holds no segment context
-  // either: it is in the spare state already, and resetting it (destroying
-  // and rebuilding 128 bytes) costs about 25 instructions per merge.
-  CACHEALLOC_HOT_INLINE void recycle_absorbed_block(Block* block) {
-    if (spare_blocks_.size() >= kMaxSpareBlocks) [[unlikely]] {
-      delete block;
-      return;
-    }
-    spare_blocks_.push_back(block);
-  }
-  static constexpr size_t kMaxSpareBlocks = 4096;
   void emit(EngineEvent& e) {
     e.device = device_;
     for (EngineObserver* o : observers_) o->on_event(e);
@@ -373,41 +323,23 @@ class DeviceCachingAllocator {
   // way round. Changes only when segments are reserved or released.
   absl::flat_hash_set<Block*> segment_heads_;
   size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
-  // Outstanding cross-stream events, per stream, oldest first.
-  StreamEventQueues events_;
-  // Freed blocks whose events wait for the routes to end (defer_events), in
-  // free order. Each is !allocated, event_count == 0, stream_uses not empty.
-  std::vector<Block*> deferred_frees_;
-  // native: block_to_graph_stream_uses. Per block, the streams that
-  // record_stream added while a route was open. An entry lives until its
-  // block is freed (the deferred path reads it; native keeps the entries
-  // of blocks freed after the routes ended, keyed by a Block object that
-  // may be reused later; here they are dropped at the free).
-  absl::flat_hash_map<const Block*, absl::InlinedVector<StreamId, 2>> route_stream_uses_;
-  // !events_.empty() || !deferred_frees_.empty(), for malloc's hot path: one
-  // byte test (note_stream_work() after each change of either).
+  // Cross-stream events and the frees deferred while a route is open
+  // (stream_events.h).
+  StreamEvents events_{device_, backend_};
+  // events_.has_work(), for malloc's hot path: one byte test
+  // (note_stream_work() after each change of it).
   bool stream_work_ = false;
 
-  // Private pools by id. Owned through pointers: Blocks point at their
-  // BlockPools, which must not move.
-  absl::flat_hash_map<PoolId, std::unique_ptr<PrivatePool>> private_pools_;
-  // The pools with use count 0, in the order they reached it (empty_cache
-  // releases them in this order; native walks a hash map).
-  std::vector<PrivatePool*> freeable_pools_;
-  // Active routes (begin_allocate_to_pool), oldest first; each pool at most
-  // once. A routed pool is never erased, even if a caller released its last
-  // use while the route was open (release_cached_blocks checks).
-  std::vector<std::pair<PrivatePool*, PoolFilter>> routes_;
-  // !routes_.empty(), kept for malloc's hot path: a byte test instead of
-  // comparing two pointers.
+  // Private pools, their routes and use_on_oom list (private_pools.h).
+  PrivatePools pools_{device_};
+  // pools_.routing(), kept for malloc's hot path: a byte test instead of
+  // comparing two pointers. Set where routes begin and end.
   bool routing_ = false;
-  // use_on_oom pools, in the order they were marked.
-  std::vector<PoolId> use_on_oom_pools_;
 
   size_t reserved_bytes_ = 0;  // bytes held from the device
   MemoryLimit limit_;
-  // Recycled Block objects, in the spare state (new_block says what that is).
-  std::vector<Block*> spare_blocks_;
+  // Block objects for splits to take and merges and releases to give back.
+  BlockRecycler recycler_;
 };
 
 }  // namespace cachealloc

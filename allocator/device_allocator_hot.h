@@ -98,7 +98,7 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
     // [block | remaining]: the front goes to the caller, the rest is cached.
     // Every placement field set here (gc_count_base by the pool's insert or
     // replace).
-    Block* remaining = new_block();
+    Block* remaining = recycler_.take();
     remaining->address = block->address + size;
     remaining->size = block->size - size;
     remaining->requested_size = block->requested_size;  // as native's reused object
@@ -113,7 +113,7 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
       if (BlockPool::is_end(slot)) block->pool->insert(remaining);
       else pool.replace(slot, remaining);  // usually in place: same rank
     } catch (...) {
-      return_unused_block(remaining);
+      recycler_.give_back_unused(remaining);
       throw;
     }
     remaining->prev = block;
@@ -210,7 +210,7 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
     lower->size += upper->size;
     lower->next = upper->next;
     if (lower->next) lower->next->prev = lower;
-    recycle_absorbed_block(upper);
+    recycler_.recycle_absorbed(upper);
   };
   if (prev) {
     absorb(prev, block, prev);

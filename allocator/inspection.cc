@@ -18,35 +18,19 @@ std::vector<SegmentView> DeviceCachingAllocator::segments() const {
                        [](const Block*) { return true; });
 }
 
-namespace {
-[[noreturn]] void violated(const std::string& what, const Block* b) {
+void block_invariant_broken(const std::string& what, const Block* b) {
   throw InvariantViolation("invariant broken: " + what + " (block at " +
                            std::to_string(b->address) + ", " +
                            std::to_string(b->size) + " bytes)");
 }
-}  // namespace
 
 void DeviceCachingAllocator::check_invariants() const {
+  pools_.check();
   std::vector<const BlockPool*> pools = {&large_blocks_, &small_blocks_};
-  for (const auto& [id, p] : private_pools_) {
-    pools.push_back(&p->large);
-    pools.push_back(&p->small);
-    if (p->use_count < 0) throw InvariantViolation("pool " + id.to_string() + ": use count < 0");
-    const bool listed = std::find(freeable_pools_.begin(), freeable_pools_.end(), p.get()) !=
-                        freeable_pools_.end();
-    if (listed != (p->use_count == 0))
-      throw InvariantViolation("pool " + id.to_string() +
-                               ": freeable list disagrees with its use count");
-  }
-  if (freeable_pools_.size() > private_pools_.size())
-    throw InvariantViolation("freeable list holds a pool that does not exist");
-  // A route may outlive its pool's last use (a caller released it while the
-  // route was open), never the pool itself.
-  for (const auto& [pool, filter] : routes_) {
-    auto it = private_pools_.find(pool->id);
-    if (it == private_pools_.end() || it->second.get() != pool)
-      throw InvariantViolation("a route points at a pool that does not exist");
-  }
+  pools_.for_each([&](const PrivatePool& p) {
+    pools.push_back(&p.large);
+    pools.push_back(&p.small);
+  });
   size_t indexed_blocks = 0;
   for (const BlockPool* pool : pools) {
     if (std::string broken = pool->check_index(); !broken.empty())
@@ -60,28 +44,28 @@ void DeviceCachingAllocator::check_invariants() const {
   uintptr_t previous_end = 0;
   for (const SegmentView& s : segments()) {
     const Block* head = s.blocks.front();
-    if (s.address < previous_end) violated("segments overlap", head);
+    if (s.address < previous_end) block_invariant_broken("segments overlap", head);
     if (const PrivatePool* owner = head->pool->owner()) ++segments_of[owner];
     size_t segment_bytes = 0;
     for (const Block* b : s.blocks) {
       if (b->size == 0 || b->size % kMinBlockSize != 0)
-        violated("block size is not a positive multiple of 512", b);
+        block_invariant_broken("block size is not a positive multiple of 512", b);
       if (b->stream != head->stream || b->pool != head->pool)
-        violated("blocks of one segment disagree on stream or pool", b);
+        block_invariant_broken("blocks of one segment disagree on stream or pool", b);
       if (b->next) {
-        if (b->next->prev != b) violated("next->prev does not point back", b);
+        if (b->next->prev != b) block_invariant_broken("next->prev does not point back", b);
         if (b->next->address != b->address + b->size)
-          violated("blocks do not tile the segment (gap or overlap)", b);
+          block_invariant_broken("blocks do not tile the segment (gap or overlap)", b);
         if (b->is_free() && b->next->is_free())
-          violated("two free neighbours were not merged", b);
+          block_invariant_broken("two free neighbours were not merged", b);
       }
       const bool indexed = b->pool->contains(b);
       if (b->is_free() != indexed)
-        violated(b->is_free() ? "free block missing from its pool"
-                              : "busy block present in a pool", b);
-      if (b == head && b->prev) violated("segment head has a lower neighbour", b);
+        block_invariant_broken(
+            b->is_free() ? "free block missing from its pool" : "busy block present in a pool", b);
+      if (b == head && b->prev) block_invariant_broken("segment head has a lower neighbour", b);
       if (b->is_free() && b->context_when_allocated)
-        violated("free block holds an allocation context", b);
+        block_invariant_broken("free block holds an allocation context", b);
       if (b->is_free()) ++free_blocks;
       else busy.insert(b);
       if (!b->allocated && b->event_count == 0 && !b->stream_uses.empty()) waiting.insert(b);
@@ -97,25 +81,13 @@ void DeviceCachingAllocator::check_invariants() const {
                              std::to_string(reserved));
   if (free_blocks != indexed_blocks)
     throw InvariantViolation("pool index holds blocks that are in no segment");
-  for (const auto& [id, p] : private_pools_)
-    if (p->segment_count != segments_of[p.get()])
-      throw InvariantViolation("pool " + id.to_string() + " counts " +
-                               std::to_string(p->segment_count) + " segments but holds " +
-                               std::to_string(segments_of[p.get()]));
-  for (const Block* b : spare_blocks_)
-    if (b->allocated || b->event_count != 0 || !b->stream_uses.empty() ||
-        b->context_when_allocated || b->context_when_segment_allocated)
-      violated("spare block is not in the spare state", b);
-  // Deferred frees (defer_events): exactly the freed blocks that hold
-  // stream uses but no events, each listed once.
-  for (const Block* b : deferred_frees_)
-    if (waiting.erase(b) != 1) violated("deferred free is not a freed block without events", b);
-  if (!waiting.empty()) violated("freed block with stream uses has no events", *waiting.begin());
-  if (stream_work_ != (!events_.empty() || !deferred_frees_.empty()))
+  pools_.check_segment_counts(segments_of);
+  recycler_.check();
+  events_.check(waiting, busy);
+  if (stream_work_ != events_.has_work())
     throw InvariantViolation("stream work flag disagrees with the event queues");
-  for (const auto& [b, streams] : route_stream_uses_)
-    if (!busy.contains(b) || streams.empty())
-      throw InvariantViolation("stream uses noted during a route for a block not in use");
+  if (routing_ != pools_.routing())
+    throw InvariantViolation("routing flag disagrees with the routes");
   if (allocated != allocated_bytes_)
     throw InvariantViolation("allocated bytes " + std::to_string(allocated_bytes_) +
                              " differ from the allocated blocks' total " +

@@ -28,7 +28,7 @@ std::vector<const Block*> DeviceCachingAllocator::pool_segment_heads(
 }
 
 PrivatePool& DeviceCachingAllocator::live_pool(PoolId id, const char* what) const {
-  PrivatePool& pool = pool_named(id, what);
+  PrivatePool& pool = pools_.named(id, what);
   // Native's check: a freeable pool's graphs are gone.
   if (pool.use_count == 0)
     refuse(std::string(what) + ": memory pool " + id.to_string() + " was released");
@@ -166,7 +166,7 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
 }
 
 std::vector<uintptr_t> DeviceCachingAllocator::pool_allocations(PoolId id) const {
-  const PrivatePool& pool = pool_named(id, "pool_allocations");
+  const PrivatePool& pool = pools_.named(id, "pool_allocations");
   std::vector<uintptr_t> out;
   for (const Block* head : pool_segment_heads(pool))
     for (const Block* b = head; b; b = b->next)

@@ -1,13 +1,17 @@
-// Private pools of DeviceCachingAllocator (PyTorch's MemPool): creation,
-// use counts, routing of mallocs, and the use_on_oom fallback. What a pool
-// is and how long it lives: private_pool.h. Releasing a freeable pool's
-// segments is part of release_cached_blocks (cache_release.cc).
+// Private pools (private_pools.h): creation, use counts, routes, the
+// use_on_oom list, and their invariant check; and the two steps of
+// DeviceCachingAllocator's malloc that consult them (routing a malloc, the
+// use_on_oom fallback). Releasing a freeable pool's segments is part of
+// release_cached_blocks (cache_release.cc).
+#include "allocator/private_pools.h"
+
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
 #include "allocator/device_allocator.h"
+#include "allocator/errors.h"
 
 namespace cachealloc {
 
@@ -19,20 +23,20 @@ void refuse_default(PoolId id, const char* what) {
 }
 }  // namespace
 
-PrivatePool& DeviceCachingAllocator::pool_named(PoolId id, const char* what) const {
+PrivatePool& PrivatePools::named(PoolId id, const char* what) const {
   refuse_default(id, what);
-  auto it = private_pools_.find(id);
-  if (it == private_pools_.end())
+  auto it = pools_.find(id);
+  if (it == pools_.end())
     throw std::invalid_argument(std::string(what) + ": no memory pool " + id.to_string() +
                                 " on device " + std::to_string(device_));
   return *it->second;
 }
 
-void DeviceCachingAllocator::create_or_incref_pool(PoolId id) {
+void PrivatePools::create_or_incref(PoolId id) {
   refuse_default(id, "create_or_incref_pool");
-  auto it = private_pools_.find(id);
-  if (it == private_pools_.end()) {
-    private_pools_.emplace(id, std::make_unique<PrivatePool>(id));  // use count 1
+  auto it = pools_.find(id);
+  if (it == pools_.end()) {
+    pools_.emplace(id, std::make_unique<PrivatePool>(id));  // use count 1
     return;
   }
   PrivatePool& pool = *it->second;
@@ -44,7 +48,7 @@ void DeviceCachingAllocator::create_or_incref_pool(PoolId id) {
   ++pool.use_count;
 }
 
-void DeviceCachingAllocator::begin_allocate_to_pool(PoolId id, PoolFilter filter) {
+void PrivatePools::begin_route(PoolId id, PoolFilter filter) {
   refuse_default(id, "begin_allocate_to_pool");
   if (!filter) throw std::invalid_argument("begin_allocate_to_pool: no filter");
   for (const auto& [pool, f] : routes_)
@@ -52,12 +56,11 @@ void DeviceCachingAllocator::begin_allocate_to_pool(PoolId id, PoolFilter filter
       throw std::invalid_argument("begin_allocate_to_pool: already allocating to memory pool " +
                                   id.to_string());
   routes_.reserve(routes_.size() + 1);  // the one step that can throw, before any change
-  create_or_incref_pool(id);
-  routes_.emplace_back(private_pools_.find(id)->second.get(), std::move(filter));
-  routing_ = true;
+  create_or_incref(id);
+  routes_.emplace_back(pools_.find(id)->second.get(), std::move(filter));
 }
 
-void DeviceCachingAllocator::end_allocate_to_pool(PoolId id) {
+void PrivatePools::end_route(PoolId id) {
   refuse_default(id, "end_allocate_to_pool");
   auto it = std::find_if(routes_.begin(), routes_.end(),
                          [&](const auto& route) { return route.first->id == id; });
@@ -65,42 +68,62 @@ void DeviceCachingAllocator::end_allocate_to_pool(PoolId id) {
     throw std::invalid_argument("end_allocate_to_pool: not allocating to memory pool " +
                                 id.to_string());
   routes_.erase(it);
-  routing_ = !routes_.empty();
 }
 
-void DeviceCachingAllocator::release_pool(PoolId id) {
-  PrivatePool& pool = pool_named(id, "release_pool");
+void PrivatePools::release(PoolId id) {
+  PrivatePool& pool = named(id, "release_pool");
   if (pool.use_count == 0)
     throw std::invalid_argument("release_pool: memory pool " + id.to_string() +
                                 " was released already");
-  freeable_pools_.reserve(freeable_pools_.size() + 1);  // before any change
-  if (--pool.use_count == 0) freeable_pools_.push_back(&pool);
+  freeable_.reserve(freeable_.size() + 1);  // before any change
+  if (--pool.use_count == 0) freeable_.push_back(&pool);
 }
 
-int DeviceCachingAllocator::pool_use_count(PoolId id) const {
-  return pool_named(id, "pool_use_count").use_count;
-}
-
-void DeviceCachingAllocator::set_use_on_oom(PoolId id, bool use_on_oom) {
+void PrivatePools::set_use_on_oom(PoolId id, bool use_on_oom) {
   refuse_default(id, "set_use_on_oom");
-  auto it = std::find(use_on_oom_pools_.begin(), use_on_oom_pools_.end(), id);
-  if (use_on_oom && it == use_on_oom_pools_.end()) use_on_oom_pools_.push_back(id);
-  if (!use_on_oom && it != use_on_oom_pools_.end()) use_on_oom_pools_.erase(it);
+  auto it = std::find(use_on_oom_.begin(), use_on_oom_.end(), id);
+  if (use_on_oom && it == use_on_oom_.end()) use_on_oom_.push_back(id);
+  if (!use_on_oom && it != use_on_oom_.end()) use_on_oom_.erase(it);
 }
 
-void DeviceCachingAllocator::set_no_split(PoolId id) {
-  PrivatePool& pool = pool_named(id, "set_no_split");
+void PrivatePools::set_no_split(PoolId id) {
+  PrivatePool& pool = named(id, "set_no_split");
   pool.large.set_no_split();
   pool.small.set_no_split();
 }
 
-BlockPool& DeviceCachingAllocator::routed_pool(size_t rounded, StreamId stream) {
-  for (auto it = routes_.rbegin(); it != routes_.rend(); ++it) {
-    if (it->second(stream)) {
-      PrivatePool& pool = *it->first;
-      return rounded <= kSmallSizeForPool ? pool.small : pool.large;
-    }
+void PrivatePools::check() const {
+  for (const auto& [id, p] : pools_) {
+    if (p->use_count < 0) throw InvariantViolation("pool " + id.to_string() + ": use count < 0");
+    const bool listed = std::find(freeable_.begin(), freeable_.end(), p.get()) != freeable_.end();
+    if (listed != (p->use_count == 0))
+      throw InvariantViolation("pool " + id.to_string() +
+                               ": freeable list disagrees with its use count");
   }
+  if (freeable_.size() > pools_.size())
+    throw InvariantViolation("freeable list holds a pool that does not exist");
+  for (const auto& [pool, filter] : routes_) {
+    auto it = pools_.find(pool->id);
+    if (it == pools_.end() || it->second.get() != pool)
+      throw InvariantViolation("a route points at a pool that does not exist");
+  }
+}
+
+void PrivatePools::check_segment_counts(
+    const absl::flat_hash_map<const PrivatePool*, int>& segments_of) const {
+  for (const auto& [id, p] : pools_) {
+    auto it = segments_of.find(p.get());
+    const int held = it == segments_of.end() ? 0 : it->second;
+    if (p->segment_count != held)
+      throw InvariantViolation("pool " + id.to_string() + " counts " +
+                               std::to_string(p->segment_count) + " segments but holds " +
+                               std::to_string(held));
+  }
+}
+
+BlockPool& DeviceCachingAllocator::routed_pool(size_t rounded, StreamId stream) {
+  if (PrivatePool* pool = pools_.routed(stream))
+    return rounded <= kSmallSizeForPool ? pool->small : pool->large;
   return pool_for(rounded);
 }
 
@@ -110,18 +133,14 @@ BlockPool& DeviceCachingAllocator::routed_pool(size_t rounded, StreamId stream) 
 // leaves its pool's index here; alloc_found_block indexes any remainder in
 // the block's own pool.
 Block* DeviceCachingAllocator::take_use_on_oom_block(const Request& r) {
-  for (const PoolId& id : use_on_oom_pools_) {
-    auto it = private_pools_.find(id);
-    if (it == private_pools_.end()) continue;
-    PrivatePool& pool = *it->second;
+  return pools_.first_use_on_oom([&](PrivatePool& pool) -> Block* {
     BlockPool& half = r.pool->is_small() ? pool.small : pool.large;
     BlockPool::iterator slot = get_free_block(half, r.stream, r.size);
-    if (BlockPool::is_end(slot)) continue;
+    if (BlockPool::is_end(slot)) return nullptr;
     Block* block = slot->block;
     half.erase(slot);
     return block;
-  }
-  return nullptr;
+  });
 }
 
 }  // namespace cachealloc

@@ -1,25 +1,32 @@
-// Cross-stream safety of DeviceCachingAllocator: the steps shared with the
-// lab's expandable policy (stream_event_queues.h), on this allocator's
-// queues, backend and free_block; and native's deferral of those steps
-// while a private pool is routed to (a CUDA graph may be capturing, and a
-// capturing stream may not have events recorded on it or queried).
-#include <algorithm>
-#include <cstddef>
+// Cross-stream safety of DeviceCachingAllocator: its StreamEvents
+// (stream_events.h) driven with this allocator's free_block and routes,
+// and that part's invariant check.
+#include "allocator/stream_events.h"
 
 #include "allocator/device_allocator.h"
-#include "allocator/stream_event_queues.h"
+#include "allocator/errors.h"
 
 namespace cachealloc {
+
+void StreamEvents::check(absl::flat_hash_set<const Block*>& waiting,
+                         const absl::flat_hash_set<const Block*>& busy) const {
+  // Deferred frees (defer): exactly the freed blocks that hold stream uses
+  // but no events, each listed once.
+  for (const Block* b : deferred_)
+    if (waiting.erase(b) != 1)
+      block_invariant_broken("deferred free is not a freed block without events", b);
+  if (!waiting.empty())
+    block_invariant_broken("freed block with stream uses has no events", *waiting.begin());
+  for (const auto& [b, streams] : route_uses_)
+    if (!busy.contains(b) || streams.empty())
+      throw InvariantViolation("stream uses noted during a route for a block not in use");
+}
 
 // native: recordStream
 void DeviceCachingAllocator::record_stream(Block* block, StreamId stream) {
   if (stream == block->stream) return;  // no synchronization needed
   add_stream_use(block, stream);
-  if (routing_) [[unlikely]] {
-    auto& during_route = route_stream_uses_[block];
-    if (std::find(during_route.begin(), during_route.end(), stream) == during_route.end())
-      during_route.push_back(stream);
-  }
+  if (routing_) [[unlikely]] events_.note_use_during_route(block, stream);
 }
 
 // native: free, for a block used on other streams: events now, or after
@@ -29,55 +36,23 @@ void DeviceCachingAllocator::free_used_elsewhere(Block* block, const ContextPtr&
   e.context = ctx ? &ctx : &block->context_when_allocated;
   emit(e);
   if (routing_) {
-    defer_events(block);
+    events_.defer(block);
+    stream_work_ = true;
     return;
   }
-  route_stream_uses_.erase(block);  // noted during a route that has ended
-  insert_events(block);
-}
-
-// native: insert_events
-void DeviceCachingAllocator::insert_events(Block* block) {
-  insert_stream_events(events_, [this]() -> DeviceBackend& { return backend_; }, device_, block);
+  events_.forget_route_uses(block);  // noted during a route that has ended
+  events_.insert(block);
   note_stream_work();
 }
 
-void DeviceCachingAllocator::defer_events(Block* block) {
-  deferred_frees_.push_back(block);
-  stream_work_ = true;
-}
-
-// native: insert_events_deferred_until_no_capture and remove_graph_stream_uses.
 void DeviceCachingAllocator::insert_deferred_events(const ContextPtr& ctx) {
-  if (deferred_frees_.empty()) return;
-  // In place, dropping the blocks handled so far if a step throws (a
-  // backend error recording an event): the rest keep waiting, listed.
-  size_t handled = 0;
+  if (!events_.has_deferred()) return;
   try {
-    for (; handled < deferred_frees_.size(); ++handled) {
-      Block* block = deferred_frees_[handled];
-      // Work recorded on a stream while it was captured ran in no stream
-      // order: it is replayed later as part of the graph, whose memory is
-      // the graph's pool. Native drops those uses (even a stream that had
-      // been recorded before the route too).
-      if (auto it = route_stream_uses_.find(block); it != route_stream_uses_.end()) {
-        auto& uses = block->stream_uses;
-        for (StreamId s : it->second)
-          uses.erase(std::remove(uses.begin(), uses.end(), s), uses.end());
-        route_stream_uses_.erase(it);
-      }
-      insert_events(block);
-      if (block->event_count == 0) free_block(block, ctx);
-    }
+    events_.insert_deferred([this, &ctx](Block* block) { free_block(block, ctx); });
   } catch (...) {
-    // A block whose events went in part-way waits on them now.
-    if (deferred_frees_[handled]->event_count > 0) ++handled;
-    deferred_frees_.erase(deferred_frees_.begin(),
-                          deferred_frees_.begin() + static_cast<std::ptrdiff_t>(handled));
     note_stream_work();
     throw;
   }
-  deferred_frees_.clear();
   note_stream_work();
 }
 
@@ -86,8 +61,7 @@ void DeviceCachingAllocator::insert_deferred_events(const ContextPtr& ctx) {
 // while no route is open.
 void DeviceCachingAllocator::process_events(const ContextPtr& ctx) {
   insert_deferred_events(ctx);
-  free_blocks_of_completed_events(events_, [this]() -> DeviceBackend& { return backend_; },
-                                  [this, &ctx](Block* block) { free_block(block, ctx); });
+  events_.free_completed([this, &ctx](Block* block) { free_block(block, ctx); });
   note_stream_work();
 }
 
@@ -100,12 +74,7 @@ void DeviceCachingAllocator::synchronize_and_free_events(const ContextPtr& ctx,
   EngineEvent e{EventKind::kSyncAllStreams};
   emit(e);
   if (!routing_) insert_deferred_events(ctx);
-  auto backend_of = [this]() -> DeviceBackend& { return backend_; };
-  auto free = [this, &ctx](Block* block) { free_block(block, ctx); };
-  if (!only) synchronize_and_free_all_events(events_, backend_of, free);
-  else
-    synchronize_and_free_events_if(events_, backend_of, free,
-                                   [only](const Block* b) { return b->pool->owner() == only; });
+  events_.synchronize_and_free([this, &ctx](Block* block) { free_block(block, ctx); }, only);
   note_stream_work();
 }
 

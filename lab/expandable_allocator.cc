@@ -249,16 +249,12 @@ Block* ExpandableSegmentsAllocator::alloc_found_block(Request& r, size_t orig_si
 
 void ExpandableSegmentsAllocator::raise_oom(const Request& r, size_t orig_size,
                                             const ContextPtr& ctx) {
-  OomFacts f;
-  f.device = device_;
-  f.pool = kind_of(*r.pool);
-  f.stream = r.stream;
-  f.rounded = r.size;
-  f.requested = orig_size;
-  f.allocation = r.size;
-  f.reserved = reserved_bytes_;
+  size_t allocated = 0;
   for (const Block* b : active_blocks_)
-    if (b->allocated) f.allocated += b->size;
+    if (b->allocated) allocated += b->size;
+  const OomFacts f{.device = device_, .pool = kind_of(*r.pool), .stream = r.stream,
+                   .rounded = r.size, .requested = orig_size, .allocation = r.size,
+                   .reserved = reserved_bytes_, .allocated = allocated};
   report_out_of_memory(f, backend_.memory_info(device_), limit_, ctx,
                        [this](EngineEvent& e) { emit(e); });
 }

@@ -76,7 +76,7 @@ std::optional<uint64_t> parse_byte_size(std::string_view text, std::string& prob
 
   if (mantissa == 0) return 0;
   if (exponent > kMaxDecimalExponent) return problem = "is too large", std::nullopt;
-  if (exponent < -kMaxDigits - 1) return problem = "is not a whole number of bytes", std::nullopt;
+  if (exponent < -kMaxDigits - 1) return 0;  // below one byte: rounds down to 0
   // mantissa < 10^30 and shift <= 40, so mantissa << shift fits in 128 bits.
   u128 value = mantissa << shift;
   const u128 limit = u128{UINT64_MAX};
@@ -86,9 +86,7 @@ std::optional<uint64_t> parse_byte_size(std::string_view text, std::string& prob
       if (value > limit) return problem = "is too large", std::nullopt;
     }
   } else {
-    const u128 divisor = pow10(-exponent);
-    if (value % divisor != 0) return problem = "is not a whole number of bytes", std::nullopt;
-    value /= divisor;
+    value /= pow10(-exponent);  // rounds down to a whole byte
   }
   if (value > limit) return problem = "is too large", std::nullopt;
   return static_cast<uint64_t>(value);

@@ -10,8 +10,9 @@
 // Units (any case) are powers of 1024: K, M, G, T, each alone or with "B"
 // or "iB" ("40GB" is 40 GiB, as PyTorch's own messages and
 // max_split_size_mb count megabytes). "B" alone is bytes.
-// The value must come out a whole number of bytes that fits in 64 bits:
-// "0.1KiB" (102.4 bytes) and "1e-3" are refused, never rounded.
+// A fraction of a byte rounds down ("1.8GiB" is 1932735283 bytes, as
+// PyTorch's limit is floor(fraction x total)); a value past 64 bits is
+// refused.
 #pragma once
 
 #include <cstdint>

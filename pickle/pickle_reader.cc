@@ -155,9 +155,9 @@ class Reader {
       throw PickleError("pickle: bad protocol " + std::to_string(header[1]) +
                         " at offset 1 (only protocols 2-5 are accepted)");
     }
-    while (next_byte(op_pending_)) {
+    for (uint8_t op; next_byte(op);) {
       op_offset_ = pos_ - 1;
-      op_ = op_pending_;
+      op_ = op;
       const OpInfo& info = op_table()[op_];
       if (info.cls == OpClass::kUnknown) {
         throw PickleError("pickle: unknown opcode " + hex_byte(op_) + " at offset " +
@@ -466,7 +466,6 @@ class Reader {
   uint64_t pos_ = 0;        // Offset of chunk_[at_] in the whole input.
   uint64_t op_offset_ = 0;  // Offset of the opcode being run, for messages.
   uint8_t op_ = 0;
-  uint8_t op_pending_ = 0;
   uint64_t frame_end_ = 0;  // Offset one past the last FRAME's bytes.
   std::vector<Slot> stack_;
   // Estimated bytes of the values made so far, and the most allowed.

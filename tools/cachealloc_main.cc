@@ -47,7 +47,7 @@ constexpr const char* kUsage =
     "  --json              print one JSON object: events, divergence, memory_stats,\n"
     "                      devices (see below)\n"
     "  --memory-limit B    allowed bytes (as set_per_process_memory_fraction);\n"
-    "                      bytes may be written 1073741824, 2e9, 40GiB, 1.5GiB\n"
+    "                      bytes may be written 1073741824, 2e9, 40GiB or 1.5GiB\n"
     "                      (K, M, G, T are powers of 1024, with or without B/iB)\n"
     "  --conf STR          PYTORCH_CUDA_ALLOC_CONF-style config (default: the\n"
     "                      trace's allocator_settings)\n"
@@ -221,7 +221,9 @@ int main(int argc, char** argv) {
     if (args[0] == "replay") return replay_main({args.begin() + 1, args.end()});
     if (args[0] == "compare") return compare_main({args.begin() + 1, args.end()});
     if (args[0] == "min-memory") return min_memory_main({args.begin() + 1, args.end()});
-    throw BadUsage("unknown command '" + args[0] + "'");
+    const std::string near = nearest_word({"replay", "compare", "min-memory"}, args[0]);
+    throw BadUsage("unknown command '" + args[0] + "'" +
+                   (near.empty() ? "" : " (did you mean " + near + "?)"));
   } catch (const BadUsage& e) {
     std::cerr << "cachealloc: " << e.what() << "\n\n" << kUsage;
   } catch (const std::bad_alloc&) {

@@ -215,6 +215,8 @@ int cachealloc_check_allocator_settings(const char* settings) {
 int cachealloc_init(const char* conf, const char* backend) {
   return guarded([&] {
     const std::string c = conf ? conf : cachealloc::AllocatorConfig::text_from_environment();
+    // From the environment: a bad value is refused naming its variable.
+    if (!conf) cachealloc::AllocatorConfig::parse_environment_text(c);
     Runtime::instance().init(c, backend ? backend : "");
   });
 }

@@ -127,7 +127,9 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
 void Runtime::init_from_environment() {
   std::lock_guard<std::mutex> lock(init_mutex_);
   if (current_.load(std::memory_order_relaxed)) return;  // another thread's first call got here first
-  init_locked(AllocatorConfig::text_from_environment(), "");
+  const std::string conf = AllocatorConfig::text_from_environment();
+  AllocatorConfig::parse_environment_text(conf);  // a bad value is refused naming its variable
+  init_locked(conf, "");
 }
 
 const std::string& Runtime::backend_name() const {

@@ -80,20 +80,21 @@ void add_trace_positional(CLI::App& app, Positional& into) {
   app.add_option("TRACE", into.words)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
-std::string nearest_option(const CLI::App& app, const std::string& unknown) {
-  const std::string typed = unknown.substr(0, unknown.find('='));
+std::string nearest_word(const std::vector<std::string>& candidates, const std::string& typed) {
   std::string best;
   size_t best_distance = std::numeric_limits<size_t>::max();
-  for (const CLI::Option* option : app.get_options()) {
-    for (const std::string& lname : option->get_lnames()) {
-      const std::string name = "--" + lname;
-      // A typo: a few edits for the length, or a shortened name.
-      const size_t d = name.starts_with(typed) && typed.size() > 3 ? 0 : edit_distance(typed, name);
-      if (d < best_distance) best = name, best_distance = d;
-    }
+  for (const std::string& c : candidates) {
+    const size_t d = c.starts_with(typed) && typed.size() > 3 ? 0 : edit_distance(typed, c);
+    if (d < best_distance) best = c, best_distance = d;
   }
-  const size_t allowed = 1 + typed.size() / 4;
-  return best_distance <= allowed ? best : "";
+  return best_distance <= 1 + typed.size() / 4 ? best : "";
+}
+
+std::string nearest_option(const CLI::App& app, const std::string& unknown) {
+  std::vector<std::string> names;
+  for (const CLI::Option* option : app.get_options())
+    for (const std::string& lname : option->get_lnames()) names.push_back("--" + lname);
+  return nearest_word(names, unknown.substr(0, unknown.find('=')));
 }
 
 void parse_command_line(CLI::App& app, const std::vector<std::string>& args) {

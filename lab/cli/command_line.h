@@ -50,8 +50,12 @@ void add_trace_positional(CLI::App& app, Positional& into);
 void parse_command_line(CLI::App& app, const std::vector<std::string>& args);
 
 // The long option of `app` nearest to `unknown` ("--memry-limit" ->
-// "--memory-limit"), or "" when none is close enough to be a typo.
+// "--memory-limit"; "--memory-limit=1" is read as its name), or "" when
+// none is close enough to be a typo.
 std::string nearest_option(const CLI::App& app, const std::string& unknown);
+// The candidate nearest to `typed`: a few edits for its length, or a
+// shortening of it (longer than 3 characters); "" when none is.
+std::string nearest_word(const std::vector<std::string>& candidates, const std::string& typed);
 
 // What the tool is doing now ("reading t.pickle.gz", "replaying config
 // 2/3 'x'"), for the message when memory runs out: std::bad_alloc says

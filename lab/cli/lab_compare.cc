@@ -68,6 +68,9 @@ constexpr const char* kCompareUsage =
     "  --quiet / --progress never / always report progress on stderr (default:\n"
     "                       only for traces of a million events or more)\n"
     "\n"
+    "Options take their value as --opt VALUE or --opt=VALUE; bytes may be\n"
+    "written 1073741824, 2e9, 40GiB or 1.5GiB (K, M, G, T: powers of 1024).\n"
+    "\n"
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
 struct CompareArgs {

@@ -33,6 +33,9 @@ constexpr const char* kMinMemoryUsage =
     "  --no-address-hints   place segments first fit only (see compare)\n"
     "  --quiet / --progress never / always report progress on stderr\n"
     "\n"
+    "Options take their value as --opt VALUE or --opt=VALUE; bytes may be\n"
+    "written 1073741824, 2e9, 40GiB or 1.5GiB (K, M, G, T: powers of 1024).\n"
+    "\n"
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
 int run_min_memory(const LabCommonArgs& args) {

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdlib>
 #include <string>
 
 #include "allocator/config.h"
@@ -260,6 +261,29 @@ TEST(DivisionsFor, IntervalBoundaries) {
   EXPECT_EQ(c.divisions_for(64 * kGiB), 115u);
   EXPECT_EQ(c.divisions_for(64 * kGiB + 1), 115u);
   EXPECT_EQ(c.divisions_for(size_t{1} << 50), 115u);
+}
+
+TEST(Config, ABadValueFromTheEnvironmentNamesItsVariable) {
+  ASSERT_EQ(unsetenv("PYTORCH_CUDA_ALLOC_CONF"), 0);
+  ASSERT_EQ(setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:abc", 1), 0);
+  try {
+    AllocatorConfig::from_environment();
+    ADD_FAILURE() << "accepted max_split_size_mb:abc";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("PYTORCH_ALLOC_CONF='max_split_size_mb:abc': ", 0), 0u)
+        << e.what();
+  }
+  ASSERT_EQ(setenv("PYTORCH_CUDA_ALLOC_CONF", "garbage_collection_threshold:2", 1), 0);
+  try {
+    AllocatorConfig::from_environment();
+    ADD_FAILURE() << "accepted garbage_collection_threshold:2";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("PYTORCH_CUDA_ALLOC_CONF='garbage_collection_threshold:2'", 0), 0u)
+        << e.what();
+  }
+  ASSERT_EQ(unsetenv("PYTORCH_CUDA_ALLOC_CONF"), 0);
+  ASSERT_EQ(unsetenv("PYTORCH_ALLOC_CONF"), 0);
+  EXPECT_EQ(AllocatorConfig::from_environment().max_split_size, AllocatorConfig{}.max_split_size);
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ def compare_json(cli, *args):
 @pytest.mark.parametrize("text, expected", [
     ("1073741824", GiB), ("40GiB", 40 * GiB), ("1.5GiB", 3 * GiB // 2), ("40GB", 40 * GiB),
     ("512M", 512 << 20), ("2e9", 2_000_000_000), ("1.5e9", 1_500_000_000), ("4kib", 4096),
+    ("1.8GiB", 1932735283), ("0.1KiB", 102),  # fractions of a byte round down
 ])
 def test_byte_sizes_read_the_same_everywhere(cli, text, expected):
     assert compare_json(cli, "--memory-limit", text)["memory_limit"] == expected
@@ -35,7 +36,7 @@ def test_byte_sizes_read_the_same_everywhere(cli, text, expected):
 
 
 @pytest.mark.parametrize("text, problem", [
-    ("lots", "is not a byte count"), ("0.1KiB", "is not a whole number of bytes"),
+    ("lots", "is not a byte count"), ("1.5.GiB", "has an unknown unit"),
     ("40PB", "has an unknown unit"), ("1e30", "is too large"),
 ])
 @pytest.mark.parametrize("command, option", [
@@ -58,6 +59,12 @@ def test_a_mistyped_option_gets_a_suggestion(cli, command, typo, meant):
     proc = run(cli, command, TRACE, typo, "1")
     assert proc.returncode == 2
     assert f"unknown option {typo} (did you mean {meant}?)" in proc.stderr, proc.stderr
+
+
+def test_a_mistyped_command_gets_a_suggestion(cli):
+    proc = run(cli, "compre", TRACE)
+    assert proc.returncode == 2
+    assert "unknown command 'compre' (did you mean compare?)" in proc.stderr, proc.stderr
 
 
 def test_an_option_far_from_any_gets_no_suggestion(cli):

@@ -169,7 +169,7 @@ def test_scopes_are_per_device_so_other_threads_allocations_count(ca, prof):
 
 
 def test_closing_a_scope_that_is_not_innermost_raises_and_names_the_open_ones(ca):
-    from cachealloc.profiler_scopes import ExactScopes
+    from cachealloc.profiler.scopes import ExactScopes
 
     src = ExactScopes(0)
     outer, inner = src.open(), src.open()
@@ -278,10 +278,10 @@ def test_exports_carry_the_exact_numbers_and_html_is_offline(ca, prof, tmp_path)
 
 
 def test_monitor_alerts_once_per_upward_crossing(ca):
-    from cachealloc.profiler_monitor import MemoryMonitor
+    from cachealloc.profiler.monitor import MemoryMonitor
 
     alerts = []
-    from cachealloc.profiler_scopes import ExactScopes
+    from cachealloc.profiler.scopes import ExactScopes
 
     m = MemoryMonitor(ExactScopes(0).current_bytes, 0, allocated_threshold=MiB,
                       callback=alerts.append)
@@ -382,8 +382,9 @@ print(repr(prof.find_leaks()[0].note))
 
 def test_find_leaks_says_so_when_the_full_ring_dropped_entries_of_the_flagged_calls(ca, monkeypatch):
     from cachealloc import profiler
+    from cachealloc.profiler import memory_profiler
 
-    monkeypatch.setattr(profiler, "HISTORY_ENTRIES", 16)
+    monkeypatch.setattr(memory_profiler, "HISTORY_ENTRIES", 16)
     prof = profiler.MemoryProfiler(0, collect_stack_traces=True)
     store = []
     for _ in range(4):
@@ -423,7 +424,7 @@ def _nested_workload(ca, source):
 
 
 def test_fallback_matches_exact_scopes_when_nothing_else_resets_peaks(ca):
-    from cachealloc.profiler_scopes import ExactScopes, PeakResetScopes
+    from cachealloc.profiler.scopes import ExactScopes, PeakResetScopes
 
     exact = _nested_workload(ca, ExactScopes(0))
     ca.init("", "simulated:8589934592")
@@ -434,7 +435,7 @@ def test_fallback_matches_exact_scopes_when_nothing_else_resets_peaks(ca):
 
 
 def test_fallback_clobbers_the_global_peak_and_misses_peaks_reset_by_others(ca):
-    from cachealloc.profiler_scopes import PeakResetScopes
+    from cachealloc.profiler.scopes import PeakResetScopes
 
     ca._free(ca._malloc(5 * MiB))
     src = PeakResetScopes(0, cuda=_reset_based_cuda(ca))
@@ -449,7 +450,7 @@ def test_fallback_clobbers_the_global_peak_and_misses_peaks_reset_by_others(ca):
 def test_without_cachealloc_the_profiler_warns_once_that_peaks_are_not_exact(ca, monkeypatch):
     torch = pytest.importorskip("torch")
 
-    from cachealloc import profiler_scopes
+    from cachealloc.profiler import scopes as profiler_scopes
 
     monkeypatch.setattr(profiler_scopes, "_cachealloc_initialized", lambda: False)
     monkeypatch.setattr(profiler_scopes, "_warned_not_exact", False)
@@ -596,7 +597,7 @@ def test_memory_fraction_wrong_type_is_a_type_error_and_changes_nothing(ca, bad,
 def test_install_again_with_another_config_is_refused_not_ignored(ca, monkeypatch):
     # A second install() returned silently, leaving the first config in
     # force: a user's max_split_size_mb was dropped without a word.
-    monkeypatch.setattr(ca, "_mode", "plain")  # as after a first install()
+    monkeypatch.setattr(ca.lifecycle, "_mode", "plain")  # as after a first install()
     ca.install()  # nothing asked for: still a no-op
     ca.install(conf="", backend="simulated:8589934592")  # what is in force: a no-op
     with pytest.raises(RuntimeError, match="already installed.*max_split_size_mb:64"):

@@ -1,16 +1,40 @@
 """Loads libcachealloc.so with ctypes and declares the C API's signatures.
 
 The library is looked for, in order: $CACHEALLOC_LIBRARY, next to this
-package (pip installs it there), then the repository's build directories.
+package (pip installs it there), then, when this package runs from a source
+checkout rather than an installation, that checkout's build directory.
 """
 from __future__ import annotations
 
 import ctypes
 import os
 import pathlib
+from typing import Optional
 
 _HERE = pathlib.Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]
+
+
+def package_dir() -> pathlib.Path:
+    """The folder of this package (where pip puts the library and the tool)."""
+    return _HERE
+
+
+def source_tree() -> Optional[pathlib.Path]:
+    """The source checkout this package runs from (bindings/python/cachealloc
+    of a repository), or None when it is installed."""
+    if (_REPO / "CMakeLists.txt").is_file() and (_REPO / "bindings" / "python" / "cachealloc") == _HERE:
+        return _REPO
+    return None
+
+
+def dev_build_dir() -> Optional[pathlib.Path]:
+    """The source checkout's build directory ($CACHEALLOC_BUILD, else
+    build/, as scripts/build.sh makes it); None when installed."""
+    repo = source_tree()
+    if repo is None:
+        return None
+    return pathlib.Path(os.environ.get("CACHEALLOC_BUILD") or repo / "build")
 
 
 def library_path() -> str:
@@ -21,31 +45,15 @@ def library_path() -> str:
             raise FileNotFoundError(f"CACHEALLOC_LIBRARY={env} does not exist")
         return env
     candidates = [_HERE / "libcachealloc.so"]
-    candidates += sorted(_REPO.glob("build*/bindings/libcachealloc.so"))
+    build = dev_build_dir()
+    if build is not None:
+        candidates.append(build / "bindings" / "libcachealloc.so")
     for c in candidates:
         if c.is_file():
             return str(c)
     raise FileNotFoundError(
         "libcachealloc.so not found: pip install the package, build the repository "
         "(bash scripts/build.sh), or set CACHEALLOC_LIBRARY")
-
-
-def torch_glue_path():
-    """Path of libcachealloc_torch.so (the PyTorch glue), or None if absent:
-    $CACHEALLOC_TORCH_LIBRARY, beside libcachealloc.so, or a build directory."""
-    env = os.environ.get("CACHEALLOC_TORCH_LIBRARY")
-    if env:
-        return env if os.path.isfile(env) else None
-    try:
-        beside = pathlib.Path(library_path()).parent / "libcachealloc_torch.so"
-    except FileNotFoundError:
-        return None
-    candidates = [beside, _HERE / "libcachealloc_torch.so"]
-    candidates += sorted(_REPO.glob("build*/bindings/torch/libcachealloc_torch.so"))
-    for c in candidates:
-        if c.is_file():
-            return str(c)
-    return None
 
 
 _lib = None

@@ -16,9 +16,8 @@ Configurations are PYTORCH_CUDA_ALLOC_CONF text, "trace" (the trace's own
 settings), or "policy:expandable[,options]" (cachealloc's emulation of
 expandable segments). All sizes are bytes.
 
-Both functions run the `cachealloc` command-line tool with --json: it is
-found through $CACHEALLOC_CLI, else as the most recently built
-build*/tools/cachealloc of the source tree this file lives in. They raise
+Both functions run the `cachealloc` command-line tool with --json: the one
+installed with this package, or as tool.tool_path() says. They raise
 LabError (with the tool's message) for a bad trace, a bad config or a
 missing tool. Each call is a separate process, so it is thread-safe.
 """
@@ -29,6 +28,8 @@ import os
 import pathlib
 import subprocess
 from typing import Optional, Sequence
+
+from .tool import ToolNotFound, tool_path
 
 __all__ = ["LabError", "cli_path", "compare", "min_memory", "stats_mismatches"]
 
@@ -47,23 +48,12 @@ class LabError(RuntimeError):
 
 
 def cli_path() -> pathlib.Path:
-    """Path of the `cachealloc` tool used by compare() and min_memory().
-
-    $CACHEALLOC_CLI if set, else the newest build*/tools/cachealloc of the
-    source tree. Raises LabError if neither exists.
-    """
-    env = os.environ.get("CACHEALLOC_CLI")
-    if env:
-        path = pathlib.Path(env)
-        if not path.is_file():
-            raise LabError(f"CACHEALLOC_CLI={env} does not name a file")
-        return path
-    repo = pathlib.Path(__file__).resolve().parents[3]
-    built = [p for p in repo.glob("build*/tools/cachealloc") if p.is_file()]
-    if not built:
-        raise LabError(f"no build*/tools/cachealloc under {repo}: build the tool "
-                       "(cmake --build BUILD) or set CACHEALLOC_CLI")
-    return max(built, key=lambda p: p.stat().st_mtime)
+    """Path of the `cachealloc` tool used by compare() and min_memory()
+    (tool.tool_path()). Raises LabError if there is none."""
+    try:
+        return tool_path()
+    except ToolNotFound as e:
+        raise LabError(str(e)) from None
 
 
 def _run(args: Sequence[str]) -> dict:

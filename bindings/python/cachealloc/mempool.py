@@ -21,6 +21,9 @@ import itertools
 from typing import Any, Iterator, Optional
 
 from ._native import check, lib
+from .devices import device_index
+from .history import snapshot
+from .lifecycle import mode
 
 __all__ = ["MemPool", "use_mem_pool"]
 
@@ -29,8 +32,6 @@ _next_id = itertools.count(1)
 
 
 def _refuse_torch_extension_mode() -> None:
-    from . import mode
-
     if mode() == "torch-extension":
         raise RuntimeError("cachealloc.MemPool is for plain mode; with the PyTorch glue "
                            "installed use torch.cuda.MemPool and torch.cuda.use_mem_pool")
@@ -46,10 +47,8 @@ class MemPool:
     """
 
     def __init__(self, device: Any = None, use_on_oom: bool = False, no_split: bool = False):
-        from . import _device_index
-
         _refuse_torch_extension_mode()
-        self._device = _device_index(device)
+        self._device = device_index(device)
         self._id = (0, next(_next_id))
         self._released = False
         check(lib().cachealloc_pool_create_or_incref(self._device, *self._id))
@@ -79,8 +78,6 @@ class MemPool:
 
     def snapshot(self) -> list:
         """This pool's segments, in torch.cuda.MemPool.snapshot()'s form."""
-        from . import snapshot
-
         return [s for s in snapshot()["segments"]
                 if s["device"] == self._device and tuple(s["segment_pool_id"]) == self._id]
 
@@ -119,13 +116,11 @@ def use_mem_pool(pool: MemPool, device: Any = None) -> Iterator[None]:
     while the block runs (torch.cuda.use_mem_pool's meaning). Raises
     ValueError for a released pool; allocations from other threads are not
     affected."""
-    from . import _device_index
-
     if not isinstance(pool, MemPool):
         raise TypeError(f"pool must be a cachealloc.MemPool, not {type(pool).__name__}")
     if pool._released:
         raise ValueError(f"memory pool {pool.id} was released")
-    index = _device_index(device)  # None: the current device, as torch
+    index = device_index(device)  # None: the current device, as torch
     l = lib()
     # A NULL filter routes the calling thread's allocations (C API).
     check(l.cachealloc_pool_begin_allocate(index, *pool.id, None, None, None))

@@ -1,4 +1,4 @@
-"""Profiler results as JSON and CSV files. Units as in profiler_results:
+"""Profiler results as JSON and CSV files. Units as in results.py:
 bytes, seconds, timestamps in seconds since the Unix epoch."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import dataclasses
 import json
 from typing import Dict, List, Sequence
 
-from .profiler_monitor import MemorySample
-from .profiler_results import MemorySnapshot, ScopeResult, ScopeSummary
+from .monitor import MemorySample
+from .results import MemorySnapshot, ScopeResult, ScopeSummary
 
 FORMAT_VERSION = 1
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import html
 from typing import List, Sequence
 
-from .profiler_monitor import MemorySample
-from .profiler_results import ScopeResult, format_bytes
+from .monitor import MemorySample
+from .results import ScopeResult, format_bytes
 
 WIDTH, LEFT, RIGHT, TOP = 1300, 96, 24, 36   # px
 CHART_HEIGHT, LANE_HEIGHT, LANE_GAP = 380, 22, 4  # px

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from .profiler_results import ScopeResult
+from .results import ScopeResult
 
 HISTORY_HINT = ("allocation sites need allocation history: create the profiler with "
                 "collect_stack_traces=True or call cachealloc.record_memory_history() first")
@@ -54,7 +54,7 @@ def growing_scopes(results: Iterable[ScopeResult], min_calls: int) -> Dict[str, 
 
 
 def _skip_dirs() -> Tuple[str, ...]:
-    dirs = [os.path.dirname(os.path.abspath(__file__))]
+    dirs = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # cachealloc's folder
     try:
         import torch
 

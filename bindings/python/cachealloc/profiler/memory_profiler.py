@@ -11,7 +11,7 @@
     print(prof.format_results())
     prof.export_html("memory.html")
 
-Each closed scope gives a ScopeResult (profiler_results.py): memory before
+Each closed scope gives a ScopeResult (results.py): memory before
 and after, its peak, bytes allocated and freed, time. "Total" numbers
 include nested scopes; "self" numbers count only the time the scope was the
 innermost one. A scope's peak is the highest allocated level while it was
@@ -45,19 +45,22 @@ import traceback
 from collections import deque
 from typing import Any, Callable, Deque, Dict, Iterator, List, Optional
 
-from . import profiler_export, profiler_html
-from .profiler_leaks import LeakReport, LeakSite, allocation_sites, growing_scopes
-from .profiler_monitor import MemoryAlert, MemoryMonitor, MemorySample
-from .profiler_results import (MemorySnapshot, ScopeResult, ScopeSummary, format_table,
+from . import export, html_report
+from ..history import record_memory_history, snapshot
+from ..lifecycle import mode
+from .leaks import LeakReport, LeakSite, allocation_sites, growing_scopes
+from .monitor import MemoryAlert, MemoryMonitor, MemorySample
+from .results import (MemorySnapshot, ScopeResult, ScopeSummary, format_table,
                                summarize)
-from .profiler_scopes import make_scope_source
+from .scopes import make_scope_source
 
 __all__ = ["MemoryProfiler", "ProfileScope", "ScopeResult", "MemorySnapshot", "ScopeSummary",
            "MemoryAlert", "MemorySample", "LeakReport", "LeakSite"]
 
 # History ring used when collect_stack_traces=True (entries, not bytes).
 HISTORY_ENTRIES = 200_000
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# cachealloc's own folder: frames in it are not the user's code.
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _statm = (None, None)  # (pid, fd): the fd names the process that opened it
 
@@ -270,17 +273,17 @@ class MemoryProfiler:
 
     def export_json(self, path: str) -> None:
         """Results, summary and samples as JSON."""
-        profiler_export.write_json(path, self.device, self.exact, self.results,
+        export.write_json(path, self.device, self.exact, self.results,
                                    self.get_summary(), self.samples)
 
     def export_csv(self, path: str) -> None:
         """One row per closed scope; snapshot fields flattened (before_allocated, ...)."""
-        profiler_export.write_csv(path, self.results)
+        export.write_csv(path, self.results)
 
     def export_html(self, path: str, title: str = "cachealloc memory profile") -> None:
         """A self-contained HTML page (inline SVG, no network): allocated and
         reserved over time with scope bands and peaks, and the results table."""
-        profiler_html.write_html(path, title, self.device, self.exact, self.results, self.samples)
+        html_report.write_html(path, title, self.device, self.exact, self.results, self.samples)
 
     # --- monitoring and leaks ---------------------------------------------
 
@@ -327,9 +330,7 @@ class MemoryProfiler:
         return reports
 
     def _torch_records_history(self) -> bool:
-        import cachealloc
-
-        return not self.exact or cachealloc.mode() == "torch-extension"
+        return not self.exact or mode() == "torch-extension"
 
     def _trace_slack_us(self) -> int:
         # cachealloc's own history stamps entries with the system clock, as
@@ -339,10 +340,8 @@ class MemoryProfiler:
     def _enable_history(self) -> None:
         self._history_entries = HISTORY_ENTRIES
         if self.exact:
-            import cachealloc
-
-            cachealloc.record_memory_history("all", context="alloc", stacks="python",
-                                             max_entries=self._history_entries)
+            record_memory_history("all", context="alloc", stacks="python",
+                                  max_entries=self._history_entries)
         else:
             import torch
 
@@ -351,9 +350,7 @@ class MemoryProfiler:
 
     def _memory_snapshot(self) -> dict:
         if self.exact:
-            import cachealloc
-
-            return cachealloc.snapshot()
+            return snapshot()
         import torch
 
         return torch.cuda.memory._snapshot()

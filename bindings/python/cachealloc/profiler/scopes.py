@@ -18,7 +18,8 @@ import ctypes
 import warnings
 from typing import Any, Dict, List, Optional
 
-from . import _native
+from .. import _native
+from ..devices import device_index
 
 COUNTER_FIELDS = [name for name, _ in _native.ScopeResultStruct._fields_]
 CURRENT_FIELDS = [name for name, _ in _native.CurrentBytesStruct._fields_]
@@ -205,9 +206,7 @@ def make_scope_source(device: Any):
         raise TypeError("device must be None, an int, 'cuda', 'cuda:N' or a torch.device, "
                         f"not {type(device).__name__}")
     if _cachealloc_initialized():
-        import cachealloc
-
-        return ExactScopes(cachealloc._device_index(device))
+        return ExactScopes(device_index(device))
     try:
         import torch
     except ImportError:

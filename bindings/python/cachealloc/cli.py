@@ -1,0 +1,71 @@
+"""The `cachealloc` command that `pip install` puts on PATH.
+
+    cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
+        runs COMMAND with cachealloc as PyTorch's CUDA allocator in every
+        Python process it starts (torchrun's workers too), with no change to
+        the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
+        CACHEALLOC_BACKEND), which the start-up hook of the installed
+        package honours (_cachealloc_autoinstall.py).
+    cachealloc replay|compare|min-memory ...
+        the compiled tool (tool.tool_path()), run in this process's place.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from typing import List, Optional
+
+from .tool import ToolNotFound, tool_path
+
+RUN_USAGE = """\
+cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
+    Runs COMMAND with cachealloc as PyTorch's CUDA allocator in every Python
+    process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
+    --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
+    --backend: cuda (default), async, simulated[:BYTES[:DEVICES]].
+"""
+
+
+def run(args: List[str]) -> int:
+    """`cachealloc run`: execs the command with the switch set; returns an
+    exit status only when it cannot (2 bad usage, 127 command not found)."""
+    parser = argparse.ArgumentParser(prog="cachealloc run", usage=RUN_USAGE,
+                                     description="Run a command with cachealloc switched on.")
+    parser.add_argument("--conf", help="allocator config, PYTORCH_CUDA_ALLOC_CONF syntax")
+    parser.add_argument("--backend", help="cuda, async or simulated[:BYTES[:DEVICES]]")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    ns = parser.parse_args(args)
+    command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    if not command:
+        parser.error("no COMMAND given")
+    env = dict(os.environ, CACHEALLOC_AUTO="1")
+    for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend)):
+        if value is not None:
+            env[name] = value
+    try:
+        os.execvpe(command[0], command, env)
+    except OSError as e:
+        print(f"cachealloc run: cannot run {command[0]!r}: {e.strerror}", file=sys.stderr)
+        return 127
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["run"]:
+        return run(args[1:])
+    try:
+        tool = str(tool_path())
+    except ToolNotFound as e:
+        print(f"cachealloc: {e}", file=sys.stderr)
+        return 2
+    if not args or args[0] in ("-h", "--help"):
+        status = subprocess.run([tool, *args]).returncode
+        print("\nswitching cachealloc on without code changes:\n" + RUN_USAGE, end="")
+        return status
+    os.execv(tool, [tool, *args])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

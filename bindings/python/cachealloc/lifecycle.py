@@ -1,0 +1,139 @@
+"""Setting cachealloc up: init() (the library alone), install() (as
+PyTorch's CUDA allocator), and which mode and backend are in force."""
+from __future__ import annotations
+
+import ctypes
+from typing import Optional
+
+from . import torch_glue as torch_glue_module
+from ._native import check, lib, library_path
+from .torch_settings import install_settings_hook
+
+_mode = "not installed"
+_pluggable = None  # keeps PyTorch's allocator object (or the loaded glue) alive
+
+
+def init(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
+    """Initializes the native allocator without touching PyTorch.
+
+    conf: PYTORCH_CUDA_ALLOC_CONF syntax (None: the environment variable).
+    backend: None/"cuda" (cudaMalloc), "async" (cudaMallocAsync),
+    "simulated[:BYTES[:DEVICES]]" (no GPU; for tests and the replay lab).
+    Raises CacheallocError for a bad config or backend, or when blocks are
+    still allocated; TypeError when either is not a str (or None),
+    ValueError when one holds a NUL character. Nothing changes then.
+    """
+    check(lib().cachealloc_init(_c_string("conf", conf), _c_string("backend", backend) or None))
+
+
+def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
+    """value encoded for a C string argument (None stays None). The C side
+    reads up to the first NUL, so a NUL inside would silently cut the text
+    short: refused instead."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str or None, not {type(value).__name__}")
+    if "\0" in value:
+        raise ValueError(f"{name} must not contain NUL characters, got {value!r}")
+    return value.encode()
+
+
+def install(conf: Optional[str] = None, backend: Optional[str] = None,
+            torch_glue: bool = True) -> None:
+    """Makes cachealloc PyTorch's CUDA allocator.
+
+    With the PyTorch glue (libcachealloc_torch.so, compiled against the
+    running torch: with the package, or once into a cache, torch_glue.py)
+    PyTorch's own memory API keeps working: torch.cuda.memory_stats,
+    memory_summary, _record_memory_history, _snapshot, cudnn.benchmark...
+    ("torch-extension" mode). With torch_glue=False the two C entry points
+    are registered through torch.cuda.memory's CUDAPluggableAllocator
+    ("plain" mode): use cachealloc's functions for stats and snapshots then.
+
+    A torch built without CUDA has no CUDA allocator to replace: there only
+    backend="simulated[...]" is accepted, in plain mode with nothing
+    registered in torch (allocations go through cachealloc's own API,
+    cachealloc._malloc); any other backend is refused up front, saying so.
+
+    Must run before CUDA memory is allocated in this process. Raises
+    RuntimeError if PyTorch already initialized CUDA (its native allocator
+    then owns memory and cannot be swapped), or when no glue can be had
+    (glue_build.GlueBuildError: no compiler...), CacheallocError for a bad
+    config; nothing is set up then. Once installed, calling it again
+    changes nothing: without a conf or backend, or with the ones in force,
+    it returns; with others it raises RuntimeError naming both.
+    """
+    global _mode, _pluggable
+    if _mode != "not installed":
+        _check_installed_settings(conf, backend)
+        return
+    import torch
+
+    # Every check and every step that can fail comes before init(), so a
+    # refusal leaves the process as it was (never half set up).
+    if not hasattr(torch._C, "_cuda_customAllocator"):
+        if not (backend or "").startswith("simulated"):
+            raise RuntimeError(
+                f"cachealloc.install(): this torch ({torch.__version__}) was built without CUDA, so "
+                "it has no CUDA allocator for cachealloc to replace. Install a CUDA build of torch, "
+                "or pass backend='simulated' to use cachealloc through its own API only")
+        init(conf, backend)
+        _mode = "plain"
+        return
+    if torch.cuda.is_initialized():
+        raise RuntimeError(
+            "cachealloc.install() must run before CUDA is initialized: PyTorch's native "
+            f"allocator already holds {torch.cuda.memory_reserved()} bytes in this process. "
+            "Call it at the top of your program, before creating CUDA tensors.")
+    if torch_glue:
+        registered = torch_glue_module.find_and_load(torch)
+        registered.cachealloc_torch_install.restype = ctypes.c_int
+        registered.cachealloc_torch_last_error.restype = ctypes.c_char_p
+    else:
+        registered = torch.cuda.memory.CUDAPluggableAllocator(
+            library_path(), "cachealloc_malloc", "cachealloc_free")
+    init(conf, backend)
+    # Registering cannot fail once the checks above passed; if it still
+    # does, the library stays initialized as after init() alone, and the
+    # mode says PyTorch does not use it.
+    if torch_glue:
+        if registered.cachealloc_torch_install() != 0:
+            raise RuntimeError("cachealloc: installing the PyTorch glue failed: " +
+                               registered.cachealloc_torch_last_error().decode())
+    else:
+        torch.cuda.memory.change_current_allocator(registered)
+    _pluggable = registered
+    _mode = "torch-extension" if torch_glue else "plain"
+    # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
+    install_settings_hook()
+
+
+def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
+    """Raises RuntimeError when install() is asked again for a conf or
+    backend other than the ones in force (it cannot change them)."""
+    text = ctypes.c_char_p()
+    check(lib().cachealloc_config_info(None, None, None, ctypes.byref(text)))
+    active_conf, active_backend = (text.value or b"").decode(), backend()
+    if (conf is not None and conf != active_conf) or (backend_ and backend_ != active_backend):
+        raise RuntimeError(
+            f"cachealloc is already installed ({_mode} mode, conf {active_conf!r}, backend "
+            f"{active_backend!r}); install(conf={conf!r}, backend={backend_!r}) cannot change "
+            "them. Install once, with the settings wanted, before CUDA memory is allocated")
+
+
+def mode() -> str:
+    """"torch-extension" (PyTorch's memory API works unchanged), "plain"
+    (C entry points through CUDAPluggableAllocator: PyTorch's memory API
+    raises, cachealloc's functions work; on a torch without CUDA nothing is
+    registered), or "not installed" (init() alone leaves it so)."""
+    return _mode
+
+
+def is_installed() -> bool:
+    return _mode != "not installed"
+
+
+def backend() -> str:
+    """The device backend in use ("cuda", "async", "simulated:..."), "" before init."""
+    return lib().cachealloc_backend_name().decode()
