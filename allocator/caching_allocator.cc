@@ -3,6 +3,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "allocator/errors.h"
@@ -15,6 +16,18 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config,
   for (size_t i = 0; i < backends.size(); ++i)
     devices_.push_back(std::make_unique<Device>(static_cast<int>(i), config_, *backends[i]));
   device_count_ = static_cast<unsigned>(devices_.size());
+}
+
+AllocatorConfig CachingAllocator::apply_settings(std::string_view text) {
+  std::lock_guard<std::mutex> config_lock(config_mutex_);
+  AllocatorConfig next = config_.with_settings(text);  // throws before any change
+  // Every device's lock, in device order, as retire_if_idle takes them.
+  std::vector<std::unique_lock<DeviceMutex>> held;
+  held.reserve(devices_.size());
+  for (auto& d : devices_) held.emplace_back(d->mutex);
+  for (auto& d : devices_) d->engine.apply_config(next);
+  config_ = next;
+  return next;
 }
 
 [[noreturn]] void CachingAllocator::bad_device(int device) const {

@@ -8,7 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>  // std::lock_guard
+#include <mutex>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,7 +29,18 @@ class CachingAllocator {
                    const std::vector<DeviceBackend*>& backends);
 
   int device_count() const { return static_cast<int>(device_count_); }
-  const AllocatorConfig& config() const { return config_; }
+  // The config in force (a copy: apply_settings may replace it meanwhile).
+  AllocatorConfig config() const {
+    std::lock_guard<std::mutex> lock(config_mutex_);
+    return config_;
+  }
+  // Run-time settings (torch.cuda.memory._set_allocator_settings): the
+  // config in force updated by AllocatorConfig::with_settings(text), put in
+  // force on every device for later requests. All or nothing: the text is
+  // checked whole first (ConfigError, nothing changes), then every device's
+  // lock is held while the new config is set, so no request sees a mix of
+  // old and new settings across devices. Returns the new config.
+  AllocatorConfig apply_settings(std::string_view text);
 
   // Returns the address of at least `size` bytes on `device` usable on
   // `stream`; 0 for size 0 (as PyTorch, no block is made). Throws
@@ -140,7 +152,9 @@ class CachingAllocator {
   // restore_pool's repair of the table after a failure part way.
   void resync_pool_table(Device& d, PoolId pool, const std::vector<uintptr_t>& held) noexcept;
 
-  const AllocatorConfig config_;
+  // Guarded by config_mutex_ (taken before any device lock).
+  mutable std::mutex config_mutex_;
+  AllocatorConfig config_;
   std::vector<std::unique_ptr<Device>> devices_;
   // devices_.size(), kept for at()'s bounds check: a compare with a member
   // instead of a subtraction and shift of the vector's bounds.

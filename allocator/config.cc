@@ -4,6 +4,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "allocator/errors.h"
@@ -32,10 +33,13 @@ std::vector<std::string> lex(std::string_view text) {
 
 class Parser {
  public:
-  Parser(std::string_view text) : text_(text), tokens_(lex(text)) {}
+  // `start`: the values of keys the text does not name. `at_run_time`:
+  // the text updates a config in force (backend may not change).
+  Parser(std::string_view text, AllocatorConfig start, bool at_run_time)
+      : text_(text), tokens_(lex(text)), start_(std::move(start)), at_run_time_(at_run_time) {}
 
   AllocatorConfig run() {
-    AllocatorConfig c;
+    AllocatorConfig c = start_;
     c.source = std::string(text_);
     while (i_ < tokens_.size()) {
       const std::string key = tokens_[i_++];
@@ -52,13 +56,21 @@ class Parser {
         parse_divisions(c);
       } else if (key == "backend") {
         std::string v = word(key);
-        if (v == "native") c.backend = BackendKind::kNative;
-        else if (v == "cudaMallocAsync") c.backend = BackendKind::kCudaMallocAsync;
-        else fail(key, "unknown backend '" + v + "': options are native and cudaMallocAsync");
+        BackendKind kind = BackendKind::kNative;
+        if (v == "cudaMallocAsync") kind = BackendKind::kCudaMallocAsync;
+        else if (v != "native")
+          fail(key, "unknown backend '" + v + "': options are native and cudaMallocAsync");
+        // Native refuses this too (RuntimeError), so it is not "unsupported".
+        if (at_run_time_ && kind != start_.backend)
+          fail(key, "the backend cannot change at run time (in force: " +
+                        std::string(start_.backend == BackendKind::kNative ? "native"
+                                                                           : "cudaMallocAsync") +
+                        ")");
+        c.backend = kind;
       } else if (key == "expandable_segments") {
         c.expandable_segments = boolean(key);
         if (c.expandable_segments)
-          fail(key, "expandable_segments:True is not supported by cachealloc yet");
+          unsupported(key, "expandable_segments:True is not supported by cachealloc yet");
       } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
         // Native accepts the ROCm spellings on CUDA builds too.
         c.release_lock_on_cudamalloc = boolean(key);
@@ -82,8 +94,10 @@ class Parser {
         if (!(v >= 0.0 && v <= 1.0)) fail(key, "must be in [0.0, 1.0], got " + last_);
         c.per_process_memory_fraction = v;
       } else {
-        throw ConfigError("unrecognized allocator option '" + key + "' in '" +
-                          std::string(text_) + "'");
+        // Native's wording (AcceleratorAllocatorConfig::parseArgs), then ours.
+        throw ConfigError("Unrecognized key '" + key +
+                          "' in Accelerator allocator config. (cachealloc: unrecognized "
+                          "allocator option in '" + std::string(text_) + "')");
       }
       if (i_ < tokens_.size()) expect(",", key);
     }
@@ -94,6 +108,11 @@ class Parser {
   [[noreturn]] void fail(const std::string& key, const std::string& why) {
     throw ConfigError("allocator option " + key + ": " + why + " (in '" +
                       std::string(text_) + "')");
+  }
+  // A valid value cachealloc cannot carry out (UnsupportedConfig).
+  [[noreturn]] void unsupported(const std::string& key, const std::string& why) {
+    throw UnsupportedConfig("allocator option " + key + ": " + why + " (in '" +
+                            std::string(text_) + "')");
   }
   // Fails naming the value as written when a config_rules check refused it.
   void check(const std::string& key, const std::optional<std::string>& problem) {
@@ -158,6 +177,8 @@ class Parser {
     if (i_ < tokens_.size() && tokens_[i_] == "[") {
       ++i_;
       bool first = true;
+      // As native 2.11: '>' fills the intervals after the last named one
+      // (after interval 0 when none is named yet).
       size_t last_index = 0;
       while (true) {
         if (i_ >= tokens_.size()) fail(key, "missing ']'");
@@ -166,9 +187,9 @@ class Parser {
         expect(":", key);
         size_t divisions = division_value(key);
         if (interval == ">") {
-          // As native: fills from the last named interval (inclusive) to the
-          // end, so "[256:1,512:2,>:8]" leaves 8 at the 512 MiB interval.
-          std::fill(table.begin() + last_index, table.end(), divisions);
+          // "[256:1,512:2,>:8]" keeps 2 at 512 MiB and puts 8 from 1 GiB up
+          // (the recorded fuzz5/fuzz7 allocator_settings show this rule).
+          std::fill(table.begin() + last_index + 1, table.end(), divisions);
         } else {
           if (interval.find_first_not_of("0123456789") != std::string::npos)
             fail(key, "interval '" + interval + "' is not a number of MiB");
@@ -195,6 +216,8 @@ class Parser {
 
   std::string_view text_;
   std::vector<std::string> tokens_;
+  const AllocatorConfig start_;
+  const bool at_run_time_;
   size_t i_ = 0;
   std::string last_;
 };
@@ -229,7 +252,16 @@ std::optional<std::string> register_threads(size_t threads) {
 }  // namespace config_rules
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
-  return Parser(text).run();
+  return Parser(text, AllocatorConfig{}, /*at_run_time=*/false).run();
+}
+
+AllocatorConfig AllocatorConfig::with_settings(std::string_view text) const {
+  AllocatorConfig start = *this;
+  const AllocatorConfig defaults;
+  start.max_split_size = defaults.max_split_size;
+  start.roundup_power2_divisions = defaults.roundup_power2_divisions;
+  start.garbage_collection_threshold = defaults.garbage_collection_threshold;
+  return Parser(text, std::move(start), /*at_run_time=*/true).run();
 }
 
 namespace {

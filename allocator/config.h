@@ -57,6 +57,19 @@ struct AllocatorConfig {
 
   // Parses `text`. Throws ConfigError. Empty text gives the defaults.
   static AllocatorConfig parse(std::string_view text);
+  // This config after the run-time settings `text`
+  // (torch.cuda.memory._set_allocator_settings), by native 2.11's rule:
+  // max_split_size_mb, roundup_power2_divisions and
+  // garbage_collection_threshold return to their defaults unless `text`
+  // names them (AcceleratorAllocatorConfig::parseArgs resets them on every
+  // call); every other key keeps its value unless named. `source` becomes
+  // `text`, as native's last_allocator_settings. Throws ConfigError for
+  // whatever parse() refuses, and for a backend other than this one (native
+  // cannot switch backends once loaded either); the whole text is checked
+  // before anything is returned, so a refused text changes nothing.
+  // per_process_memory_fraction is recorded, but as in native it only acts
+  // when a device's allocator is created (start-up), not here.
+  AllocatorConfig with_settings(std::string_view text) const;
   // The config text the environment gives, as native reads it:
   // $PYTORCH_CUDA_ALLOC_CONF, else $PYTORCH_ALLOC_CONF (the device-generic
   // name), else "". When both are set, native's device-generic config

@@ -26,6 +26,11 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
     set_memory_fraction(config_.per_process_memory_fraction);
 }
 
+void DeviceCachingAllocator::apply_config(const AllocatorConfig& config) {
+  config_ = config;
+  power2_divisions_ = has_power2_divisions(config_);
+}
+
 DeviceCachingAllocator::~DeviceCachingAllocator() {
   // Segments still reserved are returned by the backend's owner (the process
   // is ending or the simulated device is dropped); free the bookkeeping only.
@@ -160,7 +165,13 @@ void DeviceCachingAllocator::set_memory_fraction(double fraction) {
   if (!(fraction >= 0.0 && fraction <= 1.0))
     throw ConfigError("memory fraction must be in [0, 1], got " +
                       std::to_string(fraction));
-  limit_.set_fraction(fraction, backend_.memory_info(device_).total_bytes);
+  // As native 2.11: a fraction of 1.0 removes the limit (get_per_process_
+  // memory_fraction then reads 1.0, and garbage collection, which acts only
+  // under a limit, stops); 0.0 allows nothing.
+  if (fraction < 1.0)
+    limit_.set_fraction(fraction, backend_.memory_info(device_).total_bytes);
+  else
+    limit_.clear();
 }
 
 void DeviceCachingAllocator::set_memory_limit(size_t bytes) { limit_.set_bytes(bytes); }

@@ -157,7 +157,8 @@ class DeviceCachingAllocator {
   bool pool_allocations_are(PoolId id, const absl::flat_hash_set<uintptr_t>& expected) const;
   // The addresses of the blocks allocated in pool `id`, in address order.
   std::vector<uintptr_t> pool_allocations(PoolId id) const;
-  // Limits reserved bytes to floor(fraction * device capacity).
+  // Limits reserved bytes to floor(fraction * device capacity); 1.0 removes
+  // the limit (native's rule). Throws ConfigError outside [0, 1].
   void set_memory_fraction(double fraction);
   // Limits reserved bytes to `bytes` directly.
   void set_memory_limit(size_t bytes);
@@ -179,6 +180,11 @@ class DeviceCachingAllocator {
   bool idle() const { return allocated_bytes_ == 0 && !stream_work_; }
   int device() const { return device_; }
   const AllocatorConfig& config() const { return config_; }
+  // Puts `config` in force for later requests (run-time settings; see
+  // AllocatorConfig::with_settings). Cached blocks stay as they are, as in
+  // native, which reads its settings at each use; the memory limit is not
+  // touched (per_process_memory_fraction acts at construction only).
+  void apply_config(const AllocatorConfig& config);
   // Whether malloc(size, stream) would be served from the cache right now,
   // without touching the device. Pure: changes nothing.
   bool would_hit_cache(size_t size, StreamId stream) const;
@@ -312,10 +318,10 @@ class DeviceCachingAllocator {
   static constexpr size_t kSmallSizeForPool = 1048576;
 
   const int device_;
-  const AllocatorConfig config_;
-  // has_power2_divisions(config_), decided once: without divisions (the
-  // default) malloc rounds with round_to_min_blocks.
-  const bool power2_divisions_;
+  AllocatorConfig config_;
+  // has_power2_divisions(config_), decided when the config is set: without
+  // divisions (the default) malloc rounds with round_to_min_blocks.
+  bool power2_divisions_;
   DeviceBackend& backend_;
   std::vector<EngineObserver*> observers_;
 

@@ -20,6 +20,13 @@ class ConfigError : public CacheallocError {
   using CacheallocError::CacheallocError;
 };
 
+// A valid setting that cachealloc cannot carry out (yet), e.g.
+// expandable_segments:True.
+class UnsupportedConfig : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
+};
+
 // free()/record_stream() of a pointer the allocator did not hand out, or
 // already took back.
 class InvalidPointerError : public CacheallocError {

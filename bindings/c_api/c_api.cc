@@ -175,14 +175,41 @@ int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* v, void* user) 
 int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
                            uint64_t* roundup_divisions16, const char** conf_text) {
   return guarded([&] {
-    const cachealloc::AllocatorConfig& c = initialized_runtime().config();
+    // The text outlives the copy: it stays in this thread's buffer.
+    static thread_local std::string text;
+    const cachealloc::AllocatorConfig c = initialized_runtime().config();
     if (max_split_size) *max_split_size = c.max_split_size;
     if (gc_threshold) *gc_threshold = c.garbage_collection_threshold;
     if (roundup_divisions16)
       for (size_t i = 0; i < c.roundup_power2_divisions.size(); ++i)
         roundup_divisions16[i] = c.roundup_power2_divisions[i];
-    if (conf_text) *conf_text = c.source.c_str();
+    if (conf_text) {
+      text = c.source;
+      *conf_text = text.c_str();
+    }
   });
+}
+
+int cachealloc_set_allocator_settings(const char* settings) {
+  return guarded([&] {
+    if (!settings) throw std::invalid_argument("cachealloc_set_allocator_settings: NULL settings");
+    initialized_runtime().apply_settings(settings);
+  });
+}
+
+int cachealloc_check_allocator_settings(const char* settings) {
+  bool unsupported = false;
+  const int status = guarded([&] {
+    if (!settings)
+      throw std::invalid_argument("cachealloc_check_allocator_settings: NULL settings");
+    try {
+      (void)initialized_runtime().config().with_settings(settings);
+    } catch (const cachealloc::UnsupportedConfig&) {
+      unsupported = true;
+      throw;
+    }
+  });
+  return unsupported ? -2 : status;
 }
 
 int cachealloc_init(const char* conf, const char* backend) {

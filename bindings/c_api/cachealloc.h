@@ -291,10 +291,28 @@ CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* 
 
 /* The configuration in force: max_split_size in bytes (SIZE_MAX when
  * unlimited), GC threshold, the 16 roundup divisions, and the config text
- * (valid until the next cachealloc_init). */
+ * (the last settings applied, as native's last_allocator_settings; valid
+ * until this thread's next cachealloc_config_info call). */
 CACHEALLOC_API int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
                                           uint64_t* roundup_divisions16,
                                           const char** conf_text);
+
+/* torch.cuda.memory._set_allocator_settings: applies `settings`
+ * (PYTORCH_CUDA_ALLOC_CONF syntax) to later requests on every device, with
+ * native 2.11's rule for keys it does not name (max_split_size_mb,
+ * roundup_power2_divisions and garbage_collection_threshold return to their
+ * defaults, other keys keep their values). The whole text is checked first:
+ * -1 with cachealloc_last_error() naming the problem, nothing changed, for
+ * an unknown key, a bad value, expandable_segments:True (not supported
+ * yet) or a change of backend. per_process_memory_fraction is recorded but,
+ * as in native, acts only at start-up. */
+CACHEALLOC_API int cachealloc_set_allocator_settings(const char* settings);
+/* The check cachealloc_set_allocator_settings makes, without applying: 0
+ * when it would be accepted now; -2 for valid settings cachealloc cannot
+ * carry out (expandable_segments:True), -1 for invalid ones (a change of
+ * backend included, which native refuses too), each with
+ * cachealloc_last_error() saying why. */
+CACHEALLOC_API int cachealloc_check_allocator_settings(const char* settings);
 
 /* What the calling thread's last out-of-memory failure (cachealloc_malloc
  * or status 1 from cachealloc_try_malloc*) reported, in bytes:

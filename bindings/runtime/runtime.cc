@@ -332,7 +332,7 @@ PyValue Runtime::snapshot() {
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   PyValue segs = PyValue::list();
   for (auto& [addr, v] : segments) segs.append(std::move(v));
-  return snapshot_root(std::move(segs), std::move(traces), g.config);
+  return snapshot_root(std::move(segs), std::move(traces), g.allocator.config());
 }
 
 }  // namespace cachealloc

@@ -47,6 +47,9 @@ struct Generation {
   Generation(AllocatorConfig config, std::string backend_name,
              std::vector<std::unique_ptr<DeviceBackend>> backends);
 
+  // The config init() parsed (statistics keep its max_split_size, as
+  // native's keep the start-up value); the one in force is
+  // allocator.config() (run-time settings change it).
   const AllocatorConfig config;
   const std::string backend_name;
   const std::vector<std::unique_ptr<DeviceBackend>> backends;  // [0] may serve all devices
@@ -139,7 +142,11 @@ class Runtime {
   void usage(int device, int64_t* allocated, int64_t* reserved);
   // Memory limit / capacity, 1.0 without a limit.
   double memory_fraction(int device);
-  const AllocatorConfig& config() const { return current().config; }
+  // The config in force (a copy).
+  AllocatorConfig config() const { return current().allocator.config(); }
+  // torch.cuda.memory._set_allocator_settings: see
+  // CachingAllocator::apply_settings. Throws ConfigError, changing nothing.
+  void apply_settings(const std::string& text) { current().allocator.apply_settings(text); }
   // Walks segments, blocks and history for a framework's own snapshot.
   void visit_snapshot(const cachealloc_snapshot_visitor& v, void* user);
 

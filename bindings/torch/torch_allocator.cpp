@@ -11,6 +11,7 @@
 // cachealloc_torch_install(); it talks to libcachealloc.so through the C API
 // only (bindings/c_api/cachealloc.h).
 #include <c10/core/Allocator.h>
+#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -43,8 +44,24 @@ using TraceEntry = decltype(SnapshotInfo::device_traces)::value_type::value_type
 using DeviceStats = decltype(std::declval<CCA::CUDAAllocator&>().getDeviceStats(0));
 using ContextPtr = std::shared_ptr<c10::GatheredContext>;
 
-void release_context(void* p) { delete static_cast<ContextPtr*>(p); }
-ContextPtr context_of(void* p) { return p ? *static_cast<ContextPtr*>(p) : nullptr; }
+// What the glue hands the engine with a recorded request: PyTorch's
+// gathered frames, and the compile context and user metadata in force on
+// the calling thread then (native stamps both on every trace entry).
+struct RecordedContext {
+  ContextPtr frames;
+  std::string compile_context;
+  std::string user_metadata;
+};
+void release_context(void* p) { delete static_cast<RecordedContext*>(p); }
+ContextPtr context_of(void* p) { return p ? static_cast<RecordedContext*>(p)->frames : nullptr; }
+
+// As native (DeviceCachingAllocator's thread_local compile_context stack and
+// user_metadata): per thread, shared by all devices. torch.compile pushes a
+// context around the regions it runs; _set_memory_metadata sets the other.
+thread_local std::vector<std::string> t_compile_context;
+thread_local std::string t_user_metadata;
+// Native's text for an entry made outside any compile context.
+constexpr const char* kNoCompileContext = "N/A";
 
 // The type of createOrIncrefPool's allocator parameter: a raw pointer in
 // some torch releases, a shared_ptr in others. Deduced, so the override
@@ -85,7 +102,10 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     int status;
     if (when >= CCA::RecordContext::STATE && recorder) {
       status = cachealloc_try_malloc_ctx(static_cast<ssize_t>(size), device, stream,
-                                         new ContextPtr(recorder()), release_context, &out);
+                                         recorded(recorder()), release_context, &out);
+    } else if (history_enabled_.load(std::memory_order_relaxed) && thread_has_metadata()) {
+      status = cachealloc_try_malloc_ctx(static_cast<ssize_t>(size), device, stream,
+                                         recorded(nullptr), release_context, &out);
     } else {
       status = cachealloc_try_malloc(static_cast<ssize_t>(size), device, stream, &out);
     }
@@ -112,7 +132,9 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
                            cachealloc_block_info(ptr, &bytes, &on) == 0;
     auto recorder = recorder_.load(std::memory_order_relaxed);
     if (when_.load(std::memory_order_relaxed) >= CCA::RecordContext::ALL && recorder) {
-      cachealloc_free_ctx(ptr, device, new ContextPtr(recorder()), release_context);
+      cachealloc_free_ctx(ptr, device, recorded(recorder()), release_context);
+    } else if (history_enabled_.load(std::memory_order_relaxed) && thread_has_metadata()) {
+      cachealloc_free_ctx(ptr, device, recorded(nullptr), release_context);
     } else {
       cachealloc_free(ptr, 0, device, nullptr);
     }
@@ -128,17 +150,48 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     return {p, p, &delete_fn, c10::Device(c10::DeviceType::CUDA, device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &delete_fn; }
+  // torch.cuda.caching_allocator_alloc and friends. While the cache is
+  // disabled (caching_allocator_enable(False)) they go straight to the
+  // device, as native's raw_alloc: no cache, no statistics, no history.
+  // Tensors (allocate()) stay cached, as in torch 2.11.
   void* raw_alloc(size_t nbytes) override {
     c10::DeviceIndex device = -1;
     C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    if (!isEnabled()) return uncached_alloc(nbytes);
     return alloc(nbytes, device, c10::cuda::getCurrentCUDAStream(device));
   }
   void* raw_alloc_with_stream(size_t nbytes, cudaStream_t stream) override {
     c10::DeviceIndex device = -1;
     C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+    if (!isEnabled()) return uncached_alloc(nbytes);
     return alloc(nbytes, device, stream);
   }
-  void raw_delete(void* ptr) override { release(ptr, -1); }
+  // A pointer the cache handed out goes back to it even while disabled
+  // (native would cudaFree it, corrupting its cache); others were
+  // uncached_alloc's.
+  void raw_delete(void* ptr) override {
+    size_t bytes = 0;
+    if (!isEnabled() && ptr && cachealloc_block_size(ptr, &bytes) != 0) {
+      C10_CUDA_CHECK(cudaFree(ptr));
+      return;
+    }
+    release(ptr, -1);
+  }
+  void enable(bool value) override { enabled_.store(value, std::memory_order_relaxed); }
+  bool isEnabled() const override { return enabled_.load(std::memory_order_relaxed); }
+
+  // torch.compile's regions and _set_memory_metadata (see t_compile_context).
+  // As native (NativeCachingAllocator): both do nothing unless history is
+  // recorded.
+  void pushCompileContext(std::string& md) override {
+    if (history_enabled_.load(std::memory_order_relaxed)) t_compile_context.push_back(md);
+  }
+  void popCompileContext() override {
+    if (history_enabled_.load(std::memory_order_relaxed) && !t_compile_context.empty())
+      t_compile_context.pop_back();
+  }
+  void setUserMetadata(const std::string& metadata) override { t_user_metadata = metadata; }
+  std::string getUserMetadata() override { return t_user_metadata; }
 
   void init(int device_count) override {
     if (!cachealloc_is_initialized()) check(cachealloc_init(nullptr, nullptr));
@@ -174,12 +227,21 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                            std::function<bool(cudaStream_t)> filter) override {
     using Filter = std::function<bool(cudaStream_t)>;
-    check(cachealloc_pool_begin_allocate(
+    // As native (beginAllocateToPool): the pool gains its use before the
+    // check that no route to it is open, so a refused second route (another
+    // thread's use_mem_pool while one is open) leaves that use behind and
+    // the pool outlives its holders' releases. cachealloc's engine refuses
+    // without the use; the glue adds it first and gives it back on success
+    // (the route holds its own).
+    check(cachealloc_pool_create_or_incref(device, id.first, id.second));
+    const int routed = cachealloc_pool_begin_allocate(
         device, id.first, id.second,
         [](void* f, void* stream) -> int {
           return (*static_cast<Filter*>(f))(static_cast<cudaStream_t>(stream)) ? 1 : 0;
         },
-        new Filter(std::move(filter)), [](void* f) { delete static_cast<Filter*>(f); }));
+        new Filter(std::move(filter)), [](void* f) { delete static_cast<Filter*>(f); });
+    check(routed);
+    check(cachealloc_pool_release(device, id.first, id.second));
   }
   void endAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     check(cachealloc_pool_end_allocate(device, id.first, id.second));
@@ -324,10 +386,30 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
                                                  static_cast<c10::DeviceIndex>(device)));
   }
   [[noreturn]] void raise_oom(size_t size, int device);
+  // A context for the engine to keep with a request: `frames` and this
+  // thread's compile context and user metadata (released by
+  // release_context).
+  static void* recorded(ContextPtr frames) {
+    return new RecordedContext{
+        std::move(frames),
+        t_compile_context.empty() ? kNoCompileContext : t_compile_context.back(),
+        t_user_metadata};
+  }
+  static bool thread_has_metadata() {
+    return !t_compile_context.empty() || !t_user_metadata.empty();
+  }
+  // native: uncached_allocate (no capture check: cudaMalloc fails in one).
+  static void* uncached_alloc(size_t nbytes) {
+    if (nbytes == 0) return nullptr;
+    void* p = nullptr;
+    C10_CUDA_CHECK(cudaMalloc(&p, nbytes));
+    return p;
+  }
 
   std::atomic<CCA::RecordContext> when_{CCA::RecordContext::NEVER};
   std::atomic<CCA::CreateContextFn> recorder_{nullptr};
   std::atomic<bool> history_enabled_{false};
+  std::atomic<bool> enabled_{true};  // caching_allocator_enable
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
 };
@@ -453,9 +535,11 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
         TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
         TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
         TraceEntry::SNAPSHOT};
+    const auto* recorded = static_cast<const RecordedContext*>(ctx);
     TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
                   static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
-                  context_of(ctx));
+                  context_of(ctx), recorded ? recorded->compile_context : kNoCompileContext,
+                  recorded ? recorded->user_metadata : std::string());
     te.time_.t_ = time_us;  // snapshots carry microseconds since the epoch
     c->info.device_traces.at(static_cast<size_t>(device)).push_back(std::move(te));
   };
@@ -468,10 +552,17 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
   auto& m = c.info.config_metadata;
   m.garbage_collection_threshold = gc;
   m.max_split_size = max_split;
-  m.pinned_num_register_threads = 1;
-  m.expandable_segments = false;
-  m.release_lock_on_malloc = false;
-  m.pinned_use_host_register = false;
+  // The pinned (host) allocator stays PyTorch's, so its settings are read
+  // from PyTorch's parse of the same texts (cachealloc validated each one
+  // before PyTorch parsed it); so are the flags cachealloc accepts without
+  // acting on (release_lock_on_cudamalloc) or refuses when True
+  // (expandable_segments).
+  using CudaConfig = CCA::CUDAAllocatorConfig;
+  m.pinned_num_register_threads = CudaConfig::pinned_num_register_threads();
+  m.expandable_segments = CudaConfig::expandable_segments();
+  m.release_lock_on_malloc = CudaConfig::release_lock_on_cudamalloc();
+  m.pinned_use_host_register = CudaConfig::pinned_use_cuda_host_register();
+  m.graph_capture_record_stream_reuse = CudaConfig::graph_capture_record_stream_reuse();
   m.last_allocator_settings = conf;
   m.roundup_power2_divisions.assign(divisions, divisions + 16);
   return std::move(c.info);
@@ -534,6 +625,10 @@ __attribute__((visibility("default"))) int cachealloc_torch_install() {
     try {
       allocator->init(c10::cuda::device_count());
       torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
+      // Also the allocator c10::GetAllocator(kCUDA) and getDeviceAllocator
+      // return (torch.accelerator's memory API), as native's static
+      // initializer registers itself (priority 0, which this replaces).
+      c10::SetAllocator(c10::DeviceType::CUDA, allocator.get(), 0);
     } catch (...) {
       g_allocator = nullptr;
       throw;

@@ -89,22 +89,36 @@ TEST(RoundupPower2Divisions, SingleValueMustBeAPowerOfTwo) {
                          "roundup_power2_divisions");
 }
 
-TEST(RoundupPower2Divisions, ListFillsBelowFirstAndGreaterFromLastNamedInclusive) {
+TEST(RoundupPower2Divisions, ListFillsBelowFirstAndGreaterAfterLastNamed) {
   // 256 MiB is interval 8, 512 MiB interval 9. The first entry also fills
-  // 0..7; '>' refills from the last named interval (9) itself, so 512 MiB
-  // ends with 8 divisions, not 2: native's quirk.
+  // 0..7; '>' fills the intervals after the last named one (10..15), so
+  // 512 MiB keeps its 2. Hand-worked from native 2.11's recorded
+  // allocator_settings for "[256:1,512:2,1024:4,>:8]" (sweep fuzz7).
   const AllocatorConfig c =
       AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]");
-  const Divisions expected = {1, 1, 1, 1, 1, 1, 1, 1, 1, 8, 8, 8, 8, 8, 8, 8};
+  const Divisions expected = {1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 8, 8, 8, 8, 8, 8};
   EXPECT_EQ(c.roundup_power2_divisions, expected);
 }
 
-TEST(RoundupPower2Divisions, GreaterAfterFirstIntervalOverwritesIt) {
-  // 1 MiB is interval 0; '>' fills from 0 inclusive, so all become 4.
-  Divisions fours;
-  fours.fill(4);
+TEST(RoundupPower2Divisions, GreaterAfterFirstIntervalKeepsIt) {
+  // 1 MiB is interval 0; '>' fills 1..15.
+  Divisions expected;
+  expected.fill(4);
+  expected[0] = 2;
   EXPECT_EQ(AllocatorConfig::parse("roundup_power2_divisions:[1:2,>:4]").roundup_power2_divisions,
-            fours);
+            expected);
+}
+
+TEST(RoundupPower2Divisions, GreaterBeforeAnyNamedIntervalLeavesIntervalZeroOff) {
+  // Nothing named yet: native's last named interval starts at 0, so '>'
+  // fills 1..15 and the first named entry then fills below itself.
+  Divisions expected;
+  expected.fill(4);
+  expected[0] = 0;
+  EXPECT_EQ(AllocatorConfig::parse("roundup_power2_divisions:[>:4]").roundup_power2_divisions,
+            expected);
+  EXPECT_EQ(AllocatorConfig::parse("roundup_power2_divisions:[>:4,8:8]").roundup_power2_divisions,
+            (Divisions{8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4}));
 }
 
 TEST(RoundupPower2Divisions, ListWithoutGreaterLeavesUpperIntervalsOff) {

@@ -92,6 +92,18 @@ TEST(MemoryLimit, FractionAllowsFloorOfFractionTimesCapacity) {
   EXPECT_EQ(h.engine.memory_limit().allowed_bytes(), 2576980377u);
 }
 
+TEST(MemoryLimit, FractionOneRemovesTheLimitAndZeroAllowsNothing) {
+  // Native 2.11 (setMemoryFraction): only a fraction below 1.0 sets a limit.
+  Harness h;
+  h.engine.set_memory_fraction(0.3);
+  h.engine.set_memory_fraction(1.0);
+  EXPECT_FALSE(h.engine.memory_limit().is_set());
+  h.engine.set_memory_fraction(0.0);
+  EXPECT_TRUE(h.engine.memory_limit().is_set());
+  EXPECT_EQ(h.engine.memory_limit().allowed_bytes(), 0u);
+  EXPECT_THROW(h.engine.malloc(512, kStreamA), OutOfMemoryError);
+}
+
 TEST(ReleaseAvailableCachedBlocks, FreesLargestOversizeBlocksUntilTheRequestIsCovered) {
   Harness h("max_split_size_mb:64");
   h.engine.set_memory_limit(450 * kMiB);

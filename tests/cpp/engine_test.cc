@@ -72,13 +72,14 @@ TEST(Rounding, WithoutDivisionsAboveOneRoundingIsToMultiplesOf512) {
 }
 
 TEST(Rounding, DivisionsFollowTheRequestsPowerOfTwoInterval) {
-  // Intervals 0..8 get 1 (off); 512 MiB and up get 8 (see config_test).
+  // Intervals 0..8 get 1 (off), 512 MiB gets 2, 1 GiB and up 8 (see
+  // config_test).
   const AllocatorConfig c = AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,>:8]");
   EXPECT_EQ(round_request_size(kMiB + 1, c), kMiB + 512);
   EXPECT_EQ(round_request_size(100 * kMiB + 1, c), 100 * kMiB + 512);
   EXPECT_EQ(round_request_size(300 * kMiB + 1, c), 300 * kMiB + 512);
-  // 600 MiB: steps of 512 / 8 = 64 MiB above 512 MiB -> 640 MiB.
-  EXPECT_EQ(round_request_size(600 * kMiB, c), 640 * kMiB);
+  // 600 MiB: steps of 512 / 2 = 256 MiB above 512 MiB -> 768 MiB.
+  EXPECT_EQ(round_request_size(600 * kMiB, c), 768 * kMiB);
   EXPECT_EQ(round_request_size(kGiB + 1, c), kGiB + 128 * kMiB);
 }
 

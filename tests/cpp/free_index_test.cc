@@ -15,6 +15,7 @@
 #include <iterator>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "allocator/free_index.h"
 #include "tests/cpp/test_env.h"
@@ -25,8 +26,14 @@ namespace {
 using TinyIndex = BasicFreeIndex<4, 4>;
 static_assert(std::bidirectional_iterator<FreeIndex::iterator>);
 
+// The reference order, written out from native's rule (BlockComparatorSize
+// in c10/cuda/CUDACachingAllocator.cpp: stream, then size, then address),
+// not from the index's own sorts_before.
+bool native_before(const FreeEntry& a, const FreeEntry& b) {
+  return std::tie(a.stream, a.size, a.address) < std::tie(b.stream, b.size, b.address);
+}
 struct ByKey {
-  bool operator()(const FreeEntry& a, const FreeEntry& b) const { return sorts_before(a, b); }
+  bool operator()(const FreeEntry& a, const FreeEntry& b) const { return native_before(a, b); }
 };
 using Reference = std::set<FreeEntry, ByKey>;
 
@@ -203,7 +210,7 @@ class Differential {
       default: e = keys_.any(); break;
     }
     e.block = keys_.block();
-    const bool fits = (!before || sorts_before(*before, e)) && (!after || sorts_before(e, *after));
+    const bool fits = (!before || native_before(*before, e)) && (!after || native_before(e, *after));
     ASSERT_EQ(index_.rekey_in_place(it, e), fits) << where();
     if (fits) {
       ref_.erase(want);

@@ -4,12 +4,16 @@
 // allocator_settings.<field> and the value.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "allocator/config.h"
 #include "allocator/errors.h"
 #include "replay/trace.h"
+#include "pickle/pickle_reader.h"
 #include "stats/snapshot.h"
 
 namespace cachealloc {
@@ -30,9 +34,23 @@ PyValue with(const PyValue& settings, const std::string& key, PyValue value) {
   return out;
 }
 
-// What native writes with no PYTORCH_CUDA_ALLOC_CONF (as the reference
-// traces in shared/traces hold it).
-PyValue native_defaults() { return allocator_settings_to_py(AllocatorConfig{}); }
+// What native 2.11 wrote with no PYTORCH_CUDA_ALLOC_CONF, copied from a
+// recording (tests/data/sweep/fuzz1.pickle.gz), not from our own writer.
+PyValue native_defaults() {
+  PyValue divisions = PyValue::dict();
+  for (int mib = 1; mib <= 32768; mib *= 2) divisions.set(std::to_string(mib), PyValue::integer(0));
+  PyValue s = PyValue::dict();
+  s.set("PYTORCH_CUDA_ALLOC_CONF", PyValue::str(""));
+  s.set("max_split_size", PyValue::integer(-1));
+  s.set("garbage_collection_threshold", PyValue::floating(0.0));
+  s.set("expandable_segments", PyValue::boolean(false));
+  s.set("pinned_num_register_threads", PyValue::integer(1));
+  s.set("release_lock_on_cudamalloc", PyValue::boolean(false));
+  s.set("pinned_use_cuda_host_register", PyValue::boolean(false));
+  s.set("graph_capture_record_stream_reuse", PyValue::boolean(false));
+  s.set("roundup_power2_divisions", std::move(divisions));
+  return s;
+}
 
 // Expects config_from_settings to throw E with every one of `parts` in the
 // message.
@@ -54,6 +72,59 @@ TEST(TraceSettings, NativeNotSetValuesReadAsDefaults) {
   EXPECT_EQ(c.max_split_size, AllocatorConfig::kUnlimitedSplit);
   EXPECT_EQ(c.garbage_collection_threshold, 0.0);
   EXPECT_EQ(c.roundup_power2_divisions, AllocatorConfig{}.roundup_power2_divisions);
+}
+
+// Every recording bundled with the project: the sweep, the reference and
+// the example traces (expandable-segment recordings aside: their conf is
+// refused until cachealloc has expandable segments).
+std::vector<std::string> bundled_traces() {
+  std::vector<std::string> out;
+  for (const std::string& dir : {std::string(CACHEALLOC_DATA_DIR) + "/sweep",
+                                std::string(CACHEALLOC_DATA_DIR) + "/traces",
+                                std::string(CACHEALLOC_SOURCE_DIR) + "/examples/traces"}) {
+    if (!std::filesystem::is_directory(dir)) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(dir))
+      if (entry.path().string().ends_with(".pickle.gz")) out.push_back(entry.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(TraceSettings, EachBundledTracesConfParsesToWhatNativeRecorded) {
+  // The recorded dict is native's own reading of the conf string, so our
+  // parser must give the same values (replay uses the recorded dict and
+  // cannot see a parsing difference).
+  const std::vector<std::string> traces = bundled_traces();
+  ASSERT_GE(traces.size(), 6u) << "the sweep recordings are missing";
+  for (const std::string& path : traces) {
+    SCOPED_TRACE(path);
+    const PyValue snap = read_pickle_file(path);
+    const PyValue* settings = snap.find("allocator_settings");
+    if (!settings) continue;  // a recording from cachealloc's plain mode
+    const PyValue* conf = settings->find("PYTORCH_CUDA_ALLOC_CONF");
+    ASSERT_NE(conf, nullptr);
+    const AllocatorConfig c = AllocatorConfig::parse(conf->as_str());
+    EXPECT_EQ(c.max_split_size_stat(), settings->at("max_split_size").as_int());
+    EXPECT_EQ(c.garbage_collection_threshold,
+              settings->at("garbage_collection_threshold").as_float());
+    EXPECT_EQ(c.expandable_segments, settings->at("expandable_segments").as_bool());
+    EXPECT_EQ(c.release_lock_on_cudamalloc, settings->at("release_lock_on_cudamalloc").as_bool());
+    EXPECT_EQ(c.pinned_use_cuda_host_register,
+              settings->at("pinned_use_cuda_host_register").as_bool());
+    EXPECT_EQ(static_cast<int64_t>(c.pinned_num_register_threads),
+              settings->at("pinned_num_register_threads").as_int());
+    if (const PyValue* reuse = settings->find("graph_capture_record_stream_reuse")) {
+      EXPECT_EQ(c.graph_capture_record_stream_reuse, reuse->as_bool());
+    }
+    const PyValue& divisions = settings->at("roundup_power2_divisions");
+    ASSERT_EQ(divisions.as_dict().size(), AllocatorConfig::kRoundupIntervals);
+    for (size_t i = 0; i < AllocatorConfig::kRoundupIntervals; ++i) {
+      const std::string mib = std::to_string(size_t{1} << i);
+      EXPECT_EQ(static_cast<int64_t>(c.roundup_power2_divisions[i]),
+                divisions.at(mib).as_int())
+          << "interval " << mib << " MiB of '" << conf->as_str() << "'";
+    }
+  }
 }
 
 TEST(TraceSettings, WrittenSettingsReadBackToTheSameConfig) {

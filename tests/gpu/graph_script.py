@@ -24,6 +24,9 @@ if mode == "cachealloc":
     import cachealloc
 
     cachealloc.install()
+    # The glue, not a quiet fallback to plain mode, on the CUDA backend.
+    assert cachealloc.mode() == "torch-extension", cachealloc.mode()
+    assert cachealloc.backend() == "cuda", cachealloc.backend()
 
 dev = torch.device("cuda")
 out = {"mode": mode}

@@ -17,6 +17,9 @@ if mode == "cachealloc":
     import cachealloc
 
     cachealloc.install()
+    # The glue, not a quiet fallback to plain mode, on the CUDA backend.
+    assert cachealloc.mode() == "torch-extension", cachealloc.mode()
+    assert cachealloc.backend() == "cuda", cachealloc.backend()
 
 MiB = 2**20
 dev = torch.device("cuda")
@@ -67,36 +70,31 @@ out["segments_after_empty_cache"] = shapes(torch.cuda.memory_snapshot())
 out["deleted_pool_segments_left"] = sum(
     1 for s in torch.cuda.memory_snapshot() if list(s["segment_pool_id"]) == pool_id)
 
-# no_split: a 2 KiB request takes a whole 2 MiB block.
-try:
-    ns = torch.cuda.MemPool(no_split=True)
-    before = torch.cuda.memory_allocated()
-    with torch.cuda.use_mem_pool(ns):
-        g = floats(2048)
-    out["no_split_allocated_delta"] = torch.cuda.memory_allocated() - before
-    del g, ns
-except TypeError as err:  # a torch without no_split
-    out["no_split_allocated_delta"] = f"TypeError: {err}"
+# no_split: a 2 KiB request takes a whole 2 MiB block. (torch 2.11 has
+# no_split and use_on_oom: a TypeError here fails the run.)
+ns = torch.cuda.MemPool(no_split=True)
+before = torch.cuda.memory_allocated()
+with torch.cuda.use_mem_pool(ns):
+    g = floats(2048)
+out["no_split_allocated_delta"] = torch.cuda.memory_allocated() - before
+del g, ns
 
 # use_on_oom: a default request the limit refuses takes the pool's cached block.
-try:
-    torch.cuda.empty_cache()
-    total = torch.cuda.get_device_properties(0).total_memory
-    oom_pool = torch.cuda.MemPool(use_on_oom=True)
-    with torch.cuda.use_mem_pool(oom_pool):
-        h = floats(8 * MiB)  # the pool's 20 MiB segment
-    del h
-    torch.cuda.set_per_process_memory_fraction(
-        (torch.cuda.memory_reserved() + 20 * MiB + MiB // 2) / total)
-    k = floats(8 * MiB)      # a default 20 MiB segment: at the limit
-    m = floats(16 * MiB)     # no room for 16 MiB more: the pool's block
-    out["use_on_oom_block_in_pool"] = pool_of(m) == list(oom_pool.id)
-    out["use_on_oom_stats"] = {key: torch.cuda.memory_stats()[key] for key in (
-        "num_alloc_retries", "num_device_free", "num_ooms", "segment.all.current")}
-    del k, m, oom_pool
-    torch.cuda.set_per_process_memory_fraction(1.0)
-except TypeError as err:
-    out["use_on_oom_block_in_pool"] = f"TypeError: {err}"
+torch.cuda.empty_cache()
+total = torch.cuda.get_device_properties(0).total_memory
+oom_pool = torch.cuda.MemPool(use_on_oom=True)
+with torch.cuda.use_mem_pool(oom_pool):
+    h = floats(8 * MiB)  # the pool's 20 MiB segment
+del h
+torch.cuda.set_per_process_memory_fraction(
+    (torch.cuda.memory_reserved() + 20 * MiB + MiB // 2) / total)
+k = floats(8 * MiB)      # a default 20 MiB segment: at the limit
+m = floats(16 * MiB)     # no room for 16 MiB more: the pool's block
+out["use_on_oom_block_in_pool"] = pool_of(m) == list(oom_pool.id)
+out["use_on_oom_stats"] = {key: torch.cuda.memory_stats()[key] for key in (
+    "num_alloc_retries", "num_device_free", "num_ooms", "segment.all.current")}
+del k, m, oom_pool
+torch.cuda.set_per_process_memory_fraction(1.0)
 
 del a, e, f
 torch.cuda.empty_cache()

@@ -46,6 +46,13 @@ def main():
         import cachealloc as mem
 
         mem.install(conf=args.conf, backend=args.backend, torch_glue=not args.plain)
+        # What this run claims to test: the glue unless --plain (no quiet
+        # fallback to plain mode), on the backend asked for.
+        want_mode = "plain" if args.plain else "torch-extension"
+        assert mem.mode() == want_mode, (mem.mode(), want_mode)
+        want_backend = args.backend or ("async" if "cudaMallocAsync" in (args.conf or "")
+                                        else "cuda")
+        assert mem.backend() == want_backend, (mem.backend(), want_backend)
         if mem.mode() == "torch-extension":  # PyTorch's own API, unchanged
             stats, snap = torch.cuda.memory_stats, torch.cuda.memory._snapshot
         else:

@@ -88,6 +88,8 @@ def test_layer_peaks_are_consistent_with_the_step_peak(plain):
     # The glue mode's run installs the glue, compiling it for the running
     # torch when no prebuilt one fits (torch_glue.py).
     out = run_mode(plain)
+    # The mode this case claims: glue never quietly falls back to plain.
+    assert out["mode"] == ("plain" if plain else "torch-extension"), out["mode"]
     by_name = {r["name"]: r for r in out["results"]}
     assert all(r["exact"] for r in out["results"])
     layers = [by_name[f"layer{i}"] for i in range(LAYERS)]

@@ -609,7 +609,11 @@ def test_install_again_with_another_config_is_refused_not_ignored(ca, monkeypatc
 
 def test_uninitialized_device_error_names_the_cause():
     r = _py("import cachealloc as ca\nca.memory_stats(0)")
-    assert "-1 devices" not in r.stderr, r.stderr
+    # Without a GPU, initializing on the CUDA backend fails, and the error
+    # says so (not "device 0 out of range (-1 devices)").
+    if r.returncode == 0:
+        pytest.skip("cachealloc initializes on this machine (a CUDA device is present)")
+    assert "CacheallocError: backend 'cuda': no CUDA device is available" in r.stderr, r.stderr
 
 
 def test_device_index_before_init_reports_what_memory_stats_reports():

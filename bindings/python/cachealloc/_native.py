@@ -96,6 +96,8 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_backend_name": (c_char_p, []),
         "cachealloc_config_info": (c_int, [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_double),
                                            ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(c_char_p)]),
+        "cachealloc_set_allocator_settings": (c_int, [c_char_p]),
+        "cachealloc_check_allocator_settings": (c_int, [c_char_p]),
         "cachealloc_last_error": (c_char_p, []),
         "cachealloc_device_count": (c_int, []),
         "cachealloc_stat_count": (c_int, []),

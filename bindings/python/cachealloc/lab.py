@@ -121,7 +121,7 @@ def min_memory(trace_path, confs: Sequence[str], *,
 
 
 # memory_stats counters that a trace cannot always show, each with why.
-# Both may differ by at most one per empty_cache() call of the recorded run.
+# stats_mismatches checks them by the exact relation the trace implies.
 UNOBSERVABLE_COUNTERS = {
     # An empty_cache() that frees nothing counts a synchronization of all
     # streams and leaves no event.
@@ -133,23 +133,37 @@ UNOBSERVABLE_COUNTERS = {
 }
 
 
-def stats_mismatches(recorded: dict, replayed: dict, empty_cache_calls: int = 0) -> dict:
+def stats_mismatches(recorded: dict, replayed: dict, empty_cache_calls: int = 0,
+                     inferred_empty_cache_calls: int = 0) -> dict:
     """Keys of a recorded run's memory_stats that a replay of its trace got
     wrong: {key: (replayed, recorded)}.
 
-    Every key must be equal, except the UNOBSERVABLE_COUNTERS, which may
-    differ by up to `empty_cache_calls` (how many times the recorded run
-    called empty_cache(); the recorder knows, the trace does not): the
-    replayed num_sync_all_streams may be that much lower, and
-    num_alloc_retries that much off either way."""
+    Every key must be equal, except the UNOBSERVABLE_COUNTERS, which must
+    differ exactly as the trace's blind spots explain. The recorded run
+    called empty_cache() `empty_cache_calls` times (the recorder knows); the
+    replay took `inferred_empty_cache_calls` runs of events for such calls
+    (its JSON's "empty_cache_calls"). Each call syncs all streams once. A
+    call that freed nothing left no event: the replay misses its sync. A
+    call the replay took for the next request's OOM retry (or a retry it
+    took for a call) moves one from calls to num_alloc_retries. So, exactly:
+        recorded syncs - replayed syncs  >= 0  (the calls that left no event)
+        (recorded syncs - replayed syncs) + (replayed retries - recorded
+        retries) == empty_cache_calls - inferred_empty_cache_calls.
+    Otherwise both counters are reported."""
     out = {}
     for key, want in recorded.items():
         got = replayed.get(key)
-        if got == want:
-            continue
-        if key == "num_sync_all_streams" and got is not None and 0 <= want - got <= empty_cache_calls:
-            continue
-        if key == "num_alloc_retries" and got is not None and abs(want - got) <= empty_cache_calls:
-            continue
-        out[key] = (got, want)
+        if got != want and key not in UNOBSERVABLE_COUNTERS:
+            out[key] = (got, want)
+    sync, retry = "num_sync_all_streams", "num_alloc_retries"
+    if sync in recorded or retry in recorded:
+        got_s, want_s = replayed.get(sync), recorded.get(sync)
+        got_r, want_r = replayed.get(retry), recorded.get(retry)
+        explained = (None not in (got_s, want_s, got_r, want_r) and want_s - got_s >= 0 and
+                     (want_s - got_s) + (got_r - want_r) ==
+                     empty_cache_calls - inferred_empty_cache_calls)
+        if not explained:
+            for key in (sync, retry):
+                if key in recorded:
+                    out[key] = (replayed.get(key), recorded[key])
     return out

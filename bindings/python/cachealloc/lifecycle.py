@@ -8,6 +8,7 @@ from typing import Optional
 from . import sharing
 from . import torch_glue as torch_glue_module
 from ._native import check, lib, library_path
+from .torch_settings import install_settings_hook
 
 _mode = "not installed"
 _pluggable = None  # keeps PyTorch's allocator object (or the loaded glue) alive
@@ -116,6 +117,8 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
         sharing.refuse_cuda_ipc(sharing.PLAIN_MODE_MESSAGE, refuse_pickling=True)
     elif backend() == "async":
         sharing.refuse_cuda_ipc(sharing.ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
+    # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
+    install_settings_hook()
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
