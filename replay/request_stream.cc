@@ -57,7 +57,8 @@ bool Extractor::request_could_release(size_t first, size_t request,
   if (r.action == RecordedAction::kOom) return true;  // OOM always ran the retry path
   bool missed_cache = false;
   for (size_t k = first; k < request; ++k)
-    missed_cache |= events_[k].action == RecordedAction::kSegmentAlloc;
+    missed_cache |= events_[k].action == RecordedAction::kSegmentAlloc ||
+                    events_[k].action == RecordedAction::kSegmentMap;
   if (!missed_cache) return false;
   const std::optional<size_t>& limit = options_.recorded_limit;
   if (config_.garbage_collection_threshold > 0.0) {
@@ -115,8 +116,10 @@ RequestStream Extractor::run() {
     const size_t reserved_before = reserved;
     for (size_t k = i; k < j; ++k) {
       const RecordedEvent& e = events_[k];
-      if (e.action == RecordedAction::kSegmentAlloc) reserved += e.size;
-      else if (e.action == RecordedAction::kSegmentFree) reserved -= std::min(reserved, e.size);
+      if (e.action == RecordedAction::kSegmentAlloc || e.action == RecordedAction::kSegmentMap)
+        reserved += e.size;
+      else if (is_segment_release(e))
+        reserved -= std::min(reserved, e.size);
     }
     // Deferred frees the trace completes before this request.
     for (size_t k = i; k < j; ++k) {
@@ -181,6 +184,8 @@ RequestStream Extractor::run() {
       case RecordedAction::kFreeCompleted:
       case RecordedAction::kSegmentAlloc:
       case RecordedAction::kSegmentFree:
+      case RecordedAction::kSegmentMap:
+      case RecordedAction::kSegmentUnmap:
         break;  // side effects never reach here
     }
     i = consumed_to;

@@ -18,8 +18,10 @@ class LabCounters : public EngineObserver {
  public:
   void on_event(const EngineEvent& e) override {
     switch (e.kind) {
-      case EngineEventKind::kSegmentAlloc: ++device_allocs; break;
-      case EngineEventKind::kSegmentFree: ++device_frees; break;
+      case EngineEventKind::kSegmentAlloc:
+      case EngineEventKind::kSegmentMap: ++device_allocs; break;
+      case EngineEventKind::kSegmentFree:
+      case EngineEventKind::kSegmentUnmap: ++device_frees; break;
       case EngineEventKind::kAllocRetry: ++retries; break;
       case EngineEventKind::kOom: ++ooms; break;
       default: break;
