@@ -20,7 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "allocator/device_allocator.h"
 #include "replay/replay_device.h"
-#include "replay/replayer.h"
+#include "replay/replay_options.h"
 #include "replay/trace.h"
 #include "replay/trace_runs.h"
 #include "stats/device_stats.h"

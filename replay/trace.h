@@ -11,7 +11,7 @@
 #include "allocator/call_context.h"
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 

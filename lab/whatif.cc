@@ -1,4 +1,4 @@
-#include "replay/whatif.h"
+#include "lab/whatif.h"
 
 #include <algorithm>
 #include <chrono>
@@ -6,7 +6,7 @@
 
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
-#include "allocator/expandable_allocator.h"
+#include "lab/expandable_allocator.h"
 #include "stats/history.h"
 #include "stats/snapshot.h"
 

@@ -5,7 +5,7 @@
 //   ""                                 native defaults
 //   "max_split_size_mb:128,..."        PYTORCH_CUDA_ALLOC_CONF syntax
 //   "policy:expandable[,options...]"   expandable segments (lab only,
-//                                      allocator/expandable_allocator.h)
+//                                      lab/expandable_allocator.h)
 //   "policy:native[,options...]"       the native engine, said explicitly
 //
 // "policy" is the lab's own key: AllocatorConfig::parse never sees it, so

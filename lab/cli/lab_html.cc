@@ -1,4 +1,4 @@
-#include "tools/lab_html.h"
+#include "lab/cli/lab_html.h"
 
 #include <algorithm>
 #include <cmath>

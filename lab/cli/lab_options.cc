@@ -1,8 +1,8 @@
-#include "tools/lab_options.h"
+#include "lab/cli/lab_options.h"
 
 #include <iostream>
 
-#include "tools/lab_args.h"
+#include "lab/cli/lab_args.h"
 
 namespace cachealloc {
 

@@ -1,6 +1,6 @@
 // The allocation and free paths of ExpandableSegmentsAllocator. Comments
 // name the PyTorch function each piece mirrors (expandable_segments:True).
-#include "allocator/expandable_allocator.h"
+#include "lab/expandable_allocator.h"
 
 #include <algorithm>
 #include <iterator>

@@ -1,4 +1,4 @@
-#include "replay/request_stream.h"
+#include "lab/request_stream.h"
 
 #include <limits>
 #include <string>

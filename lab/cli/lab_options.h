@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/lab_input.h"
+#include "lab/cli/lab_input.h"
 
 namespace cachealloc {
 

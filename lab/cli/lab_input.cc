@@ -1,13 +1,13 @@
-#include "tools/lab_input.h"
+#include "lab/cli/lab_input.h"
 
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 
 #include "allocator/errors.h"
+#include "lab/cli/lab_args.h"
+#include "pickle/pickle_reader.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
-#include "tools/lab_args.h"
 
 namespace cachealloc {
 namespace {

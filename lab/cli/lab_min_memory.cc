@@ -1,16 +1,16 @@
 // cachealloc min-memory: the smallest memory limit at which a trace's
-// requests run without OOM, per configuration (replay/min_memory.h).
+// requests run without OOM, per configuration (lab/min_memory.h).
 #include <cstdio>
 #include <iostream>
 #include <string>
 #include <vector>
 
-#include "replay/lab_config.h"
-#include "replay/min_memory.h"
-#include "tools/json_out.h"
-#include "tools/lab_commands.h"
-#include "tools/lab_input.h"
-#include "tools/lab_options.h"
+#include "lab/cli/json_out.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/lab_input.h"
+#include "lab/cli/lab_options.h"
+#include "lab/lab_config.h"
+#include "lab/min_memory.h"
 
 namespace cachealloc {
 namespace {

@@ -21,7 +21,7 @@
 
 #include <string>
 
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 

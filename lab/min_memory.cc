@@ -1,10 +1,10 @@
-#include "replay/min_memory.h"
+#include "lab/min_memory.h"
 
 #include <chrono>
 #include <stdexcept>
 #include <string>
 
-#include "replay/whatif.h"
+#include "lab/whatif.h"
 
 namespace cachealloc {
 namespace {

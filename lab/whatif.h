@@ -18,10 +18,10 @@
 #include <optional>
 #include <vector>
 
-#include "replay/lab_config.h"
-#include "replay/request_stream.h"
-#include "replay/whatif_device.h"
-#include "stats/py_value.h"
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif_device.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 

@@ -10,16 +10,16 @@
 #include <vector>
 
 #include "allocator/errors.h"
-#include "replay/lab_config.h"
-#include "replay/whatif.h"
-#include "stats/pickle_writer.h"
-#include "tools/json_out.h"
-#include "tools/lab_args.h"
-#include "tools/lab_commands.h"
-#include "tools/lab_html.h"
-#include "tools/lab_input.h"
-#include "tools/lab_options.h"
-#include "tools/output_file.h"
+#include "lab/cli/json_out.h"
+#include "lab/cli/lab_args.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/lab_html.h"
+#include "lab/cli/lab_input.h"
+#include "lab/cli/lab_options.h"
+#include "lab/cli/output_file.h"
+#include "lab/lab_config.h"
+#include "lab/whatif.h"
+#include "pickle/pickle_writer.h"
 
 namespace cachealloc {
 namespace {

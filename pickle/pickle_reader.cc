@@ -1,4 +1,4 @@
-#include "stats/pickle_reader.h"
+#include "pickle/pickle_reader.h"
 
 #include <zlib.h>
 

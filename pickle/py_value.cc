@@ -1,4 +1,4 @@
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 #include <string>
 #include <utility>

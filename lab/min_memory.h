@@ -16,9 +16,9 @@
 #include <cstddef>
 #include <functional>
 
-#include "replay/lab_config.h"
-#include "replay/request_stream.h"
-#include "replay/whatif_device.h"
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif_device.h"
 
 namespace cachealloc {
 

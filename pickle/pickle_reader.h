@@ -37,7 +37,7 @@
 #include <string>
 #include <string_view>
 
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 

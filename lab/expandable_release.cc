@@ -5,10 +5,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
-#include "allocator/expandable_allocator.h"
 #include "allocator/segment_views.h"
 #include "allocator/size_policy.h"
 #include "allocator/stream_event_queues.h"
+#include "lab/expandable_allocator.h"
 
 namespace cachealloc {
 

@@ -1,4 +1,4 @@
-#include "stats/pickle_writer.h"
+#include "pickle/pickle_writer.h"
 
 #include <algorithm>
 #include <bit>

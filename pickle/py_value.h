@@ -34,7 +34,7 @@ class PyValueError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Raised by the pickle reader and writer (stats/pickle_*.h) on malformed,
+// Raised by the pickle reader and writer (pickle/pickle_*.h) on malformed,
 // hostile or unrepresentable data; the message names the problem and, when
 // reading, the byte offset. Declared here so both sides share one type.
 class PickleError : public std::runtime_error {

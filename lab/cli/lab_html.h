@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "replay/whatif.h"
-#include "tools/lab_input.h"
+#include "lab/cli/lab_input.h"
+#include "lab/whatif.h"
 
 namespace cachealloc {
 

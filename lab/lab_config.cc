@@ -1,4 +1,4 @@
-#include "replay/lab_config.h"
+#include "lab/lab_config.h"
 
 #include <vector>
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "replay/request_stream.h"
+#include "lab/request_stream.h"
 
 namespace cachealloc {
 

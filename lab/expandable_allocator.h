@@ -38,7 +38,7 @@
 // Snapshots and stats see each mapping as a segment_alloc of the mapped
 // range and each unmapping as a segment_free (TraceAction has no map kinds).
 //
-// Not thread-safe. Not used by the plugin or the C API: only replay/ links it.
+// Not thread-safe. Not used by the plugin or the C API: only the lab (lab/) uses it.
 // Costs: malloc/free O(log n) on a cache hit; a miss also scans the
 // stream's unmapped ranges (few: one per hole) and maps pages one by one.
 #pragma once

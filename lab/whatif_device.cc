@@ -1,4 +1,4 @@
-#include "replay/whatif_device.h"
+#include "lab/whatif_device.h"
 
 #include <algorithm>
 #include <string>
