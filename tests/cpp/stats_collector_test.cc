@@ -61,6 +61,10 @@ struct Model {
         up(s.segment, p, 1, false); up(s.reserved_bytes, p, size, false);
         if (e.oversize) s.oversize_segments.decrease(1);
         break;
+      case EventKind::kSegmentMap:  // reserved bytes and device calls, not segments
+        up(s.reserved_bytes, p, size, true); ++s.num_device_alloc; break;
+      case EventKind::kSegmentUnmap:
+        ++s.num_device_free; up(s.reserved_bytes, p, size, false); break;
       case EventKind::kOom: ++s.num_ooms; break;
       case EventKind::kAllocRetry: ++s.num_alloc_retries; break;
       case EventKind::kSyncAllStreams: ++s.num_sync_all_streams; break;
@@ -78,8 +82,8 @@ TEST(StatsCollector, MatchesNativeStyleDeviceStatsOnRandomEvents) {
   static constexpr EventKind kinds[] = {
       EventKind::kAlloc, EventKind::kFree, EventKind::kFreeRequested,
       EventKind::kFreeCompleted, EventKind::kSegmentAlloc,
-      EventKind::kSegmentFree, EventKind::kOom, EventKind::kAllocRetry,
-      EventKind::kSyncAllStreams};
+      EventKind::kSegmentFree, EventKind::kSegmentMap, EventKind::kSegmentUnmap,
+      EventKind::kOom, EventKind::kAllocRetry, EventKind::kSyncAllStreams};
   for (int step = 0; step < 200000; ++step) {
     const unsigned pick = rng() % 1000;
     if (pick == 0) { c.reset_peak(); m.s.reset_peak(); }
