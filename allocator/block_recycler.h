@@ -3,7 +3,8 @@
 // merge on a free); recycling them keeps those steps off the heap.
 //
 // Invariant (check()): every spare Block is in the spare state:
-//     !allocated, event_count == 0, stream_uses empty, both contexts null;
+//     !allocated, !expandable, event_count == 0, stream_uses empty, both
+//     contexts null;
 // its placement fields (address, size, requested_size, stream, pool, prev,
 // next, gc_count_base) are stale. At most kMaxSpareBlocks are kept; the
 // recycler owns them and deletes them when it goes.
@@ -76,7 +77,7 @@ class BlockRecycler {
   // spare state.
   void check() const {
     for (const Block* b : spares_)
-      if (b->allocated || b->event_count != 0 || !b->stream_uses.empty() ||
+      if (b->allocated || b->expandable || b->event_count != 0 || !b->stream_uses.empty() ||
           b->context_when_allocated || b->context_when_segment_allocated)
         block_invariant_broken("spare block is not in the spare state", b);
   }

@@ -22,13 +22,19 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
       config_(config),
       power2_divisions_(has_power2_divisions(config_)),
       backend_(backend) {
+  set_expandable_segments(config_.expandable_segments);
   if (config_.per_process_memory_fraction >= 0.0)
     set_memory_fraction(config_.per_process_memory_fraction);
 }
 
 void DeviceCachingAllocator::apply_config(const AllocatorConfig& config) {
+  // expandable_segments at run time changes where new memory is mapped and,
+  // when turned off, whether free expandable blocks are reused (native reads
+  // the setting at each request).
+  const bool expandable_changed = config.expandable_segments != config_.expandable_segments;
   config_ = config;
   power2_divisions_ = has_power2_divisions(config_);
+  if (expandable_changed) set_expandable_segments(config_.expandable_segments);
 }
 
 DeviceCachingAllocator::~DeviceCachingAllocator() {
@@ -57,6 +63,36 @@ void DeviceCachingAllocator::refuse_size(size_t size) {
                           std::to_string(kMaxRequestSize) + " bytes)");
 }
 
+// native: malloc, out of line: with events to poll or expandable segments.
+Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
+                                           const ContextPtr& ctx) {
+  // Native leaves cross-stream frees pending while a private pool is routed
+  // to (a CUDA graph may be capturing: no event may be queried then).
+  if ((malloc_slow_ & kStreamWork) && !routing_) process_events(ctx);
+  const size_t size = rounded_request(orig_size);
+  BlockPool& pool = pool_for(size, stream);
+  if (gc_active()) pool.count_search();
+  BlockPool::iterator slot = expandable_.empty() ? find_free_block(pool, stream, size)
+                                                 : find_free_block_expandable(pool, stream, size);
+  Block* block;
+  if (!BlockPool::is_end(slot)) {
+    block = slot->block;
+  } else {
+    block = reserve_segment(pool, stream, size, orig_size, ctx);
+    slot = pool.end();
+  }
+  return alloc_found_block(pool, block, slot, size, orig_size, ctx, SplitChoice::kByRule,
+                           /*expandable_aware=*/true);
+}
+
+void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
+  if (!block->stream_uses.empty()) {
+    free_used_elsewhere(block, ctx);
+    return;
+  }
+  cache_freed_block(block, ctx, EventKind::kFree, /*expandable_aware=*/true);
+}
+
 // native: malloc after get_free_block found nothing.
 Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream, size_t size,
                                                size_t orig_size, const ContextPtr& ctx) {
@@ -81,7 +117,8 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
   const size_t size = rounded_request(orig_size);
   // Lookups do not change the pool; pool_for just has no const overload.
   BlockPool& pool = const_cast<DeviceCachingAllocator&>(*this).pool_for(size);
-  return !BlockPool::is_end(find_free_block(pool, stream, size));
+  return !BlockPool::is_end(expandable_.empty() ? find_free_block(pool, stream, size)
+                                                : find_free_block_expandable(pool, stream, size));
 }
 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {
@@ -97,7 +134,7 @@ bool DeviceCachingAllocator::would_collect_garbage() const {
   return reserved_bytes_ > threshold;
 }
 
-// native: alloc_block (non-expandable path)
+// native: alloc_block
 bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
                                          const ContextPtr& ctx) {
   if (is_retry) {
@@ -105,7 +142,17 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
     emit(e);
   }
   const size_t size = r.alloc_size;
+  // Native checks the limit with the whole-segment size even when it then
+  // maps pages into an expandable segment (which may map more or less).
   if (limit_.refuses(reserved_bytes_, size)) return false;
+  // A pool whose segments come from another allocator (MemPool(allocator=))
+  // takes them from it even with expandable segments on, as native 2.11
+  // does for such an "active" pool; every other pool maps pages.
+  const PrivatePool* owner = r.pool->owner();
+  if (expandable_on_ && !(owner && owner->segment_source)) {
+    r.block = try_allocate_expandable_block(r, ctx);
+    return r.block != nullptr;
+  }
   // Host memory first: a std::bad_alloc here leaves nothing reserved on the
   // device. After the device call nothing below may throw.
   Block* b = recycler_.take();  // a spare's placement fields are stale: set all
@@ -158,7 +205,7 @@ void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
 
 // native: free_block, for a block whose stream events have completed.
 void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  cache_freed_block(block, ctx, EventKind::kFreeCompleted);
+  cache_freed_block(block, ctx, EventKind::kFreeCompleted, /*expandable_aware=*/true);
 }
 
 void DeviceCachingAllocator::set_memory_fraction(double fraction) {
@@ -193,6 +240,13 @@ size_t DeviceCachingAllocator::largest_cached_block() const {
 
 uintptr_t DeviceCachingAllocator::base_allocation(const Block* block,
                                                   size_t* segment_bytes) const {
+  // Native's getBaseAllocation refuses these (their memory cannot be shared
+  // by a cudaIpcMemHandle); the message is native's advice.
+  if (block->expandable)
+    throw InvalidPointerError(
+        "Tensors allocated with expandable_segments:True cannot be shared between processes. "
+        "Consider using expandable_segments:False in data loading workers via "
+        "torch.cuda.memory._set_allocator_settings('expandable_segments:False')");
   while (block->prev) block = block->prev;
   const uintptr_t base = block->address;
   if (segment_bytes) {

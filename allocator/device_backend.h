@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "allocator/errors.h"
+
 namespace cachealloc {
 
 // An opaque stream handle (a cudaStream_t's value); 0 is the default stream.
@@ -49,6 +51,47 @@ class DeviceBackend : public SegmentSource {
   virtual void synchronize_event(EventId event) = 0;
   // Returns the event to the backend (after it completed).
   virtual void destroy_event(EventId event) = 0;
+
+  // Expandable segments (native's ExpandableSegment): one reserved virtual
+  // range per segment, grown and shrunk by whole pages. Page sizes are
+  // native's: 2 MiB for the small pool, 20 MiB for the large pool. A backend
+  // without virtual memory management keeps the defaults, which throw.
+
+  // Reserves `bytes` of virtual address space on `device` (no physical
+  // memory), aligned to `alignment` bytes. Returns the base address. Throws
+  // BackendError on failure.
+  virtual uintptr_t reserve_address_range(int device, size_t bytes, size_t alignment) {
+    (void)device, (void)bytes, (void)alignment;
+    throw_no_expandable();
+  }
+  // Returns a range obtained from reserve_address_range (all its pages
+  // unmapped first). Throws BackendError.
+  virtual void release_address_range(int device, uintptr_t base, size_t bytes) {
+    (void)device, (void)base, (void)bytes;
+    throw_no_expandable();
+  }
+  // Creates and maps physical pages of `page_bytes` each over
+  // [address, address + bytes) (bytes is a multiple of page_bytes; the range
+  // lies in a reserved range and is unmapped), and makes them accessible from
+  // `device` and its peers. Returns false, with nothing from this call left
+  // mapped or created, when the device has no room for all of them (native
+  // then takes its OOM path). Throws BackendError for any other failure.
+  virtual bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream) {
+    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)stream;
+    throw_no_expandable();
+  }
+  // Waits for the work queued on `stream` (native synchronizes before
+  // unmapping), then unmaps and releases the pages over
+  // [address, address + bytes) (whole pages, all mapped). Throws BackendError.
+  virtual void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream) {
+    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)stream;
+    throw_no_expandable();
+  }
+
+ private:
+  [[noreturn]] static void throw_no_expandable() {
+    throw BackendError("cachealloc: this device backend does not support expandable segments");
+  }
 };
 
 }  // namespace cachealloc

@@ -1,8 +1,8 @@
-// What every allocation policy (DeviceCachingAllocator, the lab's
-// expandable policy) tells its observers, built in one place: events about
-// a block or a segment, and what a request that cannot be served reports
-// (native's "oom" event, then OutOfMemoryError with the numbers its message
-// needs; only on the failure path).
+// What the engine tells its observers, built in one place: events about a
+// block, a segment or an expandable segment's mapped pages, and what a
+// request that cannot be served reports (native's "oom" event, then
+// OutOfMemoryError with the numbers its message needs; only on the failure
+// path).
 #pragma once
 
 #include <cstddef>
@@ -40,8 +40,9 @@ CACHEALLOC_HOT_INLINE EngineEvent block_event(EventKind kind, const Block* block
   return e;
 }
 
-// An event about `bytes` of device memory at `address` (kSegmentAlloc,
-// kSegmentFree: a segment, or the lab's mapped range) held for `stream`.
+// An event about `bytes` of device memory at `address` held for `stream`:
+// a segment (kSegmentAlloc, kSegmentFree) or an expandable segment's pages
+// (kSegmentMap, kSegmentUnmap).
 inline EngineEvent segment_event(EventKind kind, PoolKind pool, StreamId stream,
                                  uintptr_t address, size_t bytes, size_t max_split_size,
                                  const ContextPtr* context) {

@@ -12,6 +12,8 @@ const char* action_name(EventKind a) {
     case EventKind::kOom: return "oom";
     case EventKind::kSnapshot: return "snapshot";
     case EventKind::kUserDefined: return "user_defined";
+    case EventKind::kSegmentMap: return "segment_map";
+    case EventKind::kSegmentUnmap: return "segment_unmap";
     case EventKind::kFree:
     case EventKind::kAllocRetry:
     case EventKind::kSyncAllStreams: break;  // never traced

@@ -13,9 +13,7 @@
 namespace cachealloc {
 
 std::vector<SegmentView> DeviceCachingAllocator::segments() const {
-  // A segment's blocks all belong to its view.
-  return segment_views(device_, {segment_heads_.begin(), segment_heads_.end()},
-                       [](const Block*) { return true; });
+  return segment_views(device_, {segment_heads_.begin(), segment_heads_.end()});
 }
 
 void block_invariant_broken(const std::string& what, const Block* b) {
@@ -46,8 +44,18 @@ void DeviceCachingAllocator::check_invariants() const {
     const Block* head = s.blocks.front();
     if (s.address < previous_end) block_invariant_broken("segments overlap", head);
     if (const PrivatePool* owner = head->pool->owner()) ++segments_of[owner];
+    if (s.is_expandable) {
+      // A mapped range of an expandable segment: its head starts a range.
+      const ExpandableSegment* seg = segment_of(s.address);
+      if (!seg) block_invariant_broken("expandable block outside every expandable segment", head);
+      const auto range = seg->ranges().find(s.address);
+      if (range == seg->ranges().end() || range->second.head != head)
+        block_invariant_broken("expandable segment head does not start a mapped range", head);
+    }
     size_t segment_bytes = 0;
     for (const Block* b : s.blocks) {
+      if (b->expandable != s.is_expandable)
+        block_invariant_broken("a segment mixes expandable and other blocks", b);
       if (b->size == 0 || b->size % kMinBlockSize != 0)
         block_invariant_broken("block size is not a positive multiple of 512", b);
       if (b->stream != head->stream || b->pool != head->pool)
@@ -75,6 +83,27 @@ void DeviceCachingAllocator::check_invariants() const {
     reserved += segment_bytes;
     previous_end = s.address + segment_bytes;
   }
+  // Expandable segments: ordered, disjoint, each well formed, every range
+  // listed among the segments (so counted in `reserved` above).
+  size_t ranges = 0;
+  uintptr_t previous_segment_end = 0;
+  for (const auto& seg : expandable_) {
+    if (seg->base() < previous_segment_end)
+      throw InvariantViolation("expandable segments overlap or are out of order");
+    previous_segment_end = seg->end();
+    if (std::string broken = seg->check(); !broken.empty())
+      throw InvariantViolation("invariant broken: " + broken);
+    for (const auto& [start, range] : seg->ranges())
+      if (!segment_heads_.contains(range.head))
+        block_invariant_broken("expandable range's head is not a segment head", range.head);
+    ranges += seg->ranges().size();
+  }
+  size_t expandable_views = 0;
+  for (const Block* head : segment_heads_) expandable_views += head->expandable;
+  if (expandable_views != ranges)
+    throw InvariantViolation("expandable segment heads differ from the mapped ranges");
+  if (((malloc_slow_ & kExpandableBlocks) != 0) != (expandable_on_ || !expandable_.empty()))
+    throw InvariantViolation("expandable flag disagrees with the setting and the segments");
   if (reserved != reserved_bytes_)
     throw InvariantViolation("reserved bytes " + std::to_string(reserved_bytes_) +
                              " differ from the segments' total " +
@@ -84,7 +113,7 @@ void DeviceCachingAllocator::check_invariants() const {
   pools_.check_segment_counts(segments_of);
   recycler_.check();
   events_.check(waiting, busy);
-  if (stream_work_ != events_.has_work())
+  if (((malloc_slow_ & kStreamWork) != 0) != events_.has_work())
     throw InvariantViolation("stream work flag disagrees with the event queues");
   if (routing_ != pools_.routing())
     throw InvariantViolation("routing flag disagrees with the routes");

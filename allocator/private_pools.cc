@@ -36,7 +36,9 @@ void PrivatePools::create_or_incref(PoolId id, std::shared_ptr<SegmentSource> so
   refuse_default(id, "create_or_incref_pool");
   auto it = pools_.find(id);
   if (it == pools_.end()) {
-    pools_.emplace(id, std::make_unique<PrivatePool>(id, std::move(source)));  // use count 1
+    auto pool = std::make_unique<PrivatePool>(id, std::move(source));  // use count 1
+    pool->large.set_expandable_split(expandable_split_);
+    pools_.emplace(id, std::move(pool));
     return;
   }
   PrivatePool& pool = *it->second;
@@ -95,6 +97,11 @@ void PrivatePools::set_no_split(PoolId id) {
   PrivatePool& pool = named(id, "set_no_split");
   pool.large.set_no_split();
   pool.small.set_no_split();
+}
+
+void PrivatePools::set_expandable_split(bool on) {
+  expandable_split_ = on;
+  for (auto& [id, pool] : pools_) pool->large.set_expandable_split(on);
 }
 
 void PrivatePools::check() const {

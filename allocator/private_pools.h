@@ -53,6 +53,9 @@ class PrivatePools {
   void release(PoolId id);
   void set_use_on_oom(PoolId id, bool use_on_oom);
   void set_no_split(PoolId id);
+  // expandable_segments on or off: every pool's large half, and those of
+  // pools created later, split as expandable blocks do (block_pool.h).
+  void set_expandable_split(bool on);
 
   bool contains(PoolId id) const { return pools_.contains(id); }
   // The pool named `id`; throws (naming `what`, the caller's operation) for
@@ -82,9 +85,10 @@ class PrivatePools {
   // native: release_cached_blocks' private pool part. With the default id:
   // every freeable pool, in the order they became freeable; with a pool's
   // id: that pool, if freeable. Calls release(PrivatePool&) on each, then
-  // erases it if it holds no segment and no route points at it.
-  template <typename Release>
-  void release_freeable(PoolId id, Release release) {
+  // erases it if it holds no segment and no route points at it, calling
+  // before_erase(PrivatePool&) first.
+  template <typename Release, typename BeforeErase>
+  void release_freeable(PoolId id, Release release, BeforeErase before_erase) {
     for (size_t i = 0; i < freeable_.size();) {
       PrivatePool* pool = freeable_[i];
       if (!id.is_default() && pool->id != id) {
@@ -100,6 +104,7 @@ class PrivatePools {
       const bool routed = std::any_of(routes_.begin(), routes_.end(),
                                       [&](const auto& route) { return route.first == pool; });
       if (pool->segment_count == 0 && !routed) {
+        before_erase(*pool);
         const PoolId erased = pool->id;
         freeable_.erase(freeable_.begin() + static_cast<std::ptrdiff_t>(i));
         pools_.erase(erased);  // destroys *pool
@@ -135,6 +140,8 @@ class PrivatePools {
   std::vector<std::pair<PrivatePool*, PoolFilter>> routes_;
   // use_on_oom pools, in the order they were marked.
   std::vector<PoolId> use_on_oom_;
+  // The expandable_segments setting, for the large halves of new pools.
+  bool expandable_split_ = false;
 };
 
 }  // namespace cachealloc

@@ -37,7 +37,7 @@ void DeviceCachingAllocator::free_used_elsewhere(Block* block, const ContextPtr&
   emit(e);
   if (routing_) {
     events_.defer(block);
-    stream_work_ = true;
+    malloc_slow_ |= kStreamWork;
     return;
   }
   events_.forget_route_uses(block);  // noted during a route that has ended

@@ -11,7 +11,7 @@
 //   - route_uses_ has entries only for blocks in use (allocated, or freed
 //     and waiting), each with at least one stream.
 // The engine keeps one byte of this state inline for malloc's hot path:
-// its stream_work_ flag, equal to has_work().
+// its malloc_slow_ flag's kStreamWork bit, equal to has_work().
 //
 // The engine's free_block (which caches a block whose events are done and
 // emits its kFreeCompleted) is passed in as `free_block(Block*)`: header

@@ -56,11 +56,17 @@ bool Extractor::request_could_release(size_t first, size_t request,
   if (r.action == EventKind::kFreeRequested) return false;
   if (r.action == EventKind::kOom) return true;  // OOM always ran the retry path
   bool missed_cache = false;
-  for (size_t k = first; k < request; ++k)
-    missed_cache |= events_[k].action == EventKind::kSegmentAlloc;
+  bool classic_release = false;
+  for (size_t k = first; k < request; ++k) {
+    missed_cache |= events_[k].action == EventKind::kSegmentAlloc ||
+                    events_[k].action == EventKind::kSegmentMap;
+    classic_release |= events_[k].action == EventKind::kSegmentFree;
+  }
   if (!missed_cache) return false;
   const std::optional<size_t>& limit = options_.recorded_limit;
-  if (config_.garbage_collection_threshold > 0.0) {
+  // Garbage collection returns whole classic segments only: it never
+  // unmaps an expandable segment's pages.
+  if (config_.garbage_collection_threshold > 0.0 && classic_release) {
     if (!limit) return true;  // a GC config is only recorded to be used with a limit
     const auto threshold = static_cast<size_t>(config_.garbage_collection_threshold *
                                                static_cast<double>(*limit));
@@ -115,8 +121,10 @@ RequestStream Extractor::run() {
     const size_t reserved_before = reserved;
     for (size_t k = i; k < j; ++k) {
       const RecordedEvent& e = events_[k];
-      if (e.action == EventKind::kSegmentAlloc) reserved += e.size;
-      else if (e.action == EventKind::kSegmentFree) reserved -= std::min(reserved, e.size);
+      if (e.action == EventKind::kSegmentAlloc || e.action == EventKind::kSegmentMap)
+        reserved += e.size;
+      else if (is_segment_release(e))
+        reserved -= std::min(reserved, e.size);
     }
     // Deferred frees the trace completes before this request.
     for (size_t k = i; k < j; ++k) {

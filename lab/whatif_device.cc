@@ -8,17 +8,21 @@
 namespace cachealloc {
 
 bool WhatIfDevice::range_free(uintptr_t address, size_t bytes) const {
-  const size_t capacity = memory_.capacity();
-  if (address < kBase || address % kAlignment != 0 || address - kBase > capacity ||
-      bytes > capacity - (address - kBase))
+  if (address < kBase || address % kAlignment != 0 || address - kBase > capacity_ ||
+      bytes > capacity_ - (address - kBase))
     return false;
-  return !memory_.overlaps(address, bytes);
+  auto next = ranges_.lower_bound(address);
+  if (next != ranges_.end() && next->first < address + bytes) return false;
+  if (next != ranges_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first + aligned(prev->second) > address) return false;
+  }
+  return true;
 }
 
 uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
-  if (!memory_.has_room(bytes)) return 0;
-  const size_t size = memory_.footprint(bytes);
-  const SimulatedMemory::Segments& ranges = memory_.segments();
+  const size_t size = aligned(bytes);
+  if (bytes == 0 || size > capacity_ - used_) return 0;
   uintptr_t at = 0;
   if (hint_address_ != 0 && hint_bytes_ == bytes && range_free(hint_address_, size)) {
     at = hint_address_;
@@ -30,17 +34,17 @@ uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
     uintptr_t candidate = kBase;
     for (const FitCursor& c : cursors_)
       if (c.size <= size) candidate = std::max(candidate, c.from);
-    auto it = ranges.upper_bound(candidate);
-    if (it != ranges.begin()) {
+    auto it = ranges_.upper_bound(candidate);
+    if (it != ranges_.begin()) {
       const auto& [addr, length] = *std::prev(it);
-      candidate = std::max(candidate, addr + memory_.footprint(length));
+      candidate = std::max(candidate, addr + aligned(length));
     }
-    for (; it != ranges.end(); ++it) {
+    for (; it != ranges_.end(); ++it) {
       const auto& [addr, length] = *it;
       if (addr >= candidate && addr - candidate >= size) break;
-      candidate = std::max(candidate, addr + memory_.footprint(length));
+      candidate = std::max(candidate, addr + aligned(length));
     }
-    const bool fits = candidate + size <= kBase + memory_.capacity();
+    const bool fits = candidate + size <= kBase + capacity_;
     // Every gap below `candidate` is smaller than `size`; placing the
     // segment there moves that bound past it.
     const uintptr_t from = fits ? candidate + size : candidate;
@@ -53,27 +57,59 @@ uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
     at = candidate;
   }
   hint_address_ = 0;
-  memory_.add(at, bytes);
+  ranges_.emplace(at, bytes);
+  used_ += size;
   return at;
 }
 
 void WhatIfDevice::release(int, uintptr_t address, size_t bytes) {
-  auto it = memory_.find(address, bytes);
-  if (it == memory_.segments().end())
+  auto it = ranges_.find(address);
+  if (it == ranges_.end() || it->second != bytes)
     throw BackendError("what-if device: release of unknown segment at " +
                        std::to_string(address) + " (" + std::to_string(bytes) + " bytes)");
-  it = memory_.remove(it);
+  used_ -= aligned(bytes);
+  it = ranges_.erase(it);
   // The gap the release opens or widens: [gap_start, gap_end). A cursor
   // past its start whose size now fits in it must move back to it.
-  const uintptr_t gap_end =
-      it == memory_.segments().end() ? kBase + memory_.capacity() : it->first;
+  const uintptr_t gap_end = it == ranges_.end() ? kBase + capacity_ : it->first;
   uintptr_t gap_start = kBase;
-  if (it != memory_.segments().begin()) {
+  if (it != ranges_.begin()) {
     const auto& [addr, length] = *std::prev(it);
-    gap_start = addr + memory_.footprint(length);
+    gap_start = addr + aligned(length);
   }
   for (FitCursor& c : cursors_)
     if (c.from > gap_start && c.size <= gap_end - gap_start) c.from = gap_start;
+}
+
+uintptr_t WhatIfDevice::reserve_address_range(int, size_t bytes, size_t alignment) {
+  if (bytes == 0 || alignment == 0)
+    throw BackendError("what-if device: empty reservation or alignment 0");
+  auto up = [alignment](uintptr_t a) { return (a + alignment - 1) / alignment * alignment; };
+  uintptr_t candidate = up(kBase + 2 * capacity_);
+  for (const auto& [base, length] : reservations_) {
+    if (base >= candidate && base - candidate >= bytes) break;
+    candidate = std::max(candidate, up(base + length));
+  }
+  reservations_.emplace(candidate, bytes);
+  return candidate;
+}
+
+void WhatIfDevice::release_address_range(int, uintptr_t base, size_t bytes) {
+  auto it = reservations_.find(base);
+  if (it == reservations_.end() || it->second != bytes)
+    throw BackendError("what-if device: release of unknown reservation at " +
+                       std::to_string(base));
+  reservations_.erase(it);
+}
+
+bool WhatIfDevice::map_pages(int, uintptr_t, size_t bytes, size_t, StreamId) {
+  if (bytes > capacity_ - used_) return false;
+  used_ += bytes;
+  return true;
+}
+
+void WhatIfDevice::unmap_pages(int, uintptr_t, size_t bytes, size_t, StreamId) {
+  used_ -= bytes;
 }
 
 }  // namespace cachealloc

@@ -41,7 +41,9 @@ class EmitLog : public EngineObserver {
   void on_event(const EngineEvent& e) override {
     switch (e.kind) {
       case EventKind::kSegmentAlloc:
-      case EventKind::kSegmentFree: add(e.kind, e.address, e.size, e); break;
+      case EventKind::kSegmentFree:
+      case EventKind::kSegmentMap:
+      case EventKind::kSegmentUnmap: add(e.kind, e.address, e.size, e); break;
       case EventKind::kAlloc:
       case EventKind::kFreeRequested:
       case EventKind::kFreeCompleted: add(e.kind, e.address, e.requested, e); break;
@@ -93,6 +95,8 @@ class DeviceReplay {
       engine_.add_observer(&history_);
     }
     if (options.memory_limit) engine_.set_memory_limit(*options.memory_limit);
+    backend_.set_reservation_source(
+        [this](size_t bytes, size_t page) { return reservation_base(bytes, page); });
   }
 
   std::optional<Divergence> run(size_t& empty_cache_calls, size_t& done, size_t total);
@@ -115,6 +119,11 @@ class DeviceReplay {
   // Compares what the engine emitted with events_[first, last).
   std::optional<Divergence> compare(size_t first, size_t last, const std::string& note);
   bool request_would_release(const RecordedEvent& request) const;
+  // Where an expandable segment reserved now lies: the address of the
+  // first segment_map from the current run on, on the current request's
+  // stream, in whole `page`s, outside every live reservation (a segment's
+  // first mapping is at its base); 0 if the trace shows none.
+  uintptr_t reservation_base(size_t bytes, size_t page);
   // Whether events_[first, last) can be an empty_cache() now: its event
   // completions, then frees of exactly the segments it would free (every
   // segment with no block allocated: blocks waiting for events are freed
@@ -137,6 +146,12 @@ class DeviceReplay {
   HistoryRecorder history_;
   EmitLog log_;
   size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
+  size_t run_start_ = 0;         // first event of the run being replayed
+  // Indices of the segment_map events, for reservation_base (built on
+  // first use: a lookahead per reservation over these, not every event).
+  std::vector<size_t> map_indices_;
+  bool map_indices_built_ = false;
+  StreamId request_stream_ = 0;  // stream of the request being replayed
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event
   // Delayed frees replayed as completed by a synchronization only (a free

@@ -199,9 +199,8 @@ AllocatorConfig config_from_settings(const PyValue& settings) {
   if (c.garbage_collection_threshold != 0.0)
     r.rule_check("garbage_collection_threshold",
                  config_rules::gc_threshold(c.garbage_collection_threshold), shown(gc));
-  if (const PyValue* e = r.optional("expandable_segments");
-      e && r.boolean("expandable_segments", *e))
-    throw ConfigError("trace was recorded with expandable_segments:True, which cachealloc does not support yet");
+  if (const PyValue* e = r.optional("expandable_segments"))
+    c.expandable_segments = r.boolean("expandable_segments", *e);
   for (auto [key, field] : {std::pair{"release_lock_on_cudamalloc", &AllocatorConfig::release_lock_on_cudamalloc},
                             {"pinned_use_cuda_host_register", &AllocatorConfig::pinned_use_cuda_host_register},
                             {"graph_capture_record_stream_reuse", &AllocatorConfig::graph_capture_record_stream_reuse}})
@@ -275,8 +274,6 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       const std::optional<EventKind> kind = parse_action(a);
       if (kind && is_replayed_action(*kind)) r.action = *kind;
       else if (kind) { ++t.skipped_entries; continue; }  // snapshot, user_defined
-      else if (a == "segment_map" || a == "segment_unmap")
-        bad(where, "expandable-segment traces (" + a + ") are not supported yet");
       else bad(where, "unknown action '" + a + "'");
       if (r.action == EventKind::kOom) r.device_free = size_field(e, "device_free", where);
       else r.address = static_cast<uintptr_t>(size_field(e, "addr", where));

@@ -65,8 +65,7 @@ struct RecordedTrace {
 // (the message names the entry and the field), a block state other than
 // active_allocated, active_pending_free and inactive, or more than
 // kMaxTraceDevices devices (or a segment's device outside that range);
-// expandable-segment traces (segment_map/unmap) are refused as
-// unsupported. Throws ConfigError for allocator_settings the config rules
+// Throws ConfigError for allocator_settings the config rules
 // refuse (see config_from_settings).
 RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
 

@@ -64,6 +64,14 @@ void StatsCollector::on_event(const EngineEvent& e) {
       u.decrease(kReservedBytes, size);
       if (oversize) scalars_.oversize_segments.decrease(1);
       break;
+    case EventKind::kSegmentMap:  // native: map_block
+      u.increase(kReservedBytes, size);
+      ++scalars_.num_device_alloc;
+      break;
+    case EventKind::kSegmentUnmap:  // native: unmap_block
+      u.decrease(kReservedBytes, size);
+      ++scalars_.num_device_free;
+      break;
     case EventKind::kAlloc:
     case EventKind::kFree:
       break;  // above

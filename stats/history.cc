@@ -168,6 +168,8 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
     switch (e.kind) {
       case EventKind::kSegmentAlloc:
       case EventKind::kSegmentFree:
+      case EventKind::kSegmentMap:
+      case EventKind::kSegmentUnmap:
       case EventKind::kOom: r.action = e.kind, r.size = e.size; break;
       case EventKind::kFreeRequested:
       case EventKind::kFreeCompleted: r.action = e.kind; break;

@@ -25,8 +25,8 @@ namespace cachealloc {
 // list that the C API, the PyTorch glue and the Python package read.
 inline constexpr EventKind kRecordedActions[] = {
     EventKind::kAlloc,        EventKind::kFreeRequested, EventKind::kFreeCompleted,
-    EventKind::kSegmentAlloc, EventKind::kSegmentFree,   EventKind::kOom,
-    EventKind::kSnapshot};
+    EventKind::kSegmentAlloc, EventKind::kSegmentFree,   EventKind::kSegmentMap,
+    EventKind::kSegmentUnmap, EventKind::kOom,           EventKind::kSnapshot};
 // A set of actions, bit (1 << action) each.
 using ActionMask = uint16_t;
 constexpr ActionMask action_bit(EventKind a) {

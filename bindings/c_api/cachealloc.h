@@ -303,13 +303,12 @@ CACHEALLOC_API int cachealloc_config_info(uint64_t* max_split_size, double* gc_t
  * roundup_power2_divisions and garbage_collection_threshold return to their
  * defaults, other keys keep their values). The whole text is checked first:
  * -1 with cachealloc_last_error() naming the problem, nothing changed, for
- * an unknown key, a bad value, expandable_segments:True (not supported
- * yet) or a change of backend. per_process_memory_fraction is recorded but,
+ * an unknown key, a bad value or a change of backend. per_process_memory_fraction is recorded but,
  * as in native, acts only at start-up. */
 CACHEALLOC_API int cachealloc_set_allocator_settings(const char* settings);
 /* The check cachealloc_set_allocator_settings makes, without applying: 0
  * when it would be accepted now; -2 for valid settings cachealloc cannot
- * carry out (expandable_segments:True), -1 for invalid ones (a change of
+ * carry out (none at present), -1 for invalid ones (a change of
  * backend included, which native refuses too), each with
  * cachealloc_last_error() saying why. */
 CACHEALLOC_API int cachealloc_check_allocator_settings(const char* settings);

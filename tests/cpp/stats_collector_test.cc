@@ -142,6 +142,10 @@ struct Model {
         up(segment, p, 1, false); up(reserved_bytes, p, size, false);
         if (e.oversize) oversize_segments.decrease(1);
         break;
+      case EventKind::kSegmentMap:  // reserved bytes and device calls, not segments
+        up(reserved_bytes, p, size, true); ++num_device_alloc; break;
+      case EventKind::kSegmentUnmap:
+        ++num_device_free; up(reserved_bytes, p, size, false); break;
       case EventKind::kOom: ++num_ooms; break;
       case EventKind::kAllocRetry: ++num_alloc_retries; break;
       case EventKind::kSyncAllStreams: ++num_sync_all_streams; break;
@@ -158,8 +162,8 @@ TEST(StatsCollector, MatchesNativeStyleDeviceStatsOnRandomEvents) {
   static constexpr EventKind kinds[] = {
       EventKind::kAlloc, EventKind::kFree, EventKind::kFreeRequested,
       EventKind::kFreeCompleted, EventKind::kSegmentAlloc,
-      EventKind::kSegmentFree, EventKind::kOom, EventKind::kAllocRetry,
-      EventKind::kSyncAllStreams};
+      EventKind::kSegmentFree, EventKind::kSegmentMap, EventKind::kSegmentUnmap,
+      EventKind::kOom, EventKind::kAllocRetry, EventKind::kSyncAllStreams};
   for (int step = 0; step < 200000; ++step) {
     const unsigned pick = rng() % 1000;
     if (pick == 0) { c.reset_peak(); m.reset_peak(); }

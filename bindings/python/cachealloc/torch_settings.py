@@ -7,9 +7,8 @@ use; no allocator call is made, so an installed cachealloc would never see
 it. install_settings_hook() wraps PyTorch's setter so that each call
 
 1. is checked whole by cachealloc first. A valid text cachealloc cannot
-   carry out (expandable_segments:True before cachealloc has expandable
-   segments) raises ValueError naming the problem, and
-   nothing changes, in PyTorch's config or in cachealloc's. An invalid text
+   carry out (none at present; expandable_segments is carried out) raises
+   ValueError naming the problem, and nothing changes, in PyTorch's config or in cachealloc's. An invalid text
    (unknown key, bad value, another backend) goes to PyTorch's setter,
    whose own error is
    raised (native's type and message), after whatever native itself applies
