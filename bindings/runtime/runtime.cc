@@ -69,6 +69,10 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   std::string kind = backend.empty()
                          ? (config.backend == BackendKind::kCudaMallocAsync ? "async" : "cuda")
                          : backend;
+  // Native's cudaMallocAsync allocator accepts expandable_segments and never
+  // reads it; so here: segments stay cudaMallocAsync allocations (that
+  // backend has no pages to map). The config text still shows the key.
+  if (kind == "async") config.expandable_segments = false;
   std::vector<std::unique_ptr<DeviceBackend>> backends;
   if (kind.rfind("simulated", 0) == 0) {
     auto parts = split(kind, ':');
@@ -128,6 +132,22 @@ void Runtime::init_from_environment() {
   std::lock_guard<std::mutex> lock(init_mutex_);
   if (current_.load(std::memory_order_relaxed)) return;  // another thread's first call got here first
   init_locked(AllocatorConfig::text_from_environment(), "");
+}
+
+void Runtime::enable_peer_access(int dev, int dev_to_access) {
+  Generation& g = current();
+  const int n = g.allocator.device_count();
+  if (dev < 0 || dev >= n || dev_to_access < 0 || dev_to_access >= n)
+    throw BackendError("enable_peer_access(" + std::to_string(dev) + ", " +
+                       std::to_string(dev_to_access) + "): devices are 0 to " +
+                       std::to_string(n - 1));
+#ifdef CACHEALLOC_WITH_CUDA
+  if (g.backend_name == "cuda" || g.backend_name == "async") {
+    cuda_enable_peer_access(*g.backends.front(), dev, dev_to_access);
+    return;
+  }
+#endif
+  throw BackendError("enable_peer_access: backend '" + g.backend_name + "' has no peer access");
 }
 
 const std::string& Runtime::backend_name() const {

@@ -153,6 +153,13 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
   // (0, 0): torch.cuda.empty_cache(); a pool's id: ~MemPool, on every
   // device, as native.
+  // As native: runtime peer access, and the expandable pages of
+  // `dev_to_access` mapped for `dev` (cuMemMap memory is not reached by
+  // cudaDeviceEnablePeerAccess). PyTorch calls this before a peer copy.
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
+    TORCH_CHECK(cachealloc_enable_peer_access(dev, dev_to_access) == 0, cachealloc_last_error());
+  }
+
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
     check(cachealloc_empty_cache_pool(-1, mempool_id.first, mempool_id.second));
   }
