@@ -79,6 +79,37 @@ def transformer(device: str = "cuda", steps: int = 5, batch: int = 32, seq: int 
     return losses
 
 
+def decoder(device: str = "cuda", steps: int = 12, seed: int = 0) -> List[float]:
+    """A causal (GPT-style) decoder trained on batches whose batch size and
+    sequence length change every step, drawn from a seeded schedule: the
+    activation sizes vary, which is where expandable segments differ most
+    from the classic allocator (a new size rarely fits an old segment)."""
+    import torch
+
+    _seed(seed)
+    rng = random.Random(seed)
+    vocab, width = 8192, 512
+    layer = torch.nn.TransformerEncoderLayer(d_model=width, nhead=8, dim_feedforward=4 * width,
+                                             dropout=0.0, batch_first=True, norm_first=True)
+    body = torch.nn.TransformerEncoder(layer, num_layers=4, enable_nested_tensor=False).to(device)
+    embed = torch.nn.Embedding(vocab, width).to(device)
+    head = torch.nn.Linear(width, vocab).to(device)
+    params = list(body.parameters()) + list(embed.parameters()) + list(head.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-4)
+    losses = []
+    for _ in range(steps):
+        batch, seq = rng.choice([4, 8, 12, 16, 24]), rng.choice([64, 128, 192, 256, 384, 512])
+        tokens = torch.randint(0, vocab, (batch, seq + 1), device=device)
+        mask = torch.nn.Transformer.generate_square_subsequent_mask(seq, device=device)
+        opt.zero_grad(set_to_none=True)
+        logits = head(body(embed(tokens[:, :-1]), mask=mask, is_causal=True))
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def random_tensors(device: str = "cuda", steps: int = 2000, seed: int = 0) -> List[float]:
     """Random sizes (512 B .. 256 MiB), random frees: stresses split/merge."""
     import torch
@@ -151,6 +182,7 @@ WORKLOADS: Dict[str, Callable[..., List[float]]] = {
     "mlp": mlp,
     "resnet18": resnet18,
     "transformer": transformer,
+    "decoder": decoder,
     "random": random_tensors,
     "fuzz": fuzz,
 }
