@@ -38,6 +38,10 @@ struct Block {
   Block* prev = nullptr;       // neighbour below, same segment
   Block* next = nullptr;       // neighbour above, same segment
   bool allocated = false;      // handed out and not yet freed by the caller
+  // Part of an expandable segment's mapped range (expandable_segment.h).
+  // Spare Blocks have it false (device_allocator.h, new_block); only the
+  // out-of-line expandable paths set it.
+  bool expandable = false;
   // Outstanding cross-stream events; the block is reusable only at 0.
   int event_count = 0;
   // Other streams the caller used the block on (record_stream); a set.

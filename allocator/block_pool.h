@@ -59,6 +59,12 @@ class BlockPool {
   SplitRule split_rule() const { return split_rule_; }
   // Native keeps no_split per pool id, set once and never cleared.
   void set_no_split() { split_rule_ = SplitRule::kNever; }
+  // Native's should_split with expandable_segments on splits large blocks
+  // too whenever kMinBlockSize would remain. no_split stays in force.
+  void set_expandable_split(bool on) {
+    if (split_rule_ == SplitRule::kNever) return;
+    split_rule_ = is_small_ || on ? SplitRule::kSmallPool : SplitRule::kLargePool;
+  }
 
   // Indexes a free block and stamps its GC age base. Returns false if it was
   // already indexed.

@@ -41,8 +41,10 @@ void DeviceCachingAllocator::garbage_collect_cached_blocks(const ContextPtr& ctx
 
   size_t total_age = 0;
   int freeable = 0;
+  // Blocks of expandable segments are never whole segments (native: always
+  // split, an unmapped neighbour at least), so the collector skips them.
   for (const auto& entry : large_blocks_.entries()) {
-    if (!entry.block->is_split()) {
+    if (!entry.block->is_split() && !entry.block->expandable) {
       total_age += static_cast<size_t>(large_blocks_.age_of(entry.block));
       ++freeable;
     }
@@ -59,7 +61,7 @@ void DeviceCachingAllocator::garbage_collect_cached_blocks(const ContextPtr& ctx
     std::vector<Block*> victims;
     for (const auto& entry : large_blocks_.entries()) {
       Block* block = entry.block;
-      if (!block->is_split() &&
+      if (!block->is_split() && !block->expandable &&
           static_cast<double>(large_blocks_.age_of(block)) >= age_threshold) {
         victims.push_back(block);
         freed_one = true;
@@ -81,15 +83,19 @@ bool DeviceCachingAllocator::release_available_cached_blocks(const Request& r,
   BlockPool& pool = *r.pool;
   const size_t key_size = std::max(r.size, config_.max_split_size);
   auto it = pool.lower_bound(r.stream, key_size);
-  if (BlockPool::is_end(it) || it->stream != r.stream) {
+  // A block of an expandable segment cannot be released whole: native then
+  // takes the many-blocks branch, which passes over expandable blocks.
+  if (BlockPool::is_end(it) || it->stream != r.stream || it->block->expandable) {
     if (it == pool.begin()) return false;
     size_t released = 0;
     --it;  // the largest block ordered before the key: same stream or lower
     std::vector<Block*> victims;
     while (released < key_size && it->size >= config_.max_split_size &&
            it->stream == r.stream) {
-      victims.push_back(it->block);
-      released += it->size;
+      if (!it->block->expandable) {
+        victims.push_back(it->block);
+        released += it->size;
+      }
       if (it == pool.begin()) break;
       --it;
     }
@@ -130,6 +136,10 @@ bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId
     const bool routed = std::any_of(routes_.begin(), routes_.end(),
                                     [&](const auto& route) { return route.first == pool; });
     if (pool->segment_count == 0 && !routed) {
+      // Expandable segments reserved for it with nothing mapped (a mapping
+      // the device refused) go with it.
+      release_unmapped_segments(pool->small);
+      release_unmapped_segments(pool->large);
       const PoolId erased = pool->id;
       freeable_pools_.erase(freeable_pools_.begin() + static_cast<std::ptrdiff_t>(i));
       private_pools_.erase(erased);  // destroys *pool
@@ -140,12 +150,25 @@ bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId
   return true;
 }
 
-// native: release_blocks. Frees every unsplit cached segment of the pool.
+// native: release_blocks. Frees every unsplit cached segment of the pool,
+// then unmaps the whole free pages of every cached block of an expandable
+// segment (in the pool's order), returning segments left with nothing
+// mapped.
 void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& ctx) {
   std::vector<Block*> whole;
-  for (const auto& entry : pool.entries())
-    if (!entry.block->is_split()) whole.push_back(entry.block);
+  std::vector<Block*> to_unmap;
+  for (const auto& entry : pool.entries()) {
+    if (entry.block->expandable) to_unmap.push_back(entry.block);
+    else if (!entry.block->is_split()) whole.push_back(entry.block);
+  }
   for (Block* b : whole) release_block(b, ctx);
+  // Unmapping one block changes no other cached block (two free blocks are
+  // never neighbours), so each is still valid when its turn comes.
+  for (Block* b : to_unmap) {
+    ExpandableSegment* seg = segment_of(b->address);
+    unmap_block(b, ctx);
+    if (seg->ranges().empty()) release_expandable_segment(seg);
+  }
 }
 
 void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx, PoolId pool) {

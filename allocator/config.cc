@@ -57,8 +57,6 @@ class Parser {
         else fail(key, "unknown backend '" + v + "': options are native and cudaMallocAsync");
       } else if (key == "expandable_segments") {
         c.expandable_segments = boolean(key);
-        if (c.expandable_segments)
-          fail(key, "expandable_segments:True is not supported by cachealloc yet");
       } else if (key == "release_lock_on_cudamalloc" || key == "release_lock_on_hipmalloc") {
         // Native accepts the ROCm spellings on CUDA builds too.
         c.release_lock_on_cudamalloc = boolean(key);

@@ -22,6 +22,7 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
       config_(config),
       power2_divisions_(has_power2_divisions(config_)),
       backend_(backend) {
+  set_expandable_segments(config_.expandable_segments);
   if (config_.per_process_memory_fraction >= 0.0)
     set_memory_fraction(config_.per_process_memory_fraction);
 }
@@ -53,6 +54,36 @@ void DeviceCachingAllocator::refuse_size(size_t size) {
                           std::to_string(kMaxRequestSize) + " bytes)");
 }
 
+// native: malloc, out of line: with events to poll or expandable segments.
+Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
+                                           const ContextPtr& ctx) {
+  // Native leaves cross-stream frees pending while a private pool is routed
+  // to (a CUDA graph may be capturing: no event may be queried then).
+  if ((malloc_slow_ & kStreamWork) && !routing_) process_events(ctx);
+  const size_t size = rounded_request(orig_size);
+  BlockPool& pool = pool_for(size, stream);
+  if (gc_active()) pool.count_search();
+  BlockPool::iterator slot = expandable_.empty() ? find_free_block(pool, stream, size)
+                                                 : find_free_block_expandable(pool, stream, size);
+  Block* block;
+  if (!BlockPool::is_end(slot)) {
+    block = slot->block;
+  } else {
+    block = reserve_segment(pool, stream, size, orig_size, ctx);
+    slot = pool.end();
+  }
+  return alloc_found_block(pool, block, slot, size, orig_size, ctx, SplitChoice::kByRule,
+                           /*expandable_aware=*/true);
+}
+
+void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
+  if (!block->stream_uses.empty()) {
+    free_used_elsewhere(block, ctx);
+    return;
+  }
+  cache_freed_block(block, ctx, EngineEventKind::kFree, /*expandable_aware=*/true);
+}
+
 // native: malloc after get_free_block found nothing.
 Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream, size_t size,
                                                size_t orig_size, const ContextPtr& ctx) {
@@ -77,7 +108,8 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
   const size_t size = rounded_request(orig_size);
   // Lookups do not change the pool; pool_for just has no const overload.
   BlockPool& pool = const_cast<DeviceCachingAllocator&>(*this).pool_for(size);
-  return !BlockPool::is_end(find_free_block(pool, stream, size));
+  return !BlockPool::is_end(expandable_.empty() ? find_free_block(pool, stream, size)
+                                                : find_free_block_expandable(pool, stream, size));
 }
 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {
@@ -93,7 +125,7 @@ bool DeviceCachingAllocator::would_collect_garbage() const {
   return reserved_bytes_ > threshold;
 }
 
-// native: alloc_block (non-expandable path)
+// native: alloc_block
 bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
                                          const ContextPtr& ctx) {
   if (is_retry) {
@@ -101,7 +133,13 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
     emit(e);
   }
   const size_t size = r.alloc_size;
+  // Native checks the limit with the whole-segment size even when it then
+  // maps pages into an expandable segment (which may map more or less).
   if (limit_.refuses(reserved_bytes_, size)) return false;
+  if (expandable_on_) {
+    r.block = try_allocate_expandable_block(r, ctx);
+    return r.block != nullptr;
+  }
   // Host memory first: a std::bad_alloc here leaves nothing reserved on the
   // device. After the device call nothing below may throw.
   Block* b = new_block();  // a spare's placement fields are stale: set all
@@ -159,7 +197,7 @@ void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
 
 // native: free_block, for a block whose stream events have completed.
 void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
-  cache_freed_block(block, ctx, EngineEventKind::kFreeCompleted);
+  cache_freed_block(block, ctx, EngineEventKind::kFreeCompleted, /*expandable_aware=*/true);
 }
 
 void DeviceCachingAllocator::set_memory_fraction(double fraction) {

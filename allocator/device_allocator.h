@@ -33,6 +33,7 @@
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
 #include "allocator/engine_observer.h"
+#include "allocator/expandable_segment.h"
 #include "allocator/hot_inline.h"
 #include "allocator/memory_limit.h"
 #include "allocator/pool_checkpoint.h"
@@ -49,6 +50,7 @@ struct SegmentView {
   StreamId stream = 0;
   bool is_small = false;
   PoolId pool_id;                       // (0, 0): the default pools
+  bool is_expandable = false;           // a mapped range of an expandable segment
   const ContextPtr* context = nullptr;  // where the segment was reserved
   std::vector<const Block*> blocks;     // address order, tiling the segment
 };
@@ -150,6 +152,19 @@ class DeviceCachingAllocator {
   void set_memory_limit(size_t bytes);
   const MemoryLimit& memory_limit() const { return limit_; }
 
+  // --- Expandable segments (expandable_segments:True; expandable_blocks.cc).
+  // Turns the setting on or off at run time, as native's
+  // _set_allocator_settings does: on, new memory is mapped into expandable
+  // segments and large blocks split whenever 512 bytes would remain; off,
+  // new memory comes as whole segments again and free blocks of expandable
+  // segments are no longer reused (they are still unmapped by empty_cache).
+  void set_expandable_segments(bool on);
+  bool expandable_segments() const { return expandable_on_; }
+  // The expandable segments reserved now, in address order.
+  const std::vector<std::unique_ptr<ExpandableSegment>>& expandable_segment_list() const {
+    return expandable_;
+  }
+
   // Size of the largest cached free block (PyTorch's cacheInfo), bytes.
   size_t largest_cached_block() const;
   // Start address and total bytes of the segment that holds `block`.
@@ -163,7 +178,7 @@ class DeviceCachingAllocator {
   // allocated_bytes_ counts them) and none freed but waiting for stream
   // events (each waits in events_ until its last event completes).
   // Blocks freed while a route was open wait in deferred_frees_ instead.
-  bool idle() const { return allocated_bytes_ == 0 && !stream_work_; }
+  bool idle() const { return allocated_bytes_ == 0 && !(malloc_slow_ & kStreamWork); }
   int device() const { return device_; }
   const AllocatorConfig& config() const { return config_; }
   // Whether malloc(size, stream) would be served from the cache right now,
@@ -192,6 +207,11 @@ class DeviceCachingAllocator {
     Block* block = nullptr;  // result
   };
 
+  // malloc with stream work pending or expandable segments present: the
+  // same steps as malloc, out of line, with the expandable search.
+  Block* malloc_slow(size_t orig_size, StreamId stream, const ContextPtr& ctx);
+  // free of a block used on other streams or in an expandable segment.
+  void free_slow(Block* block, const ContextPtr& ctx);
   // malloc path. The steps of a cache hit (device_allocator_hot.h) are
   // forced inline into malloc and free (CACHEALLOC_HOT_INLINE): as calls,
   // their prologues and epilogues cost about 80 instructions per
@@ -221,10 +241,15 @@ class DeviceCachingAllocator {
   // Hands out `block` for a request of `size` rounded bytes. `slot` is
   // block's entry in `pool`'s free index (pool.end() for a fresh segment's
   // block, which is in no index).
+  // `expandable_aware`: false on the hot path, where no block is
+  // expandable (a constant there: it costs nothing); true out of line, where
+  // an expandable block's split is left out of the inactive split stats (as
+  // native) and its remainder is marked expandable.
   CACHEALLOC_HOT_INLINE Block* alloc_found_block(BlockPool& pool, Block* block,
                                                  BlockPool::iterator slot, size_t size,
                                                  size_t orig_size, const ContextPtr& ctx,
-                                                 SplitChoice choice);
+                                                 SplitChoice choice,
+                                                 bool expandable_aware = false);
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   // Caches a block whose stream events are done (kFreeCompleted); called
@@ -232,11 +257,14 @@ class DeviceCachingAllocator {
   void free_block(Block* block, const ContextPtr& ctx);
   // Caches a freed block (merging it with free neighbours) and emits `kind`:
   // kFree straight from free(), kFreeCompleted from free_block.
+  // `expandable_aware` as for alloc_found_block.
   CACHEALLOC_HOT_INLINE void cache_freed_block(Block* block, const ContextPtr& ctx,
-                                               EngineEventKind kind);
+                                               EngineEventKind kind,
+                                               bool expandable_aware = false);
   // Merges `block` with its free neighbours and indexes the result.
   CACHEALLOC_HOT_INLINE Block* merge_and_cache(Block* block, BlockPool& pool,
-                                               InactiveSplitChange& split);
+                                               InactiveSplitChange& split,
+                                               bool expandable_aware = false);
 
   // giving memory back (cache_release.cc)
   void garbage_collect_cached_blocks(const ContextPtr& ctx);
@@ -244,6 +272,40 @@ class DeviceCachingAllocator {
   bool release_cached_blocks(const ContextPtr& ctx, PoolId pool = {});
   void release_blocks(BlockPool& pool, const ContextPtr& ctx);
   void release_block(Block* block, const ContextPtr& ctx);
+
+  // expandable segments (expandable_blocks.cc)
+  // native: get_free_block with expandable blocks present: best fit by
+  // "expandable size" while the setting is on, skipping expandable blocks
+  // while it is off.
+  BlockPool::iterator find_free_block_expandable(BlockPool& pool, StreamId stream,
+                                                 size_t size) const;
+  // Bytes of the gap right after `b` that b could grow into (native: the
+  // size of an unmapped next block); 0 for a block that is not the last of
+  // its expandable range.
+  size_t unmapped_after(const Block* b) const;
+  ExpandableSegment* segment_of(uintptr_t address) const;
+  // native: try_allocate_expandable_block (with find_expandable_block): a
+  // free block of at least r.size bytes, grown by mapping pages at the
+  // lowest address that fits, unindexed; null when the device refused a
+  // mapping (pages mapped before stay mapped, cached, as native's).
+  Block* try_allocate_expandable_block(const Request& r, const ContextPtr& ctx);
+  // native: map_block. Maps the pages over [start, start + bytes rounded up
+  // to pages), a gap of `seg`, and returns the free block that holds them
+  // (merged with free neighbours, indexed); null if the device refused.
+  Block* map_gap(ExpandableSegment& seg, uintptr_t start, size_t bytes, const ContextPtr& ctx);
+  // native: unmap_block. Unmaps the whole pages inside free block `b`.
+  void unmap_block(Block* b, const ContextPtr& ctx);
+  // native: release_expandable_segment. Returns an unmapped segment's range.
+  void release_expandable_segment(ExpandableSegment* seg);
+  // Releases the expandable segments of `pool` that have nothing mapped.
+  void release_unmapped_segments(const BlockPool& pool);
+  // While the setting is on or expandable segments exist, malloc takes the
+  // aware path (a miss may map an expandable block).
+  void note_expandable() {
+    const bool on = expandable_on_ || !expandable_.empty();
+    malloc_slow_ = static_cast<uint8_t>((malloc_slow_ & ~kExpandableBlocks) |
+                                        (on ? kExpandableBlocks : 0));
+  }
 
   // cross-stream events (stream_events.cc)
   // free() of a block with stream uses (out of line: rare).
@@ -264,7 +326,10 @@ class DeviceCachingAllocator {
   void process_events(const ContextPtr& ctx);
   // `only`: wait for the events of that private pool's blocks only.
   void synchronize_and_free_events(const ContextPtr& ctx, const PrivatePool* only = nullptr);
-  void note_stream_work() { stream_work_ = !events_.empty() || !deferred_frees_.empty(); }
+  void note_stream_work() {
+    const bool work = !events_.empty() || !deferred_frees_.empty();
+    malloc_slow_ = static_cast<uint8_t>((malloc_slow_ & ~kStreamWork) | (work ? kStreamWork : 0));
+  }
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -393,9 +458,19 @@ class DeviceCachingAllocator {
   // of blocks freed after the routes ended, keyed by a Block object that
   // may be reused later; here they are dropped at the free).
   absl::flat_hash_map<const Block*, absl::InlinedVector<StreamId, 2>> route_stream_uses_;
-  // !events_.empty() || !deferred_frees_.empty(), for malloc's hot path: one
-  // byte test (note_stream_work() after each change of either).
-  bool stream_work_ = false;
+  // Why malloc leaves the hot path, one byte test there: kStreamWork while
+  // !events_.empty() || !deferred_frees_.empty() (note_stream_work() after
+  // each change of either), kExpandableBlocks while expandable_ is not
+  // empty or the setting is on (note_expandable()).
+  static constexpr uint8_t kStreamWork = 1;
+  static constexpr uint8_t kExpandableBlocks = 2;
+  uint8_t malloc_slow_ = 0;
+
+  // The expandable segments, in address order (native's
+  // expandable_segments_), and the setting (native reads it from its global
+  // config; here per engine, changed by set_expandable_segments).
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_;
+  bool expandable_on_ = false;
 
   // Private pools by id. Owned through pointers: Blocks point at their
   // BlockPools, which must not move.

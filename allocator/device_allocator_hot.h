@@ -22,12 +22,9 @@ namespace cachealloc {
 Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
                                       const ContextPtr& ctx) {
   if (orig_size > kMaxRequestSize) [[unlikely]] refuse_size(orig_size);
-  // Cross-stream frees are rare. Native leaves them pending while a private
-  // pool is routed to (a CUDA graph may be capturing: no event may be
-  // queried or recorded then).
-  if (stream_work_) [[unlikely]] {
-    if (!routing_) process_events(ctx);
-  }
+  // Cross-stream frees waiting for events, or expandable segments: rare,
+  // out of line.
+  if (malloc_slow_) [[unlikely]] return malloc_slow(orig_size, stream, ctx);
 
   const size_t size = rounded_request(orig_size);
   BlockPool& pool = pool_for(size, stream);
@@ -89,7 +86,7 @@ bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const
 Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
                                                  BlockPool::iterator slot, size_t size,
                                                  size_t orig_size, const ContextPtr& ctx,
-                                                 SplitChoice choice) {
+                                                 SplitChoice choice, bool expandable_aware) {
   const bool already_split = block->is_split();
   InactiveSplitChange split;
   const bool split_remainder =
@@ -104,6 +101,9 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
     remaining->requested_size = block->requested_size;  // as native's reused object
     remaining->stream = block->stream;
     remaining->pool = block->pool;
+    // A spare's flag is false (the spare state), so only the aware path
+    // stores it.
+    if (expandable_aware) remaining->expandable = block->expandable;
     // The index first: it is the one step that can throw (std::bad_alloc
     // when a split of its tree finds no spare node), and it then leaves the
     // index unchanged; nothing is linked yet, so the engine is unchanged.
@@ -135,6 +135,8 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
     }
   }
 
+  // Native leaves expandable segments out of the inactive split stats.
+  if (expandable_aware && block->expandable) split = InactiveSplitChange{};
   block->allocated = true;
   block->requested_size = orig_size;
   // A free block holds no allocation context (block.h): without one from
@@ -153,28 +155,30 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
 void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
   block->allocated = false;
   allocated_bytes_ -= block->size;
-  if (block->stream_uses.empty()) [[likely]] {
+  if (block->stream_uses.empty() && !block->expandable) [[likely]] {
     // Back in the cache at once: one kFree event for native's two steps.
     cache_freed_block(block, ctx, EngineEventKind::kFree);
     return;
   }
-  free_used_elsewhere(block, ctx);
+  free_slow(block, ctx);
 }
 
 // native: free_block's body, shared by free() (kFree) and free_block().
 void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
-                                               EngineEventKind kind) {
+                                               EngineEventKind kind, bool expandable_aware) {
   EngineEvent e = block_event(kind, block);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
 
   BlockPool& pool = *block->pool;
   InactiveSplitChange split;
-  Block* merged = merge_and_cache(block, pool, split);
+  Block* merged = merge_and_cache(block, pool, split, expandable_aware);
   if (merged->is_split()) {
     split.blocks += 1;
     split.bytes += static_cast<int64_t>(merged->size);
   }
+  // Native leaves expandable segments out of the inactive split stats.
+  if (expandable_aware && merged->expandable) split = InactiveSplitChange{};
   e.split = split;
   emit(e);
 }
@@ -188,7 +192,8 @@ void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& c
 // entry (BlockPool::replace), which usually needs no tree restructuring.
 // Returns the merged block, indexed.
 Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
-                                               InactiveSplitChange& split) {
+                                               InactiveSplitChange& split,
+                                               bool expandable_aware) {
   const size_t requested = block->requested_size;
   Block* const prev = block->prev && block->prev->is_free() ? block->prev : nullptr;
   Block* const next = block->next && block->next->is_free() ? block->next : nullptr;
@@ -210,6 +215,8 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
     lower->size += upper->size;
     lower->next = upper->next;
     if (lower->next) lower->next->prev = lower;
+    // Back to the spare state's flag (only expandable blocks have it set).
+    if (expandable_aware) upper->expandable = false;
     recycle_absorbed_block(upper);
   };
   if (prev) {

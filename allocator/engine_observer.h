@@ -39,6 +39,11 @@ enum class EngineEventKind : uint8_t {
   kOom,             // a request failed; the caller gets OutOfMemoryError
   kAllocRetry,      // the device was asked again after the cache was emptied
   kSyncAllStreams,  // all outstanding cross-stream events were waited on
+  // Expandable segments: pages were mapped into / unmapped from a segment's
+  // reserved range (address and size: the pages). Native counts them in
+  // reserved bytes and num_device_alloc/free, not in segment counts.
+  kSegmentMap,
+  kSegmentUnmap,
 };
 
 struct EngineEvent {

@@ -62,8 +62,18 @@ void DeviceCachingAllocator::check_invariants() const {
     const Block* head = s.blocks.front();
     if (s.address < previous_end) violated("segments overlap", head);
     if (const PrivatePool* owner = head->pool->owner()) ++segments_of[owner];
+    if (s.is_expandable) {
+      // A mapped range of an expandable segment: its head starts a range.
+      const ExpandableSegment* seg = segment_of(s.address);
+      if (!seg) violated("expandable block outside every expandable segment", head);
+      const auto range = seg->ranges().find(s.address);
+      if (range == seg->ranges().end() || range->second.head != head)
+        violated("expandable segment head does not start a mapped range", head);
+    }
     size_t segment_bytes = 0;
     for (const Block* b : s.blocks) {
+      if (b->expandable != s.is_expandable)
+        violated("a segment mixes expandable and other blocks", b);
       if (b->size == 0 || b->size % kMinBlockSize != 0)
         violated("block size is not a positive multiple of 512", b);
       if (b->stream != head->stream || b->pool != head->pool)
@@ -91,6 +101,27 @@ void DeviceCachingAllocator::check_invariants() const {
     reserved += segment_bytes;
     previous_end = s.address + segment_bytes;
   }
+  // Expandable segments: ordered, disjoint, each well formed, every range
+  // listed among the segments (so counted in `reserved` above).
+  size_t ranges = 0;
+  uintptr_t previous_segment_end = 0;
+  for (const auto& seg : expandable_) {
+    if (seg->base() < previous_segment_end)
+      throw InvariantViolation("expandable segments overlap or are out of order");
+    previous_segment_end = seg->end();
+    if (std::string broken = seg->check(); !broken.empty())
+      throw InvariantViolation("invariant broken: " + broken);
+    for (const auto& [start, range] : seg->ranges())
+      if (!segment_heads_.contains(range.head))
+        violated("expandable range's head is not a segment head", range.head);
+    ranges += seg->ranges().size();
+  }
+  size_t expandable_views = 0;
+  for (const Block* head : segment_heads_) expandable_views += head->expandable;
+  if (expandable_views != ranges)
+    throw InvariantViolation("expandable segment heads differ from the mapped ranges");
+  if (((malloc_slow_ & kExpandableBlocks) != 0) != (expandable_on_ || !expandable_.empty()))
+    throw InvariantViolation("expandable flag disagrees with the setting and the segments");
   if (reserved != reserved_bytes_)
     throw InvariantViolation("reserved bytes " + std::to_string(reserved_bytes_) +
                              " differ from the segments' total " +
@@ -103,7 +134,7 @@ void DeviceCachingAllocator::check_invariants() const {
                                std::to_string(p->segment_count) + " segments but holds " +
                                std::to_string(segments_of[p.get()]));
   for (const Block* b : spare_blocks_)
-    if (b->allocated || b->event_count != 0 || !b->stream_uses.empty() ||
+    if (b->allocated || b->expandable || b->event_count != 0 || !b->stream_uses.empty() ||
         b->context_when_allocated || b->context_when_segment_allocated)
       violated("spare block is not in the spare state", b);
   // Deferred frees (defer_events): exactly the freed blocks that hold
@@ -111,7 +142,7 @@ void DeviceCachingAllocator::check_invariants() const {
   for (const Block* b : deferred_frees_)
     if (waiting.erase(b) != 1) violated("deferred free is not a freed block without events", b);
   if (!waiting.empty()) violated("freed block with stream uses has no events", *waiting.begin());
-  if (stream_work_ != (!events_.empty() || !deferred_frees_.empty()))
+  if (((malloc_slow_ & kStreamWork) != 0) != (!events_.empty() || !deferred_frees_.empty()))
     throw InvariantViolation("stream work flag disagrees with the event queues");
   for (const auto& [b, streams] : route_stream_uses_)
     if (!busy.contains(b) || streams.empty())

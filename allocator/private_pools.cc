@@ -32,7 +32,9 @@ void DeviceCachingAllocator::create_or_incref_pool(PoolId id) {
   refuse_default(id, "create_or_incref_pool");
   auto it = private_pools_.find(id);
   if (it == private_pools_.end()) {
-    private_pools_.emplace(id, std::make_unique<PrivatePool>(id));  // use count 1
+    auto pool = std::make_unique<PrivatePool>(id);  // use count 1
+    pool->large.set_expandable_split(expandable_on_);
+    private_pools_.emplace(id, std::move(pool));
     return;
   }
   PrivatePool& pool = *it->second;

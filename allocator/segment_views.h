@@ -34,6 +34,7 @@ std::vector<SegmentView> segment_views(int device, std::vector<const Block*> hea
     s.is_small = head->pool->is_small();
     if (const PrivatePool* owner = head->pool->owner()) s.pool_id = owner->id;
     s.context = &head->context_when_segment_allocated;
+    s.is_expandable = head->expandable;
     for (const Block* b = head; b && in_view(b); b = b->next) s.blocks.push_back(b);
     out.push_back(std::move(s));
   }

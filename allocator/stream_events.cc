@@ -44,7 +44,7 @@ void DeviceCachingAllocator::insert_events(Block* block) {
 
 void DeviceCachingAllocator::defer_events(Block* block) {
   deferred_frees_.push_back(block);
-  stream_work_ = true;
+  malloc_slow_ |= kStreamWork;
 }
 
 // native: insert_events_deferred_until_no_capture and remove_graph_stream_uses.

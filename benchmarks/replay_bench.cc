@@ -36,11 +36,11 @@
 #include "allocator/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
+#include "pickle/pickle_reader.h"
 #include "replay/engine_trace.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
 #include "stats/history.h"
-#include "stats/pickle_reader.h"
 
 namespace cachealloc {
 namespace {

@@ -92,41 +92,78 @@ bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
   return const_cast<ReplayDevice&>(backend_).memory_info(0).free_bytes < segment;
 }
 
+uintptr_t DeviceReplay::reservation_base(size_t bytes, size_t page) const {
+  (void)bytes;
+  for (size_t k = run_start_; k < events_.size(); ++k) {
+    const RecordedEvent& e = events_[k];
+    if (e.action == RecordedAction::kSegmentMap && e.stream == request_stream_ &&
+        e.size % page == 0 && !backend_.reserved(e.address))
+      return e.address;
+  }
+  return 0;
+}
+
 bool DeviceReplay::empty_cache_would_free(size_t first, size_t last) const {
   std::vector<uintptr_t> recorded;
   bool freed_segment = false;
   for (size_t k = first; k < last; ++k) {
-    if (events_[k].action == RecordedAction::kSegmentFree) {
+    if (is_segment_release(events_[k])) {
       recorded.push_back(events_[k].address);
       freed_segment = true;
     } else if (freed_segment) {
       return false;  // empty_cache() completes every event before it frees
     }
   }
-  // What it frees, in its order: the large pool's, then the small pool's,
-  // each in the pool's order (stream, size, address).
+  // What it frees, in its order: the large pool's, then the small pool's;
+  // in each, the whole segments, then the unmapped pages of expandable
+  // segments' free blocks, each in the pool's order (stream, size,
+  // address).
   struct Freeable {
     bool is_small;
+    bool unmap;
     StreamId stream;
     size_t size;
-    uintptr_t address;
-    auto key() const { return std::tie(is_small, stream, size, address); }
+    uintptr_t address;     // of the segment or free block
+    uintptr_t released;    // what the event shows: the segment or the pages
+    auto key() const { return std::tie(is_small, unmap, stream, size, address); }
   };
   std::vector<Freeable> freeable;
+  const auto& expandable = engine_.expandable_segment_list();
   for (const SegmentView& s : engine_.segments()) {
+    if (s.is_expandable) {
+      // Runs of blocks not handed out (those waiting for events are freed
+      // and merged first): each unmaps the whole pages inside it.
+      const ExpandableSegment* seg = nullptr;
+      for (const auto& e : expandable)
+        if (e->contains(s.address)) seg = e.get();
+      if (!seg) return false;
+      for (size_t b = 0; b < s.blocks.size();) {
+        if (s.blocks[b]->allocated) {
+          ++b;
+          continue;
+        }
+        const uintptr_t start = s.blocks[b]->address;
+        uintptr_t end = start;
+        for (; b < s.blocks.size() && !s.blocks[b]->allocated; ++b) end += s.blocks[b]->size;
+        const uintptr_t pages_start = seg->page_up(start), pages_end = seg->page_down(end);
+        if (pages_start < pages_end)
+          freeable.push_back({s.is_small, true, s.stream, end - start, start, pages_start});
+      }
+      continue;
+    }
     size_t size = 0;
     bool any_allocated = false;
     for (const Block* b : s.blocks) {
       any_allocated |= b->allocated;
       size += b->size;
     }
-    if (!any_allocated) freeable.push_back({s.is_small, s.stream, size, s.address});
+    if (!any_allocated) freeable.push_back({s.is_small, false, s.stream, size, s.address, s.address});
   }
   if (freeable.size() != recorded.size()) return false;
   std::sort(freeable.begin(), freeable.end(),
             [](const Freeable& x, const Freeable& y) { return x.key() < y.key(); });
   for (size_t k = 0; k < recorded.size(); ++k)
-    if (freeable[k].address != recorded[k]) return false;
+    if (freeable[k].released != recorded[k]) return false;
   return true;
 }
 
@@ -189,6 +226,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     }
     if (as_empty_cache) {
       clock_cursor_ = i;
+      run_start_ = i;
       log_.events.clear();
       engine_.empty_cache();
       ++empty_cache_calls;
@@ -208,6 +246,8 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
 
     const RecordedEvent& r = events_[j];
     clock_cursor_ = i;
+    run_start_ = i;
+    request_stream_ = r.stream;
     for (size_t k = i; k < j; ++k)
       if (events_[k].action == RecordedAction::kSegmentAlloc) {
         backend_.prime(events_[k].address, events_[k].size);
@@ -229,7 +269,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
         if (i < lead) {
           size_t frees = 0;
           for (size_t k = i; k < lead; ++k)
-            frees += events_[k].action == RecordedAction::kSegmentFree;
+            frees += is_segment_release(events_[k]);
           backend_.refuse_until_releases(frees);
         }
         try {
@@ -279,6 +319,8 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
       case RecordedAction::kFreeCompleted:
       case RecordedAction::kSegmentAlloc:
       case RecordedAction::kSegmentFree:
+      case RecordedAction::kSegmentMap:
+      case RecordedAction::kSegmentUnmap:
         break;  // side effects never reach here
     }
     backend_.unprime();

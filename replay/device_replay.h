@@ -20,7 +20,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "allocator/device_allocator.h"
 #include "replay/replay_device.h"
-#include "replay/replayer.h"
+#include "replay/replay_options.h"
 #include "replay/trace.h"
 #include "replay/trace_runs.h"
 #include "stats/device_stats.h"
@@ -42,6 +42,8 @@ class EmitLog : public EngineObserver {
     switch (e.kind) {
       case EngineEventKind::kSegmentAlloc: add(RecordedAction::kSegmentAlloc, e.address, e.size, e); break;
       case EngineEventKind::kSegmentFree: add(RecordedAction::kSegmentFree, e.address, e.size, e); break;
+      case EngineEventKind::kSegmentMap: add(RecordedAction::kSegmentMap, e.address, e.size, e); break;
+      case EngineEventKind::kSegmentUnmap: add(RecordedAction::kSegmentUnmap, e.address, e.size, e); break;
       case EngineEventKind::kAlloc: add(RecordedAction::kAlloc, e.address, e.requested, e); break;
       case EngineEventKind::kFreeRequested: add(RecordedAction::kFreeRequested, e.address, e.requested, e); break;
       case EngineEventKind::kFreeCompleted: add(RecordedAction::kFreeCompleted, e.address, e.requested, e); break;
@@ -91,6 +93,8 @@ class DeviceReplay {
       engine_.add_observer(&history_);
     }
     if (options.memory_limit) engine_.set_memory_limit(*options.memory_limit);
+    backend_.set_reservation_source(
+        [this](size_t bytes, size_t page) { return reservation_base(bytes, page); });
   }
 
   std::optional<Divergence> run(size_t& empty_cache_calls, size_t& done, size_t total);
@@ -113,6 +117,11 @@ class DeviceReplay {
   // Compares what the engine emitted with events_[first, last).
   std::optional<Divergence> compare(size_t first, size_t last, const std::string& note);
   bool request_would_release(const RecordedEvent& request) const;
+  // Where an expandable segment reserved now lies: the address of the
+  // first segment_map from the current run on, on the current request's
+  // stream, in whole `page`s, outside every live reservation (a segment's
+  // first mapping is at its base); 0 if the trace shows none.
+  uintptr_t reservation_base(size_t bytes, size_t page) const;
   // Whether events_[first, last) can be an empty_cache() now: its event
   // completions, then frees of exactly the segments it would free (every
   // segment with no block allocated: blocks waiting for events are freed
@@ -135,6 +144,8 @@ class DeviceReplay {
   HistoryRecorder history_;
   EmitLog log_;
   size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
+  size_t run_start_ = 0;         // first event of the run being replayed
+  StreamId request_stream_ = 0;  // stream of the request being replayed
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event
   // Delayed frees replayed as completed by a synchronization only (a free

@@ -16,6 +16,8 @@ std::optional<RecordedAction> recorded_action(TraceAction a) {
     case TraceAction::kFreeRequested: return RecordedAction::kFreeRequested;
     case TraceAction::kFreeCompleted: return RecordedAction::kFreeCompleted;
     case TraceAction::kOom: return RecordedAction::kOom;
+    case TraceAction::kSegmentMap: return RecordedAction::kSegmentMap;
+    case TraceAction::kSegmentUnmap: return RecordedAction::kSegmentUnmap;
     case TraceAction::kSnapshot:
     case TraceAction::kUserDefined: break;  // no effect on the allocator
   }

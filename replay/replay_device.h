@@ -13,10 +13,19 @@
 // whatever the trace says, live segments never overlap (the engine relies
 // on it: blocks of two segments at one address would corrupt its indexes),
 // and a trace that claims otherwise diverges instead.
+//
+// Expandable segments: the trace records mappings (segment_map), not
+// reservations. A reservation gets the base its reservation source names
+// (the replayer looks ahead for the first mapping outside every live
+// reservation: a segment's first mapping is at its base), under the same
+// rules as a primed address; pages are mapped where the engine asks, and a
+// mapping outside a live reservation is an error. Mapped pages count as
+// used, reservations do not.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -42,6 +51,13 @@ class ReplayDevice : public DeviceBackend {
   // where the device refused it until then though its free bytes said it
   // fit.
   void refuse_until_releases(size_t releases) { releases_before_allocating_ = releases; }
+  // Where reserve_address_range puts a range of (bytes, alignment); 0 for
+  // nowhere in particular.
+  void set_reservation_source(std::function<uintptr_t(size_t, size_t)> source) {
+    reservation_source_ = std::move(source);
+  }
+  // Whether `address` lies in a live reservation.
+  bool reserved(uintptr_t address) const;
   void stop_refusing() {
     refusing_ = false;
     releases_before_allocating_ = 0;
@@ -52,6 +68,10 @@ class ReplayDevice : public DeviceBackend {
   uintptr_t allocate(int, size_t bytes, StreamId) override;
   void release(int, uintptr_t address, size_t bytes) override;
   DeviceMemoryInfo memory_info(int) override { return {capacity_ - used_, capacity_}; }
+  uintptr_t reserve_address_range(int, size_t bytes, size_t alignment) override;
+  void release_address_range(int, uintptr_t base, size_t bytes) override;
+  bool map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override;
+  void unmap_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override;
   EventId record_event(int, StreamId) override {
     pending_.insert(next_event_);
     return next_event_++;
@@ -68,6 +88,8 @@ class ReplayDevice : public DeviceBackend {
   // Whether [address, address + bytes) is non-empty, above 0, does not wrap
   // and overlaps no live segment. O(log live segments).
   bool range_free(uintptr_t address, size_t bytes) const;
+  // The first free range of `bytes` from next_unexpected_ on, 0 if none.
+  uintptr_t unexpected_range(size_t bytes);
 
   // Unexpected segments come from here, far from any real device address.
   static constexpr uintptr_t kUnexpectedBase = uintptr_t{0xdead00000000000};
@@ -77,9 +99,13 @@ class ReplayDevice : public DeviceBackend {
   bool refusing_ = false;
   size_t releases_before_allocating_ = 0;
   uintptr_t next_unexpected_ = kUnexpectedBase;
-  // Live segments: address -> bytes. Ordered, to find overlaps; only
-  // segment allocations and releases touch it, not every request.
+  // Live segments and reservations: address -> bytes. Ordered, to find
+  // overlaps; only segment allocations and releases touch it, not every
+  // request.
   std::map<uintptr_t, size_t> live_;
+  // The live reservations (also in live_): base -> bytes.
+  std::map<uintptr_t, size_t> reservations_;
+  std::function<uintptr_t(size_t, size_t)> reservation_source_;
   EventId next_event_ = 1;
   absl::flat_hash_set<EventId> pending_;
 };

@@ -182,6 +182,8 @@ const char* recorded_action_name(RecordedAction a) {
     case RecordedAction::kFreeRequested: return "free_requested";
     case RecordedAction::kFreeCompleted: return "free_completed";
     case RecordedAction::kOom: return "oom";
+    case RecordedAction::kSegmentMap: return "segment_map";
+    case RecordedAction::kSegmentUnmap: return "segment_unmap";
   }
   return "unknown";
 }
@@ -211,9 +213,8 @@ AllocatorConfig config_from_settings(const PyValue& settings) {
   if (c.garbage_collection_threshold != 0.0)
     r.rule_check("garbage_collection_threshold",
                  config_rules::gc_threshold(c.garbage_collection_threshold), shown(gc));
-  if (const PyValue* e = r.optional("expandable_segments");
-      e && r.boolean("expandable_segments", *e))
-    throw ConfigError("trace was recorded with expandable_segments:True, which cachealloc does not support yet");
+  if (const PyValue* e = r.optional("expandable_segments"))
+    c.expandable_segments = r.boolean("expandable_segments", *e);
   for (auto [key, field] : {std::pair{"release_lock_on_cudamalloc", &AllocatorConfig::release_lock_on_cudamalloc},
                             {"pinned_use_cuda_host_register", &AllocatorConfig::pinned_use_cuda_host_register},
                             {"graph_capture_record_stream_reuse", &AllocatorConfig::graph_capture_record_stream_reuse}})
@@ -291,8 +292,8 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       else if (a == "free_completed") r.action = RecordedAction::kFreeCompleted;
       else if (a == "oom") r.action = RecordedAction::kOom;
       else if (a == "snapshot" || a == "user_defined") { ++t.skipped_entries; continue; }
-      else if (a == "segment_map" || a == "segment_unmap")
-        bad(where, "expandable-segment traces (" + a + ") are not supported yet");
+      else if (a == "segment_map") r.action = RecordedAction::kSegmentMap;
+      else if (a == "segment_unmap") r.action = RecordedAction::kSegmentUnmap;
       else bad(where, "unknown action '" + a + "'");
       if (r.action == RecordedAction::kOom) r.device_free = size_field(e, "device_free", where);
       else r.address = static_cast<uintptr_t>(size_field(e, "addr", where));

@@ -11,7 +11,7 @@
 #include "allocator/call_context.h"
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 
@@ -34,6 +34,8 @@ enum class RecordedAction : uint8_t {
   kFreeRequested,
   kFreeCompleted,
   kOom,
+  kSegmentMap,    // expandable segments: pages mapped (a growth)
+  kSegmentUnmap,  // expandable segments: pages unmapped
 };
 const char* recorded_action_name(RecordedAction a);
 
@@ -74,8 +76,7 @@ struct RecordedTrace {
 // (the message names the entry and the field), a block state other than
 // active_allocated, active_pending_free and inactive, or more than
 // kMaxTraceDevices devices (or a segment's device outside that range);
-// expandable-segment traces (segment_map/unmap) are refused as
-// unsupported. Throws ConfigError for allocator_settings the config rules
+// Throws ConfigError for allocator_settings the config rules
 // refuse (see config_from_settings).
 RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
 

@@ -1,7 +1,7 @@
 // How a recorded device trace groups into requests and their side effects.
 //
 // A trace is a sequence of runs: side effects (segment_alloc, segment_free,
-// free_completed of a delayed free), then one request (alloc, oom, or
+// segment_map, segment_unmap, free_completed of a delayed free), then one request (alloc, oom, or
 // free_requested, which may be followed by its own free_completed). A run of
 // segment frees that leads the side effects and that the request cannot
 // explain is an empty_cache() call.
@@ -27,12 +27,19 @@ inline bool completes_at_once(const std::vector<RecordedEvent>& events, size_t k
          events[k + 1].address == events[k].address;
 }
 
+// Whether events[k] gives memory back to the device: a segment_free, or an
+// expandable segment's segment_unmap.
+inline bool is_segment_release(const RecordedEvent& e) {
+  return e.action == RecordedAction::kSegmentFree || e.action == RecordedAction::kSegmentUnmap;
+}
+
 // Whether events[k] is a side effect rather than a request: a segment event,
 // or a free_completed that does not directly follow its free_requested (a
 // delayed free, completed when its stream event finished).
 inline bool is_side_effect(const std::vector<RecordedEvent>& events, size_t k) {
   const RecordedEvent& e = events[k];
-  if (e.action == RecordedAction::kSegmentAlloc || e.action == RecordedAction::kSegmentFree)
+  if (e.action == RecordedAction::kSegmentAlloc || e.action == RecordedAction::kSegmentFree ||
+      e.action == RecordedAction::kSegmentMap || e.action == RecordedAction::kSegmentUnmap)
     return true;
   return e.action == RecordedAction::kFreeCompleted && !(k > 0 && completes_at_once(events, k - 1));
 }
@@ -46,16 +53,17 @@ inline size_t side_effects_end(const std::vector<RecordedEvent>& events, size_t 
 }
 
 // The leading part of the side effects [first, end) made only of segment
-// frees and delayed free completions (what empty_cache() emits). Returns its
-// end; *has_segment_free says whether it holds at least one segment_free
+// frees or unmaps and delayed free completions (what empty_cache() emits). Returns its
+// end; *has_segment_free says whether it holds at least one segment_free or
+// segment_unmap
 // (without one it cannot be an empty_cache() that left a trace).
 inline size_t leading_release_run(const std::vector<RecordedEvent>& events, size_t first,
                                   size_t end, bool* has_segment_free) {
   size_t lead = first;
   bool segment_free = false;
-  while (lead < end && (events[lead].action == RecordedAction::kSegmentFree ||
+  while (lead < end && (is_segment_release(events[lead]) ||
                         events[lead].action == RecordedAction::kFreeCompleted)) {
-    segment_free |= events[lead].action == RecordedAction::kSegmentFree;
+    segment_free |= is_segment_release(events[lead]);
     ++lead;
   }
   *has_segment_free = segment_free;

@@ -64,6 +64,14 @@ void StatsCollector::on_event(const EngineEvent& e) {
       u.decrease(kReservedBytes, size);
       if (oversize) scalars_.oversize_segments.decrease(1);
       break;
+    case EngineEventKind::kSegmentMap:  // native: map_block
+      u.increase(kReservedBytes, size);
+      ++scalars_.num_device_alloc;
+      break;
+    case EngineEventKind::kSegmentUnmap:  // native: unmap_block
+      u.decrease(kReservedBytes, size);
+      ++scalars_.num_device_free;
+      break;
     case EngineEventKind::kAlloc:
     case EngineEventKind::kFree:
       break;  // above

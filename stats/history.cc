@@ -14,6 +14,8 @@ const char* action_name(TraceAction a) {
     case TraceAction::kFreeCompleted: return "free_completed";
     case TraceAction::kOom: return "oom";
     case TraceAction::kSnapshot: return "snapshot";
+    case TraceAction::kSegmentMap: return "segment_map";
+    case TraceAction::kSegmentUnmap: return "segment_unmap";
     case TraceAction::kUserDefined: return "user_defined";
   }
   return "unknown";
@@ -189,6 +191,8 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
     switch (e.kind) {
       case EngineEventKind::kSegmentAlloc: r.action = TraceAction::kSegmentAlloc, r.size = e.size; break;
       case EngineEventKind::kSegmentFree: r.action = TraceAction::kSegmentFree, r.size = e.size; break;
+      case EngineEventKind::kSegmentMap: r.action = TraceAction::kSegmentMap, r.size = e.size; break;
+      case EngineEventKind::kSegmentUnmap: r.action = TraceAction::kSegmentUnmap, r.size = e.size; break;
       case EngineEventKind::kOom: r.action = TraceAction::kOom, r.size = e.size; break;
       case EngineEventKind::kFreeRequested: r.action = TraceAction::kFreeRequested; break;
       case EngineEventKind::kFreeCompleted: r.action = TraceAction::kFreeCompleted; break;

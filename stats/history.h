@@ -30,6 +30,8 @@ enum class TraceAction : uint8_t {
   kFreeCompleted,
   kOom,
   kSnapshot,
+  kSegmentMap,    // expandable segments: pages mapped
+  kSegmentUnmap,  // expandable segments: pages unmapped
   kUserDefined,
 };
 // Native's spelling: "segment_alloc", "alloc", "free_requested", ...
@@ -42,8 +44,8 @@ std::optional<TraceAction> parse_action(std::string_view name);
 // list that the C API, the PyTorch glue and the Python package read.
 inline constexpr TraceAction kRecordedActions[] = {
     TraceAction::kAlloc,        TraceAction::kFreeRequested, TraceAction::kFreeCompleted,
-    TraceAction::kSegmentAlloc, TraceAction::kSegmentFree,   TraceAction::kOom,
-    TraceAction::kSnapshot};
+    TraceAction::kSegmentAlloc, TraceAction::kSegmentFree,   TraceAction::kSegmentMap,
+    TraceAction::kSegmentUnmap, TraceAction::kOom,           TraceAction::kSnapshot};
 // A set of actions, bit (1 << action) each.
 using ActionMask = uint16_t;
 constexpr ActionMask action_bit(TraceAction a) {

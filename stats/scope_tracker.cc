@@ -36,6 +36,7 @@ void ScopeTracker::on_event(const EngineEvent& e) {
       }
       break;
     case EngineEventKind::kSegmentAlloc:
+    case EngineEventKind::kSegmentMap:
       reserved_ += size;
       if (!stack_.empty()) {
         ScopeResult& s = stack_.back().self;
@@ -43,6 +44,7 @@ void ScopeTracker::on_event(const EngineEvent& e) {
       }
       break;
     case EngineEventKind::kSegmentFree:
+    case EngineEventKind::kSegmentUnmap:
       reserved_ -= size;
       break;
     default:

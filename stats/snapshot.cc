@@ -54,7 +54,7 @@ PyValue segment_to_py(const SegmentView& s, SnapshotFrames& frames) {
   d.set("stream", int_value(s.stream));
   d.set("segment_type", PyValue::str(s.is_small ? "small" : "large"));
   d.set("segment_pool_id", PyValue::tuple({int_value(s.pool_id.first), int_value(s.pool_id.second)}));
-  d.set("is_expandable", PyValue::boolean(false));
+  d.set("is_expandable", PyValue::boolean(s.is_expandable));
   d.set("frames", frames.list(s.context ? *s.context : nullptr));
   d.set("blocks", std::move(blocks));
   return d;

@@ -12,8 +12,8 @@
 
 #include "allocator/config.h"
 #include "allocator/device_allocator.h"
+#include "pickle/py_value.h"
 #include "stats/history.h"
-#include "stats/py_value.h"
 #include "stats/snapshot_frames.h"
 
 namespace cachealloc {

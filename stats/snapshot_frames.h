@@ -22,7 +22,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "allocator/call_context.h"
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 

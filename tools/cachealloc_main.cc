@@ -3,8 +3,8 @@
 //   cachealloc replay [--json] [--memory-limit BYTES] [--conf STR]
 //                     [--snapshot OUT] [--device-memory BYTES]
 //                     [--check-invariants] TRACE
-//   cachealloc compare TRACE --conf A --conf B ...   (tools/lab_compare.cc)
-//   cachealloc min-memory TRACE --conf A ...         (tools/lab_min_memory.cc)
+//   cachealloc compare TRACE --conf A --conf B ...   (lab/cli/lab_compare.cc)
+//   cachealloc min-memory TRACE --conf A ...         (lab/cli/lab_min_memory.cc)
 //
 // Exit status: 0 clean replay, 1 divergence, 2 bad input (usage, unreadable
 // or malformed trace, bad config).
@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "allocator/errors.h"
+#include "lab/cli/json_out.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/output_file.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
-#include "tools/json_out.h"
-#include "tools/lab_commands.h"
-#include "tools/output_file.h"
 
 namespace cachealloc {
 namespace {

@@ -24,12 +24,12 @@
 #include <string>
 #include <vector>
 
-#include "replay/lab_config.h"
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif.h"
+#include "pickle/pickle_reader.h"
 #include "replay/replayer.h"
-#include "replay/request_stream.h"
 #include "replay/trace.h"
-#include "replay/whatif.h"
-#include "stats/pickle_reader.h"
 
 namespace cachealloc {
 namespace {

@@ -4,7 +4,7 @@
 // The caller writes values in pickle's stack order: open a container, write
 // its items, close it. Strings are memoized (written once, then fetched),
 // as Python does for the repeated keys of a snapshot. The output loads with
-// Python's pickle.load and with stats/pickle_reader.h.
+// Python's pickle.load and with pickle/pickle_reader.h.
 #pragma once
 
 #include <zlib.h>

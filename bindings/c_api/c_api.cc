@@ -16,8 +16,8 @@
 #include "allocator/hot_inline.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/runtime/runtime.h"
+#include "pickle/pickle_writer.h"
 #include "stats/history.h"
-#include "stats/pickle_writer.h"
 
 using cachealloc::Runtime;
 

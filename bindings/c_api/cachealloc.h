@@ -19,6 +19,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "bindings/runtime/snapshot_visitor.h"
+
 #if defined(CACHEALLOC_BUILDING_LIBRARY)
 #define CACHEALLOC_API __attribute__((visibility("default")))
 #else
@@ -271,17 +273,8 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
  * action: 0 segment_alloc, 1 segment_free, 2 alloc, 3 free_requested,
  * 4 free_completed, 5 oom (addr = device free bytes), 6 snapshot (size =
  * active bytes; a visit is itself recorded as one, as native records each
- * snapshot it takes). */
-typedef struct cachealloc_snapshot_visitor {
-  /* pool_first, pool_second: the segment's memory pool, (0, 0) default. */
-  void (*segment)(void* user, int device, uint64_t address, uint64_t total_size,
-                  void* stream, int is_small, void* context, uint64_t pool_first,
-                  uint64_t pool_second);
-  void (*block)(void* user, uint64_t size, uint64_t requested_size, int allocated,
-                int active, void* context);
-  void (*trace)(void* user, int device, int action, uint64_t addr, uint64_t size,
-                void* stream, int64_t time_us, void* context);
-} cachealloc_snapshot_visitor;
+ * snapshot it takes). The callbacks: cachealloc_snapshot_visitor
+ * (bindings/runtime/snapshot_visitor.h). */
 CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
                                              void* user);
 

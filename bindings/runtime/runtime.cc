@@ -6,8 +6,8 @@
 
 #include "allocator/errors.h"
 #include "allocator/simulated_device.h"
-#include "bindings/c_api/cachealloc.h"
 #include "bindings/runtime/python_frames.h"
+#include "bindings/runtime/snapshot_visitor.h"
 #include "stats/snapshot.h"
 #ifdef CACHEALLOC_WITH_CUDA
 #include "bindings/cuda/cuda_backends.h"

@@ -17,9 +17,9 @@
 #include "allocator/config.h"
 #include "allocator/errors.h"
 #include "allocator/hot_inline.h"
+#include "pickle/py_value.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
-#include "stats/py_value.h"
 #include "stats/scope_tracker.h"
 
 struct cachealloc_snapshot_visitor;

@@ -138,7 +138,7 @@ TEST(Backend, AcceptsNativeAndCudaMallocAsyncOnly) {
 
 TEST(ExpandableSegments, TrueIsRejectedAsUnsupportedFalseAccepted) {
   EXPECT_FALSE(AllocatorConfig::parse("expandable_segments:False").expandable_segments);
-  ExpectRejectedNaming("expandable_segments:True", "expandable_segments");
+  EXPECT_TRUE(AllocatorConfig::parse("expandable_segments:True").expandable_segments);
 }
 
 TEST(Booleans, OnlyCapitalisedTrueOrFalse) {

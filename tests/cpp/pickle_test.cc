@@ -18,9 +18,9 @@
 #include <string_view>
 #include <vector>
 
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
-#include "stats/py_value.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 namespace {

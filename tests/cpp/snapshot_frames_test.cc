@@ -6,8 +6,8 @@
 #include <string>
 
 #include "allocator/call_context.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "stats/snapshot.h"
 #include "stats/snapshot_frames.h"
 

@@ -37,13 +37,13 @@
 #include <vector>
 
 #include "allocator/errors.h"
-#include "replay/lab_config.h"
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "replay/replayer.h"
-#include "replay/request_stream.h"
 #include "replay/trace.h"
-#include "replay/whatif.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
 #include "tests/cpp/trace_mutator.h"
 
 namespace cachealloc {

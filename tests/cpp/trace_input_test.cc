@@ -18,10 +18,10 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include <vector>
 
 #include "allocator/errors.h"
+#include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
-#include "stats/pickle_reader.h"
-#include "stats/pickle_writer.h"
 
 namespace cachealloc {
 namespace {

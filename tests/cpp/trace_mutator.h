@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "stats/py_value.h"
+#include "pickle/py_value.h"
 
 namespace cachealloc {
 

@@ -1,4 +1,4 @@
-// Tests of WhatIfDevice (replay/whatif_device.h), the device of the lab's
+// Tests of WhatIfDevice (lab/whatif_device.h), the device of the lab's
 // what-if replays: first-fit placement by address, hints, and the cost of a
 // first fit (a fuzzed trace with one huge request hung policy:expandable).
 #include <gtest/gtest.h>
@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "allocator/config.h"
-#include "replay/lab_config.h"
-#include "replay/request_stream.h"
-#include "replay/whatif.h"
-#include "replay/whatif_device.h"
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif.h"
+#include "lab/whatif_device.h"
 
 namespace cachealloc {
 namespace {

@@ -40,13 +40,17 @@ def shape(v):
     return type(v).__name__
 
 
-@pytest.fixture(scope="module")
-def replayed(cli, traces_dir, tmp_path_factory):
-    out = tmp_path_factory.mktemp("snap") / "mlp.pickle"
-    proc = subprocess.run([str(cli), "replay", str(traces_dir / "mlp.pickle.gz"),
-                           "--snapshot", str(out)], capture_output=True, text=True)
+# A classic recording, and expandable ones: segment_map/segment_unmap
+# entries, one segment per mapped range, is_expandable.
+@pytest.fixture(scope="module", params=["traces/mlp", "traces_expandable/x_mlp",
+                                        "traces_expandable/x_emptycache"])
+def replayed(request, cli, traces_dir, tmp_path_factory):
+    trace = traces_dir.parent / f"{request.param}.pickle.gz"
+    out = tmp_path_factory.mktemp("snap") / "replayed.pickle"
+    proc = subprocess.run([str(cli), "replay", str(trace), "--snapshot", str(out)],
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    native = pickle.loads(gzip.open(traces_dir / "mlp.pickle.gz").read())
+    native = pickle.loads(gzip.open(trace).read())
     return out.read_bytes(), native
 
 
@@ -60,7 +64,15 @@ def test_snapshot_uses_only_viewer_opcodes_at_protocol_4(replayed):
 def test_snapshot_has_native_structure_and_kinds(replayed):
     data, native = replayed
     ours = load_plain(data)
-    assert shape(ours["segments"]) == shape(native["segments"])
+    # A segment keeps the frames of the call that reserved it after its
+    # first block is split off; native loses them then (docs/design.md,
+    # "Where we differ from native on purpose"), which an expandable
+    # segment's first growth always does. So segment frames are compared
+    # by the frames' own shape, not by whether the list is empty.
+    without_frames = lambda segs: [{k: v for k, v in s.items() if k != "frames"} for s in segs]
+    assert shape(without_frames(ours["segments"])) == shape(without_frames(native["segments"]))
+    frame_shape = {"name": "str", "filename": "str", "line": "int"}
+    assert all(shape(f) == frame_shape for s in ours["segments"] for f in s["frames"])
     assert shape(ours["allocator_settings"]) == shape(native["allocator_settings"])
     assert shape(ours["device_traces"]) == shape(native["device_traces"])
     assert ours["allocator_settings"] == native["allocator_settings"]
@@ -71,12 +83,12 @@ def test_snapshot_replays_the_recorded_history(replayed):
     ours = load_plain(data)
     strip = lambda e: {k: e[k] for k in ("action", "addr", "size", "stream", "time_us")}
     assert [strip(e) for e in ours["device_traces"][0]] == [strip(e) for e in native["device_traces"][0]]
-    assert [(s["address"], s["total_size"], [(b["size"], b["state"]) for b in s["blocks"]])
-            for s in ours["segments"]] == \
-           [(s["address"], s["total_size"], [(b["size"], b["state"]) for b in s["blocks"]])
-            for s in native["segments"]]
+    layout = lambda s: (s["address"], s["total_size"], s["is_expandable"], s["segment_type"],
+                        s["stream"], [(b["address"], b["size"], b["state"]) for b in s["blocks"]])
+    assert [layout(s) for s in ours["segments"]] == [layout(s) for s in native["segments"]]
     # Frames recorded with the trace come back with the replayed entries.
-    assert ours["device_traces"][0][0]["frames"] == native["device_traces"][0][0]["frames"]
+    first = native["device_traces"][0][0]
+    assert ours["device_traces"][0][0].get("frames") == first.get("frames")
 
 
 def test_snapshot_goes_through_memory_viz(replayed):

@@ -1,0 +1,99 @@
+// cachealloc min-memory: the smallest memory limit at which a trace's
+// requests run without OOM, per configuration (lab/min_memory.h).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "lab/cli/json_out.h"
+#include "lab/cli/lab_commands.h"
+#include "lab/cli/lab_input.h"
+#include "lab/cli/lab_options.h"
+#include "lab/lab_config.h"
+#include "lab/min_memory.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr const char* kMinMemoryUsage =
+    "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json]\n"
+    "                             [--recorded-limit BYTES] [--device N]\n"
+    "                             [--no-address-hints] [--quiet | --progress]\n"
+    "\n"
+    "For each --conf (as in `cachealloc compare`; default: trace), finds the\n"
+    "smallest memory limit in bytes at which TRACE's requests run without a\n"
+    "single OOM: bisection over limits in 2 MiB units (the granularity of\n"
+    "reserved memory), then verified: the limit runs clean, one byte less\n"
+    "does not.\n"
+    "\n"
+    "  --json               print one JSON object instead of the table\n"
+    "  --recorded-limit B   the limit TRACE was recorded under (see compare)\n"
+    "  --device N           which device's trace (default: the only one)\n"
+    "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --quiet / --progress never / always report progress on stderr\n"
+    "\n"
+    "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
+
+int run_min_memory(const LabCommonArgs& args) {
+  for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
+  LabProgress progress(false);
+  const LabInput in = load_lab_input(args.trace, args.input, progress);
+  std::vector<MinMemoryResult> results;
+  for (const std::string& text : args.confs) {
+    const LabConfig config = parse_lab_config(text, in.stream.recorded_config);
+    MinMemoryOptions options;
+    options.address_hints = args.address_hints;
+    if (progress.enabled())
+      options.progress = [&](size_t limit, bool clean) {
+        progress.note("'" + config.label() + "': limit " + std::to_string(limit) + " bytes " +
+                      (clean ? "runs clean" : "OOMs"));
+      };
+    progress.note("searching the minimum for '" + config.label() + "'");
+    results.push_back(find_min_memory(in.stream, config, options));
+  }
+
+  auto n = [](size_t v) { return std::to_string(v); };
+  if (args.json) {
+    std::string s = "{\"trace\": " + json_string(in.path) + ", \"device\": " +
+                    n(in.stream.device) + ", \"events\": " + n(in.stream.recorded_events) +
+                    ", \"requests\": " + n(in.stream.requests.size()) + ", \"configs\": [";
+    for (size_t i = 0; i < results.size(); ++i) {
+      const MinMemoryResult& r = results[i];
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%.6g", r.seconds);
+      s += std::string(i ? ", " : "") + "{\"conf\": " + json_string(r.config.text) +
+           ", \"label\": " + json_string(r.config.label()) +
+           ", \"policy\": " + json_string(lab_policy_name(r.config.policy)) +
+           ", \"min_memory\": " + n(r.min_limit) +
+           ", \"peak_reserved_unlimited\": " + n(r.peak_reserved_unlimited) +
+           ", \"probes\": " + n(r.probes) +
+           ", \"byte_refined\": " + (r.byte_refined ? "true" : "false") +
+           ", \"seconds\": " + seconds + "}";
+    }
+    std::cout << s << "]}\n";
+    return 0;
+  }
+  std::printf("trace %s, device %d: %zu events -> %zu requests\n\n", in.path.c_str(),
+              in.stream.device, in.stream.recorded_events, in.stream.requests.size());
+  size_t width = 6;
+  for (const auto& r : results) width = std::max(width, std::min<size_t>(48, r.config.label().size()));
+  std::printf("%-*s  %-10s  %16s  %12s  %18s  %6s  %9s\n", static_cast<int>(width), "config",
+              "policy", "min memory (B)", "min memory", "unlimited peak", "probes", "time");
+  for (const auto& r : results)
+    std::printf("%-*s  %-10s  %16zu  %12s  %18s  %6zu  %9s\n", static_cast<int>(width),
+                r.config.label().substr(0, 48).c_str(), lab_policy_name(r.config.policy),
+                r.min_limit, lab_bytes(r.min_limit).c_str(),
+                lab_bytes(r.peak_reserved_unlimited).c_str(), r.probes,
+                lab_seconds(r.seconds).c_str());
+  return 0;
+}
+
+}  // namespace
+
+int min_memory_main(const std::vector<std::string>& args) {
+  // min-memory takes the shared lab options only.
+  return run_lab_command("min-memory", kMinMemoryUsage, args,
+                         [&args] { return run_min_memory(parse_lab_args(args)); });
+}
+
+}  // namespace cachealloc

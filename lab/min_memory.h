@@ -1,0 +1,48 @@
+// The smallest memory limit under which a trace's requests run without a
+// single OOM, per configuration: exact, not sampled.
+//
+// Reserved memory only grows in whole 2 MiB units (every segment size and
+// every page is a multiple), so a limit of L bytes behaves as
+// floor(L / 2 MiB) units, except for garbage collection, whose threshold is
+// a fraction of the exact limit. The search therefore bisects in 2 MiB
+// units between 0 (fails when anything is allocated) and the peak of an
+// unlimited run (succeeds: the limit never bites), then checks that
+// limit - 1 byte fails; if it does not (a GC threshold effect), it bisects
+// the bytes of that last unit. The answer is exact under the premise that
+// more memory never causes an OOM; it is always verified at L (no OOM) and
+// L - 1 (an OOM).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif_device.h"
+
+namespace cachealloc {
+
+struct MinMemoryOptions {
+  size_t device_memory = WhatIfDevice::kDefaultCapacity;  // simulated bytes
+  bool address_hints = true;  // see WhatIfOptions
+  // Called after each probe with (limit bytes, whether it ran without OOM).
+  std::function<void(size_t, bool)> progress;
+};
+
+struct MinMemoryResult {
+  LabConfig config;
+  size_t min_limit = 0;                // bytes: smallest limit with no OOM
+  size_t peak_reserved_unlimited = 0;  // bytes, with no limit at all
+  size_t probes = 0;                   // what-if replays run (unlimited one included)
+  // The 2 MiB-unit answer minus one byte ran clean (a GC threshold effect),
+  // so the last unit was bisected byte by byte.
+  bool byte_refined = false;
+  double seconds = 0;                  // wall time of all probes
+};
+
+// Throws std::runtime_error if the requests OOM even without a limit (a
+// request larger than the simulated device), ConfigError for a bad config.
+MinMemoryResult find_min_memory(const RequestStream& stream, const LabConfig& config,
+                                const MinMemoryOptions& options = {});
+
+}  // namespace cachealloc

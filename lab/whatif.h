@@ -1,0 +1,109 @@
+// What-if replay: a trace's requests (request_stream.h) run under another
+// configuration, on a fresh engine and a plain simulated device.
+//
+// Unlike the lockstep replayer nothing is compared: under a different
+// config the engine makes different decisions, and only the program's
+// requests are fed in. Per request it samples reserved and allocated bytes
+// (peaks, the moment reserved peaks, a downsampled time series) and counts
+// device reservations/releases, retries and OOMs. A request that OOMs is
+// counted and the replay goes on; later frees of it are skipped.
+//
+// Fast by design: one pass over a flat request array, Block* per slot in a
+// vector, no allocation per request beyond the engine's own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "lab/lab_config.h"
+#include "lab/request_stream.h"
+#include "lab/whatif_device.h"
+#include "pickle/py_value.h"
+
+namespace cachealloc {
+
+struct WhatIfOptions {
+  std::optional<size_t> memory_limit;  // bytes the engine may reserve
+  size_t device_memory = WhatIfDevice::kDefaultCapacity;  // simulated bytes
+  // Offer the device the recorded segment address of each request (native
+  // policy only; see WhatIfDevice). Off: plain first fit.
+  bool address_hints = true;
+  size_t series_points = 1000;      // time-series buckets (max per bucket)
+  bool stop_at_first_oom = false;   // for min-memory probes
+  // > 0: describe the moment reserved first peaked (largest live blocks, up
+  // to this many, and every segment), by replaying again up to it.
+  size_t peak_blocks = 0;
+  // > 0: record history (the newest this many entries) and build a
+  // snapshot pickle tree for PyTorch's memory viewer.
+  size_t snapshot_entries = 0;
+  bool check_invariants = false;    // after every request (slow)
+  // Called every 2^20 requests with (requests done, requests total).
+  std::function<void(size_t, size_t)> progress;
+};
+
+// One bucket of consecutive requests: the largest values seen in it.
+struct SeriesPoint {
+  size_t first_request = 0;
+  size_t reserved = 0;   // bytes
+  size_t allocated = 0;  // bytes
+};
+
+struct LiveBlock {
+  uintptr_t address = 0;
+  size_t size = 0;          // block bytes (rounded)
+  size_t requested = 0;     // bytes the program asked for
+  StreamId stream = 0;
+  size_t allocated_at = 0;  // request index
+};
+
+struct SegmentUse {
+  uintptr_t address = 0;
+  size_t bytes = 0;
+  size_t allocated_bytes = 0;
+  size_t largest_free = 0;  // largest free block, bytes
+  size_t blocks = 0;
+  bool is_small = false;
+  // Runs of allocated blocks: (offset from the segment start, bytes).
+  std::vector<std::pair<size_t, size_t>> allocated_runs;
+};
+
+struct PeakMoment {
+  size_t request_index = 0;
+  size_t reserved = 0, allocated = 0;  // bytes
+  size_t live_blocks = 0;
+  std::vector<LiveBlock> largest_blocks;  // largest first
+  std::vector<SegmentUse> segments;       // address order
+};
+
+struct WhatIfResult {
+  LabConfig config;
+  size_t requests = 0;            // requests replayed
+  size_t recorded_events = 0;     // trace entries those requests stand for
+  size_t peak_reserved = 0;       // bytes
+  size_t peak_allocated = 0;      // bytes
+  size_t peak_request = 0;        // request at which reserved first peaked
+  size_t allocated_at_peak = 0;   // bytes allocated at that moment
+  double fragmentation_at_peak = 0;  // 1 - allocated_at_peak / peak_reserved
+  size_t device_allocs = 0;       // segments reserved (mappings, expandable)
+  size_t device_frees = 0;        // segments released (unmappings)
+  size_t retries = 0;             // allocations retried after emptying the cache
+  size_t ooms = 0;                // requests refused
+  size_t recorded_ooms_succeeded = 0;  // recorded OOMs served this time
+  size_t final_reserved = 0, final_allocated = 0;  // bytes at the end
+  bool stopped_at_oom = false;    // stop_at_first_oom cut the replay short
+  double seconds = 0;             // wall time of the replay loop
+  std::vector<SeriesPoint> series;
+  std::optional<PeakMoment> peak;
+  std::optional<PyValue> snapshot;
+};
+
+// Runs `stream` under `config`. Throws ConfigError (policy rejects the
+// config), SizeOverflowError (a request beyond kMaxRequestSize) or
+// InvariantViolation (check_invariants).
+WhatIfResult run_whatif(const RequestStream& stream, const LabConfig& config,
+                        const WhatIfOptions& options);
+
+}  // namespace cachealloc
