@@ -142,10 +142,15 @@ def main():
         kinds.remove("rmm_pool")
     results = {k: [] for k in kinds}
     for _ in range(a.rounds):
-        for alloc in kinds:
+        for alloc in list(kinds):
             out = subprocess.run([sys.executable, __file__, "--child", alloc, "--workload", a.workload,
                                   "--steps", str(a.steps), "--warmup", str(a.warmup), "--cpus", a.cpus],
                                  capture_output=True, text=True)
+            if out.returncode != 0 and alloc == "rmm_pool":  # a peer: report it, go on
+                print(f"rmm_pool left out: its run failed:\n{out.stderr[-2000:]}")
+                kinds.remove(alloc)
+                del results[alloc]
+                continue
             if out.returncode != 0:
                 raise SystemExit(f"{alloc} run failed:\n{out.stderr[-3000:]}")
             results[alloc].append(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -263,6 +263,9 @@ CACHEALLOC_API int cachealloc_block_size(void* ptr, size_t* size);
 CACHEALLOC_API int cachealloc_block_info(void* ptr, size_t* size, int* device);
 /* Bytes allocated (handed out) and reserved on the device, cheaply. */
 CACHEALLOC_API int cachealloc_usage(int device, int64_t* allocated, int64_t* reserved);
+/* Whether new memory on `device` goes into expandable segments now
+ * (expandable_segments:True, or switched at run time): *on = 1 or 0. */
+CACHEALLOC_API int cachealloc_expandable_segments(int device, int* on);
 /* The memory limit as a fraction of capacity (1.0 when none is set). */
 CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
 
@@ -273,7 +276,8 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
  * action: 0 segment_alloc, 1 segment_free, 2 alloc, 3 free_requested,
  * 4 free_completed, 5 oom (addr = device free bytes), 6 snapshot (size =
  * active bytes; a visit is itself recorded as one, as native records each
- * snapshot it takes). The callbacks: cachealloc_snapshot_visitor
+ * snapshot it takes), 7 segment_map and 8 segment_unmap (expandable
+ * segments: addr and size of the pages mapped or unmapped). The callbacks: cachealloc_snapshot_visitor
  * (bindings/runtime/snapshot_visitor.h). */
 CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
                                              void* user);

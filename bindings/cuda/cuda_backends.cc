@@ -156,8 +156,13 @@ class CudaRuntimeBackend final : public CudaBackendBase {
     check(cudaFree(reinterpret_cast<void*>(address)), "cudaFree");
   }
 
-  uintptr_t reserve_address_range(int device, size_t bytes, size_t alignment) override {
-    return pages_.reserve(device, bytes, alignment);
+  // Reserved as native reserves (cuMemAddressReserve with alignment 0: the
+  // driver's granularity, 2 MiB), whatever `alignment` the engine asks:
+  // the engine counts pages from the base, so only the granularity matters,
+  // and the large pool's page (20 MiB) is no power of two, which the driver
+  // need not accept as an alignment.
+  uintptr_t reserve_address_range(int device, size_t bytes, size_t) override {
+    return pages_.reserve(device, bytes, 0);
   }
   void release_address_range(int device, uintptr_t base, size_t bytes) override {
     pages_.release(device, base, bytes);

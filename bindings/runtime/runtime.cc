@@ -207,6 +207,8 @@ int action_code(TraceAction a) {
     case TraceAction::kFreeCompleted: return 4;
     case TraceAction::kOom: return 5;
     case TraceAction::kSnapshot: return 6;
+    case TraceAction::kSegmentMap: return 7;
+    case TraceAction::kSegmentUnmap: return 8;
     default: return -1;
   }
 }
@@ -224,7 +226,7 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
           if (!b->is_free()) active += b->size;
         }
         v.segment(user, d, s.address, total, reinterpret_cast<void*>(s.stream), s.is_small,
-                  opaque_of(s.context), s.pool_id.first, s.pool_id.second);
+                  opaque_of(s.context), s.pool_id.first, s.pool_id.second, s.is_expandable);
         for (const Block* b : s.blocks)
           v.block(user, b->size, b->requested_size, b->allocated, !b->is_free(),
                   opaque_of(&b->context_when_allocated));

@@ -409,7 +409,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
   c.info.device_traces.resize(static_cast<size_t>(std::max(cachealloc_device_count(), 1)));
   cachealloc_snapshot_visitor v{};
   v.segment = [](void* u, int device, uint64_t address, uint64_t, void* stream, int is_small,
-                 void* ctx, uint64_t pool_first, uint64_t pool_second) {
+                 void* ctx, uint64_t pool_first, uint64_t pool_second, int is_expandable) {
     auto* c = static_cast<Collector*>(u);
     const c10::cuda::MempoolId_t pool{pool_first, pool_second};
     c->keep = (c->only.first == 0 && c->only.second == 0) || pool == c->only;
@@ -421,7 +421,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
     s.address = address;
     s.stream = static_cast<decltype(s.stream)>(stream);
     s.is_large = !is_small;
-    s.is_expandable = false;
+    s.is_expandable = is_expandable != 0;
     s.context_when_allocated = context_of(ctx);
     info.segments.push_back(std::move(s));
   };
@@ -449,7 +449,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
     static constexpr TraceEntry::Action kActions[] = {
         TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
         TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
-        TraceEntry::SNAPSHOT};
+        TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
     TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
                   static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
                   context_of(ctx));
@@ -466,7 +466,11 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
   m.garbage_collection_threshold = gc;
   m.max_split_size = max_split;
   m.pinned_num_register_threads = 1;
-  m.expandable_segments = false;
+  // As native: the setting in force now (native's config is process-wide;
+  // here each device has one, all switched together: the current device's).
+  int expandable = 0;
+  check(cachealloc_expandable_segments(c10::cuda::current_device(), &expandable));
+  m.expandable_segments = expandable != 0;
   m.release_lock_on_malloc = false;
   m.pinned_use_host_register = false;
   m.last_allocator_settings = conf;

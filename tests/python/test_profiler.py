@@ -679,7 +679,7 @@ def test_history_action_names_are_natives():
     from cachealloc import _native
     names = _native.lib().cachealloc_history_action_names().decode().split(",")
     assert names == ["alloc", "free_requested", "free_completed", "segment_alloc",
-                     "segment_free", "oom", "snapshot"]
+                     "segment_free", "segment_map", "segment_unmap", "oom", "snapshot"]
 
 
 @pytest.mark.parametrize("bad", [b"allocs", b"alloc,", b",alloc", b"alloc,,oom", b"user_defined"])
