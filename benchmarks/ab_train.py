@@ -115,8 +115,9 @@ def child(allocator, workload, steps, warmup, cpus):
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     print(json.dumps({"step_ms": statistics.median(times) * 1e3,
-                      "peak_reserved": stats(0)["reserved_bytes.all.peak"],
-                      "peak_allocated": stats(0)["allocated_bytes.all.peak"]}))
+                      # -1 where an allocator does not count it
+                      "peak_reserved": stats(0).get("reserved_bytes.all.peak", -1),
+                      "peak_allocated": stats(0).get("allocated_bytes.all.peak", -1)}))
 
 
 def main():
@@ -158,10 +159,10 @@ def main():
     print(f"workload={a.workload} rounds={a.rounds} steps={a.steps} cpus={a.cpus or 'any'}")
     for k, v in results.items():
         runs = ", ".join(f"{r['step_ms']:.3f}" for r in v)
-        allocated = (f"  peak allocated {v[0]['peak_allocated'] / 2**20:.1f} MiB"
-                     if v[0]["peak_allocated"] >= 0 else "")
+        mib = lambda b: f"{b / 2**20:.1f} MiB" if b >= 0 else "n/a"
         print(f"  {k:22s} step {med[k]:8.3f} ms (runs: {runs})"
-              f"  peak reserved {v[0]['peak_reserved'] / 2**20:.1f} MiB{allocated}")
+              f"  peak reserved {mib(v[0]['peak_reserved'])}"
+              f"  peak allocated {mib(v[0]['peak_allocated'])}")
     print(f"  step-time ratio cachealloc/native = {med['cachealloc'] / med['native']:.4f}")
     paired = [c["step_ms"] / n["step_ms"] for n, c in zip(results["native"], results["cachealloc"])]
     print(f"  per-round ratios: {', '.join(f'{r:.4f}' for r in paired)}; "
@@ -172,9 +173,10 @@ def main():
             if k == base:
                 continue
             rounds = [o["step_ms"] / b["step_ms"] for b, o in zip(results[base], results[k])]
+            reserved = results[k][0]["peak_reserved"]
+            ratio = f"{reserved / results[base][0]['peak_reserved']:.4f}" if reserved >= 0 else "n/a"
             print(f"  {k}/{base}: step-time ratio {med[k] / med[base]:.4f} (per-round median "
-                  f"{statistics.median(rounds):.4f}), peak reserved ratio "
-                  f"{results[k][0]['peak_reserved'] / results[base][0]['peak_reserved']:.4f}")
+                  f"{statistics.median(rounds):.4f}), peak reserved ratio {ratio}")
 
 
 def rmm_available():
