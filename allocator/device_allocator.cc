@@ -226,6 +226,13 @@ size_t DeviceCachingAllocator::largest_cached_block() const {
 
 uintptr_t DeviceCachingAllocator::base_allocation(const Block* block,
                                                   size_t* segment_bytes) const {
+  // Native's getBaseAllocation refuses these (their memory cannot be shared
+  // by a cudaIpcMemHandle); the message is native's advice.
+  if (block->expandable)
+    throw InvalidPointerError(
+        "Tensors allocated with expandable_segments:True cannot be shared between processes. "
+        "Consider using expandable_segments:False in data loading workers via "
+        "torch.cuda.memory._set_allocator_settings('expandable_segments:False')");
   while (block->prev) block = block->prev;
   const uintptr_t base = block->address;
   if (segment_bytes) {

@@ -168,6 +168,8 @@ class DeviceCachingAllocator {
   // Size of the largest cached free block (PyTorch's cacheInfo), bytes.
   size_t largest_cached_block() const;
   // Start address and total bytes of the segment that holds `block`.
+  // Throws InvalidPointerError for a block of an expandable segment (as
+  // native: such memory cannot be shared by an IPC handle).
   uintptr_t base_allocation(const Block* block, size_t* segment_bytes) const;
 
   // Bytes reserved from the device now.

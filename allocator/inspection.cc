@@ -13,9 +13,7 @@
 namespace cachealloc {
 
 std::vector<SegmentView> DeviceCachingAllocator::segments() const {
-  // A segment's blocks all belong to its view.
-  return segment_views(device_, {segment_heads_.begin(), segment_heads_.end()},
-                       [](const Block*) { return true; });
+  return segment_views(device_, {segment_heads_.begin(), segment_heads_.end()});
 }
 
 namespace {

@@ -1,5 +1,4 @@
-// What a request that cannot be served reports, the same for every
-// allocation policy (DeviceCachingAllocator, the lab's expandable policy):
+// What a request that cannot be served reports (DeviceCachingAllocator):
 // native's "oom" event, then OutOfMemoryError with the numbers its message
 // needs. Only on the failure path.
 #pragma once

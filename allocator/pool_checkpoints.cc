@@ -149,7 +149,8 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
       BlockPool& owner = *curr->pool;
       const SplitChoice split =
           curr->size > state.size ? SplitChoice::kSplit : SplitChoice::kWhole;
-      curr = alloc_found_block(owner, curr, owner.find(curr), state.size, state.size, ctx, split);
+      curr = alloc_found_block(owner, curr, owner.find(curr), state.size, state.size, ctx, split,
+                               /*expandable_aware=*/true);
       curr = curr->next;
     }
     // Every block of the segment is allocated now: a free merges with none

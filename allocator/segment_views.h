@@ -1,6 +1,5 @@
-// Segment listing shared by both allocator policies
-// (DeviceCachingAllocator::segments in inspection.cc,
-// ExpandableSegmentsAllocator::segments in expandable_release.cc). Cold:
+// Segment listing (DeviceCachingAllocator::segments in inspection.cc; an
+// expandable segment's mapped ranges are segments of their own). Cold:
 // snapshots and invariant checks only.
 #pragma once
 
@@ -15,13 +14,10 @@
 namespace cachealloc {
 
 // One SegmentView per head in `heads` (any order), in address order. A view
-// holds its head and the blocks after it (following next) while
-// in_view(const Block*) is true: always for a native segment, up to the
-// first unmapped block for an expandable one. Stream, pool and context come
-// from the head. Cost: O(h log h + blocks listed) for h heads.
-template <typename InView>
-std::vector<SegmentView> segment_views(int device, std::vector<const Block*> heads,
-                                       InView in_view) {
+// holds its head and the blocks after it (following next). Stream, pool,
+// context and whether it is expandable come from the head. Cost:
+// O(h log h + blocks listed) for h heads.
+inline std::vector<SegmentView> segment_views(int device, std::vector<const Block*> heads) {
   std::sort(heads.begin(), heads.end(),
             [](const Block* a, const Block* b) { return a->address < b->address; });
   std::vector<SegmentView> out;
@@ -35,7 +31,7 @@ std::vector<SegmentView> segment_views(int device, std::vector<const Block*> hea
     if (const PrivatePool* owner = head->pool->owner()) s.pool_id = owner->id;
     s.context = &head->context_when_segment_allocated;
     s.is_expandable = head->expandable;
-    for (const Block* b = head; b && in_view(b); b = b->next) s.blocks.push_back(b);
+    for (const Block* b = head; b; b = b->next) s.blocks.push_back(b);
     out.push_back(std::move(s));
   }
   return out;

@@ -1,6 +1,5 @@
-// Cross-stream safety, shared by both allocator policies
-// (DeviceCachingAllocator in stream_events.cc, ExpandableSegmentsAllocator
-// in expandable_release.cc).
+// Cross-stream safety: the queues of events and their steps
+// (DeviceCachingAllocator runs them in stream_events.cc).
 //
 // A block used on other streams (record_stream) is not cached when freed:
 // an event is recorded on each of those streams and the block waits, not

@@ -1,6 +1,6 @@
-// Cross-stream safety of DeviceCachingAllocator: the steps shared with the
-// lab's expandable policy (stream_event_queues.h), on this allocator's
-// queues, backend and free_block; and native's deferral of those steps
+// Cross-stream safety of DeviceCachingAllocator: the steps of
+// stream_event_queues.h on this allocator's queues, backend and
+// free_block; and native's deferral of those steps
 // while a private pool is routed to (a CUDA graph may be capturing, and a
 // capturing stream may not have events recorded on it or queried).
 #include <algorithm>

@@ -35,7 +35,10 @@ std::vector<std::string> entries_of(std::string_view text) {
 }  // namespace
 
 const char* lab_policy_name(LabPolicy policy) {
-  return policy == LabPolicy::kExpandable ? "expandable" : "native";
+  switch (policy) {
+    case LabPolicy::kNative: return "native";
+  }
+  return "unknown";
 }
 
 std::string LabConfig::label() const {
@@ -61,21 +64,19 @@ LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorde
         const std::string name = colon == std::string::npos ? "" : trim(entry.substr(colon + 1));
         if (policy_seen) throw ConfigError("lab config '" + c.text + "': policy given twice");
         policy_seen = true;
-        if (name == "expandable") c.policy = LabPolicy::kExpandable;
-        else if (name == "native") c.policy = LabPolicy::kNative;
+        if (name == "native") c.policy = LabPolicy::kNative;
+        else if (name == "expandable")
+          throw ConfigError("lab config '" + c.text +
+                            "': policy:expandable (the lab's emulation) is retired; "
+                            "use expandable_segments:True, native's own");
         else
           throw ConfigError("lab config '" + c.text + "': unknown policy '" + name +
-                            "': options are native and expandable");
+                            "': the only policy is native");
         continue;
       }
     }
     if (!entry.empty()) native += (native.empty() ? "" : ",") + entry;
   }
-  if (native.find("expandable_segments") != std::string::npos &&
-      native.find("True") != std::string::npos)
-    throw ConfigError("lab config '" + c.text +
-                      "': expandable_segments:True is not a native option here; "
-                      "use policy:expandable");
   c.config = AllocatorConfig::parse(native);
   if (c.config.per_process_memory_fraction >= 0.0)
     throw ConfigError("lab config '" + c.text +

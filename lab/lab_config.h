@@ -4,9 +4,12 @@
 //   "trace"                            the trace's recorded allocator_settings
 //   ""                                 native defaults
 //   "max_split_size_mb:128,..."        PYTORCH_CUDA_ALLOC_CONF syntax
-//   "policy:expandable[,options...]"   expandable segments (lab only,
-//                                      lab/expandable_allocator.h)
+//   "expandable_segments:True,..."     native's expandable segments
 //   "policy:native[,options...]"       the native engine, said explicitly
+//
+// "policy:expandable" named the lab's emulation of expandable segments,
+// retired once the engine ran native's own (issue 27): it is refused with
+// a message that says so.
 //
 // "policy" is the lab's own key: AllocatorConfig::parse never sees it, so
 // the plugin and the C API cannot be configured with it.
@@ -19,8 +22,10 @@
 
 namespace cachealloc {
 
-enum class LabPolicy { kNative, kExpandable };
-// "native" or "expandable".
+// The engine a replay runs; the results name it. Only native's for now (a
+// policy beyond native's would be a second value).
+enum class LabPolicy { kNative };
+// "native".
 const char* lab_policy_name(LabPolicy policy);
 
 struct LabConfig {
@@ -35,8 +40,7 @@ struct LabConfig {
 // Parses `text` (see above); `recorded` is the trace's config, used for
 // "trace". Throws ConfigError for an unknown policy, a bad native option,
 // or an option the lab cannot honour (per_process_memory_fraction: use a
-// memory limit; backend:cudaMallocAsync; expandable_segments:True: use
-// policy:expandable).
+// memory limit; backend:cudaMallocAsync).
 LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorded);
 
 }  // namespace cachealloc

@@ -56,12 +56,17 @@ bool Extractor::request_could_release(size_t first, size_t request,
   if (r.action == RecordedAction::kFreeRequested) return false;
   if (r.action == RecordedAction::kOom) return true;  // OOM always ran the retry path
   bool missed_cache = false;
-  for (size_t k = first; k < request; ++k)
+  bool classic_release = false;
+  for (size_t k = first; k < request; ++k) {
     missed_cache |= events_[k].action == RecordedAction::kSegmentAlloc ||
                     events_[k].action == RecordedAction::kSegmentMap;
+    classic_release |= events_[k].action == RecordedAction::kSegmentFree;
+  }
   if (!missed_cache) return false;
   const std::optional<size_t>& limit = options_.recorded_limit;
-  if (config_.garbage_collection_threshold > 0.0) {
+  // Garbage collection returns whole classic segments only: it never
+  // unmaps an expandable segment's pages.
+  if (config_.garbage_collection_threshold > 0.0 && classic_release) {
     if (!limit) return true;  // a GC config is only recorded to be used with a limit
     const auto threshold = static_cast<size_t>(config_.garbage_collection_threshold *
                                                static_cast<double>(*limit));

@@ -6,7 +6,6 @@
 
 #include "allocator/device_allocator.h"
 #include "allocator/errors.h"
-#include "lab/expandable_allocator.h"
 #include "stats/history.h"
 #include "stats/snapshot.h"
 
@@ -30,16 +29,13 @@ class LabCounters : public EngineObserver {
   size_t device_allocs = 0, device_frees = 0, retries = 0, ooms = 0;
 };
 
-// One replay of a stream on one engine. Engine: DeviceCachingAllocator or
-// ExpandableSegmentsAllocator (same calls, no virtual dispatch).
-template <class Engine>
+// One replay of a stream on the engine.
 class Replay {
  public:
   Replay(const RequestStream& stream, const LabConfig& config, const WhatIfOptions& options,
          bool record_history)
       : stream_(stream),
         options_(options),
-        use_hints_(config.policy == LabPolicy::kNative),
         device_(options.device_memory),
         engine_(stream.device, config.config, device_),
         history_([this] { return now_us_; }),
@@ -56,7 +52,7 @@ class Replay {
   // Replays requests [0, end); with `peak`, stops after request `end - 1`
   // and describes that moment into it.
   void run(size_t end, WhatIfResult& out, PeakMoment* peak);
-  Engine& engine() { return engine_; }
+  DeviceCachingAllocator& engine() { return engine_; }
   std::vector<TraceEntry> history() const { return history_.entries(); }
 
  private:
@@ -64,9 +60,8 @@ class Replay {
 
   const RequestStream& stream_;
   const WhatIfOptions& options_;
-  const bool use_hints_;  // recorded addresses mean nothing to other policies
   WhatIfDevice device_;
-  Engine engine_;
+  DeviceCachingAllocator engine_;
   LabCounters counters_;
   HistoryRecorder history_;
   int64_t now_us_ = 0;
@@ -76,8 +71,7 @@ class Replay {
   size_t allocated_ = 0;                 // bytes handed out now
 };
 
-template <class Engine>
-void Replay<Engine>::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
+void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   const Request* requests = stream_.requests.data();
   const StreamId* streams = stream_.streams.data();
   const bool timed = !stream_.time_us.empty() && options_.snapshot_entries > 0;
@@ -87,7 +81,7 @@ void Replay<Engine>::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   const size_t bucket = std::max<size_t>(1, (stream_.requests.size() + points - 1) / points);
   if (!peak) out.series.reserve(stream_.requests.size() / bucket + 1);
   size_t bucket_left = 0;
-  const bool hinted = options_.address_hints && use_hints_ && !stream_.hints.empty();
+  const bool hinted = options_.address_hints && !stream_.hints.empty();
   const SegmentHint* hint = stream_.hints.data();
   const SegmentHint* const hints_end = hint + stream_.hints.size();
 
@@ -190,8 +184,7 @@ void Replay<Engine>::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   out.final_allocated = allocated_;
 }
 
-template <class Engine>
-void Replay<Engine>::describe_moment(size_t k, PeakMoment& peak) const {
+void Replay::describe_moment(size_t k, PeakMoment& peak) const {
   peak.request_index = k;
   peak.reserved = engine_.reserved_bytes();
   peak.allocated = allocated_;
@@ -232,13 +225,12 @@ void Replay<Engine>::describe_moment(size_t k, PeakMoment& peak) const {
   }
 }
 
-template <class Engine>
 WhatIfResult run_with(const RequestStream& stream, const LabConfig& config,
                       const WhatIfOptions& options) {
   WhatIfResult out;
   out.config = config;
   const bool snapshot = options.snapshot_entries > 0;
-  auto replay = std::make_unique<Replay<Engine>>(stream, config, options, snapshot);
+  auto replay = std::make_unique<Replay>(stream, config, options, snapshot);
   const auto start = std::chrono::steady_clock::now();
   replay->run(stream.requests.size(), out, nullptr);
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -251,9 +243,7 @@ WhatIfResult run_with(const RequestStream& stream, const LabConfig& config,
           ? 0.0
           : 1.0 - static_cast<double>(out.allocated_at_peak) / static_cast<double>(out.peak_reserved);
   if (snapshot) {
-    AllocatorConfig shown = config.config;
-    shown.expandable_segments = config.policy == LabPolicy::kExpandable;
-    out.snapshot = make_snapshot(replay->engine().segments(), {replay->history()}, shown);
+    out.snapshot = make_snapshot(replay->engine().segments(), {replay->history()}, config.config);
   }
   if (options.peak_blocks > 0 && out.peak_reserved > 0) {
     // Deterministic: the same requests on a fresh engine reach the same state.
@@ -261,7 +251,7 @@ WhatIfResult run_with(const RequestStream& stream, const LabConfig& config,
     WhatIfOptions quiet = options;
     quiet.progress = nullptr;
     quiet.snapshot_entries = 0;
-    Replay<Engine> again(stream, config, quiet, false);
+    Replay again(stream, config, quiet, false);
     WhatIfResult scratch;
     PeakMoment moment;
     again.run(out.peak_request + 1, scratch, &moment);
@@ -274,9 +264,7 @@ WhatIfResult run_with(const RequestStream& stream, const LabConfig& config,
 
 WhatIfResult run_whatif(const RequestStream& stream, const LabConfig& config,
                         const WhatIfOptions& options) {
-  if (config.policy == LabPolicy::kExpandable)
-    return run_with<ExpandableSegmentsAllocator>(stream, config, options);
-  return run_with<DeviceCachingAllocator>(stream, config, options);
+  return run_with(stream, config, options);
 }
 
 }  // namespace cachealloc

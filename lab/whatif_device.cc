@@ -81,4 +81,35 @@ void WhatIfDevice::release(int, uintptr_t address, size_t bytes) {
     if (c.from > gap_start && c.size <= gap_end - gap_start) c.from = gap_start;
 }
 
+uintptr_t WhatIfDevice::reserve_address_range(int, size_t bytes, size_t alignment) {
+  if (bytes == 0 || alignment == 0)
+    throw BackendError("what-if device: empty reservation or alignment 0");
+  auto up = [alignment](uintptr_t a) { return (a + alignment - 1) / alignment * alignment; };
+  uintptr_t candidate = up(kBase + 2 * capacity_);
+  for (const auto& [base, length] : reservations_) {
+    if (base >= candidate && base - candidate >= bytes) break;
+    candidate = std::max(candidate, up(base + length));
+  }
+  reservations_.emplace(candidate, bytes);
+  return candidate;
+}
+
+void WhatIfDevice::release_address_range(int, uintptr_t base, size_t bytes) {
+  auto it = reservations_.find(base);
+  if (it == reservations_.end() || it->second != bytes)
+    throw BackendError("what-if device: release of unknown reservation at " +
+                       std::to_string(base));
+  reservations_.erase(it);
+}
+
+bool WhatIfDevice::map_pages(int, uintptr_t, size_t bytes, size_t, StreamId) {
+  if (bytes > capacity_ - used_) return false;
+  used_ += bytes;
+  return true;
+}
+
+void WhatIfDevice::unmap_pages(int, uintptr_t, size_t bytes, size_t, StreamId) {
+  used_ -= bytes;
+}
+
 }  // namespace cachealloc

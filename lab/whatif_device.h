@@ -14,11 +14,15 @@
 //   - Cross-stream events that complete one by one when the replay says so
 //     (when the trace recorded the matching free_completed).
 //
+// Expandable segments (expandable_segments:True): address ranges are
+// reserved above the device's segments (from kBase + 2 x capacity, first
+// fit, no memory used); mapped pages use the capacity as segments do.
+//
 // Not thread-safe. Costs: allocate() is O(log n) with a usable hint. A first
 // fit starts where an earlier search for the same size (or a smaller one)
-// left off, so allocating pages one after another (policy:expandable maps a
-// 1 TiB request as 50000 pages) is O(log n) each, however fragmented the
-// addresses below; only gaps that releases opened are walked again.
+// left off, so allocating many segments one after another is O(log n)
+// each, however fragmented the addresses below; only gaps that releases
+// opened are walked again.
 #pragma once
 
 #include <cstddef>
@@ -66,6 +70,12 @@ class WhatIfDevice : public DeviceBackend {
   bool event_completed(EventId event) override { return !pending_.contains(event); }
   void synchronize_event(EventId event) override { pending_.erase(event); }
   void destroy_event(EventId event) override { pending_.erase(event); }
+  uintptr_t reserve_address_range(int device, size_t bytes, size_t alignment) override;
+  void release_address_range(int device, uintptr_t base, size_t bytes) override;
+  bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                 StreamId stream) override;
+  void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                   StreamId stream) override;
 
  private:
   static size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
@@ -74,6 +84,7 @@ class WhatIfDevice : public DeviceBackend {
   const size_t capacity_;
   size_t used_ = 0;                      // aligned bytes of live segments
   std::map<uintptr_t, size_t> ranges_;  // address -> bytes, live segments
+  std::map<uintptr_t, size_t> reservations_;  // base -> bytes, live reservations
   // Where a first fit of `size` bytes (aligned) may start its search.
   // Invariant: no gap (maximal free range) of at least `size` bytes starts
   // below `from`. So a search for any size >= `size` may start there too.

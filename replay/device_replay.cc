@@ -92,12 +92,17 @@ bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
   return const_cast<ReplayDevice&>(backend_).memory_info(0).free_bytes < segment;
 }
 
-uintptr_t DeviceReplay::reservation_base(size_t bytes, size_t page) const {
-  (void)bytes;
-  for (size_t k = run_start_; k < events_.size(); ++k) {
-    const RecordedEvent& e = events_[k];
-    if (e.action == RecordedAction::kSegmentMap && e.stream == request_stream_ &&
-        e.size % page == 0 && !backend_.reserved(e.address))
+uintptr_t DeviceReplay::reservation_base(size_t bytes, size_t page) {
+  (void)bytes;  // a reservation's size is the engine's; the trace shows none
+  if (!map_indices_built_) {
+    map_indices_built_ = true;
+    for (size_t k = 0; k < events_.size(); ++k)
+      if (events_[k].action == RecordedAction::kSegmentMap) map_indices_.push_back(k);
+  }
+  for (auto it = std::lower_bound(map_indices_.begin(), map_indices_.end(), run_start_);
+       it != map_indices_.end(); ++it) {
+    const RecordedEvent& e = events_[*it];
+    if (e.stream == request_stream_ && e.size % page == 0 && !backend_.reserved(e.address))
       return e.address;
   }
   return 0;

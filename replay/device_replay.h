@@ -121,7 +121,7 @@ class DeviceReplay {
   // first segment_map from the current run on, on the current request's
   // stream, in whole `page`s, outside every live reservation (a segment's
   // first mapping is at its base); 0 if the trace shows none.
-  uintptr_t reservation_base(size_t bytes, size_t page) const;
+  uintptr_t reservation_base(size_t bytes, size_t page);
   // Whether events_[first, last) can be an empty_cache() now: its event
   // completions, then frees of exactly the segments it would free (every
   // segment with no block allocated: blocks waiting for events are freed
@@ -145,6 +145,10 @@ class DeviceReplay {
   EmitLog log_;
   size_t clock_cursor_ = 0;  // recorded event whose time the next entry gets
   size_t run_start_ = 0;         // first event of the run being replayed
+  // Indices of the segment_map events, for reservation_base (built on
+  // first use: a lookahead per reservation over these, not every event).
+  std::vector<size_t> map_indices_;
+  bool map_indices_built_ = false;
   StreamId request_stream_ = 0;  // stream of the request being replayed
   absl::flat_hash_map<uintptr_t, Block*> live_;          // allocated blocks
   absl::flat_hash_map<uintptr_t, EventId> delayed_frees_;  // block -> event

@@ -35,14 +35,14 @@ CONFS = [
     "max_split_size_mb:128",
     "max_split_size_mb:128,max_non_split_rounding_mb:128",
     "roundup_power2_divisions:4",
-    "policy:expandable",
+    "expandable_segments:True",
 ]
 MIN_MEMORY_CONFS = [
     "trace",
     "max_split_size_mb:128",
     "roundup_power2_divisions:4",
     "garbage_collection_threshold:0.6",
-    "policy:expandable",
+    "expandable_segments:True",
 ]
 # (name prefix, workload, seed, recording config); the event count is appended.
 SYNTHETIC = [
@@ -158,7 +158,7 @@ class Lab:
 
     def speed(self, path, meta):
         limit = self.limit_args(meta)[:2]
-        cmd = [self.speed_tool, "--repeat", 5, *limit, "--conf", "trace", "--conf", "policy:expandable", path]
+        cmd = [self.speed_tool, "--repeat", 5, *limit, "--conf", "trace", "--conf", "expandable_segments:True", path]
         self.note(cmd)
         return [json.loads(line) for line in run_json(cmd).splitlines() if line.strip()]
 
@@ -232,7 +232,7 @@ def tables(lab, runs, minimums, speeds, lockstep_peaks, seconds):
     for name, rows in speeds:
         lock = next(r for r in rows if r["mode"] == "lockstep")
         native = next(r for r in rows if r["mode"] == "whatif" and r["conf"] == "trace")
-        exp = next(r for r in rows if r["mode"] == "whatif" and r["conf"] == "policy:expandable")
+        exp = next(r for r in rows if r["mode"] == "whatif" and r["conf"] == "expandable_segments:True")
         lines.append(f"| {name} | {lock['events']:,} | {lock['events_per_cpu_s'] / 1e6:.2f}"
                      f"{' (diverged)' if lock['diverged'] else ''} | {native['events_per_cpu_s'] / 1e6:.2f} | "
                      f"{native['requests_per_cpu_s'] / 1e6:.2f} | {exp['events_per_cpu_s'] / 1e6:.2f} |")

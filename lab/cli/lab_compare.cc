@@ -45,7 +45,7 @@ constexpr const char* kCompareUsage =
     "                         max_split_size_mb:128,roundup_power2_divisions:4,\n"
     "                         garbage_collection_threshold:0.8 (needs a limit),\n"
     "                         max_non_split_rounding_mb:64   native options\n"
-    "                         policy:expandable[,options]  expandable segments\n"
+    "                         expandable_segments:True[,options]  expandable segments\n"
     "  --memory-limit B     bytes each replay may reserve (1073741824, 40GiB);\n"
     "                       requests beyond it OOM, are counted, and skipped\n"
     "  --html OUT           write a self-contained HTML report\n"

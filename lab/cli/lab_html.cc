@@ -268,12 +268,10 @@ std::string render_lab_html(const LabReport& report) {
        "frees, empty_cache() calls) to a fresh engine on a simulated device; the allocator's own "
        "decisions are its own.</p>\n";
   bool any_expandable = false;
-  for (const auto& r : report.results) any_expandable |= r.config.policy == LabPolicy::kExpandable;
+  for (const auto& r : report.results) any_expandable |= r.config.config.expandable_segments;
   if (any_expandable)
-    s += "<p class=\"sub\">policy:expandable is cachealloc's emulation of expandable segments "
-         "(lab only): one virtual range per stream and pool, grown by mapping 2 MiB (small pool) "
-         "or 20 MiB (large pool) pages, whole free pages unmapped by empty_cache() and before an "
-         "OOM. Device allocs/frees count page mappings/unmappings.</p>\n";
+    s += "<p class=\"sub\">Under expandable_segments:True (native's own, as the engine runs it) "
+         "device allocs/frees count page mappings/unmappings.</p>\n";
   bool any_peak = false;
   for (const auto& r : report.results) any_peak |= r.peak.has_value();
   if (any_peak) {

@@ -267,7 +267,7 @@ Outcome run_pipeline(std::string_view bytes, const PipelineOptions& o) {
         wo.check_invariants = o.check_invariants;
         wo.peak_blocks = 4;
         wo.snapshot_entries = o.keep_frames ? 1000 : 0;
-        for (const char* conf : {"trace", "policy:expandable"})
+        for (const char* conf : {"trace", "expandable_segments:True"})
           run_whatif(stream, parse_lab_config(conf, trace.config), wo);
       }
     } catch (const TraceFormatError&) {

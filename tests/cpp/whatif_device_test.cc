@@ -118,11 +118,12 @@ TEST(WhatIfDevice, PagesAfterAHoleTooSmallForThemAreStillPlacedInLogTime) {
   EXPECT_EQ(a, WhatIfDevice::kBase);
 }
 
-TEST(WhatIfDevice, MappingAHugeRequestPageByPageTakesLinearTime) {
-  // One request of 1 TiB under policy:expandable maps 20 MiB pages until the
-  // 1 TiB device refuses (about 52000 of them), then rolls back and reports
-  // an OOM. First fit used to scan every live page for each new one: more
-  // than 5 minutes under ASan for this one-event trace; now under a second.
+TEST(WhatIfDevice, AHugeExpandableRequestIsRefusedWithoutScanningPages) {
+  // One request of 1 TiB under expandable_segments:True asks the 1 TiB
+  // device for about 52000 pages of 20 MiB in one mapping, which it refuses
+  // whole; the engine reports an OOM. (The lab's retired emulation mapped
+  // page by page, and first fit once scanned every live page for each new
+  // one: more than 5 minutes under ASan for this one-event trace.)
   RequestStream stream;
   stream.requests.push_back(Request{uint64_t{1} << 40, 0, 0, RequestKind::kAlloc});
   stream.time_us.push_back(0);
@@ -131,7 +132,8 @@ TEST(WhatIfDevice, MappingAHugeRequestPageByPageTakesLinearTime) {
   stream.recorded_events = 1;
   const auto start = std::chrono::steady_clock::now();
   const WhatIfResult r =
-      run_whatif(stream, parse_lab_config("policy:expandable", AllocatorConfig{}), WhatIfOptions{});
+      run_whatif(stream, parse_lab_config("expandable_segments:True", AllocatorConfig{}),
+                 WhatIfOptions{});
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.ooms, 1u);

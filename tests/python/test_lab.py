@@ -20,6 +20,12 @@ SHARED = pathlib.Path(os.environ.get("CACHEALLOC_SHARED", REPO.parent / "shared"
 
 TRACE_NAMES = sorted(p.name[: -len(".pickle.gz")] for p in (SHARED / "traces").glob("*.pickle.gz"))
 MiB = 1 << 20
+EXPANDABLE = "expandable_segments:True"
+# Native recordings under expandable_segments:True (test_replay_parity.py
+# says where they come from).
+EXPANDABLE_TRACES = {p.name[: -len(".pickle.gz")]: p.parent
+                     for d in (SHARED / "traces_expandable", REPO / "tests" / "data" / "traces_expandable")
+                     for p in sorted(d.glob("*.pickle.gz"))}
 
 
 def meta_of(traces_dir, name):
@@ -92,14 +98,53 @@ def test_empty_cache_inference_agrees_with_lockstep_replayer(cli, traces_dir, na
     assert out["events"] == meta["n_events"]
 
 
+@pytest.mark.parametrize("name", sorted(EXPANDABLE_TRACES))
+def test_own_config_reproduces_recorded_expandable_runs(cli, name):
+    """compare under an expandable recording's own settings: the engine maps
+    and unmaps as the recording did, so its peaks and device counts are the
+    recorded ones (retries up to the run's empty_cache() calls, which a
+    trace cannot tell from OOM retries)."""
+    d = EXPANDABLE_TRACES[name]
+    meta = meta_of(d, name)
+    limit = recorded_limit(meta)
+    extra = ["--memory-limit", limit, "--recorded-limit", limit] if limit else []
+    row = compare(cli, d / f"{name}.pickle.gz", "trace", extra=extra + ["--check-invariants"])["configs"][0]
+    want = meta["final_memory_stats"]
+    assert row["peak_reserved"] == want["reserved_bytes.all.peak"]
+    assert row["peak_allocated"] == want["allocated_bytes.all.peak"]
+    assert (row["device_allocs"], row["device_frees"], row["ooms"]) == \
+        (want["num_device_alloc"], want["num_device_free"], want["num_ooms"])
+    empty_cache_calls = int(meta["losses"][1]) if meta.get("workload") == "fuzz" else 0
+    assert abs(row["retries"] - want["num_alloc_retries"]) <= empty_cache_calls
+
+
+@pytest.mark.parametrize("name", TRACE_NAMES)
+def test_every_classic_trace_replays_under_expandable_segments(cli, traces_dir, name):
+    out = compare(cli, traces_dir / f"{name}.pickle.gz", "trace", EXPANDABLE,
+                  extra=["--check-invariants", "--memory-limit", 4 << 30])
+    classic, expandable = out["configs"]
+    assert expandable["requests"] == classic["requests"] == out["requests"]
+    assert expandable["peak_allocated"] <= expandable["peak_reserved"] <= 4 << 30
+
+
+def test_min_memory_of_an_expandable_trace_is_exact(cli):
+    d = EXPANDABLE_TRACES["x_transformer"]
+    trace = d / "x_transformer.pickle.gz"
+    row = json.loads(run(cli, "min-memory", "--json", trace).stdout)["configs"][0]
+    limit = row["min_memory"]
+    assert 0 < limit <= row["peak_reserved_unlimited"]
+    assert compare(cli, trace, "trace", extra=["--memory-limit", limit])["configs"][0]["ooms"] == 0
+    assert compare(cli, trace, "trace", extra=["--memory-limit", limit - 1])["configs"][0]["ooms"] > 0
+
+
 # ---- compare ------------------------------------------------------------------
 
 def test_compare_reports_one_row_per_conf_in_order(cli, traces_dir):
     confs = ["trace", "", "max_split_size_mb:128", "roundup_power2_divisions:[256:1,>:4]",
-             "policy:expandable"]
+             EXPANDABLE]
     out = compare(cli, traces_dir / "resnet18.pickle.gz", *confs)
     assert [r["conf"] for r in out["configs"]] == confs
-    assert [r["policy"] for r in out["configs"]] == ["native"] * 4 + ["expandable"]
+    assert [r["policy"] for r in out["configs"]] == ["native"] * 5
     for r in out["configs"]:
         assert r["peak_allocated"] <= r["peak_reserved"]
         assert 0.0 <= r["fragmentation_at_peak"] < 1.0
@@ -113,14 +158,17 @@ def test_default_config_is_the_traces_own(cli, traces_dir):
     assert out["configs"][0]["label"] == "trace (max_split_size_mb:128)"
 
 
-@pytest.mark.parametrize("conf", ["trace", "policy:expandable"])
+@pytest.mark.parametrize("conf", ["trace", EXPANDABLE])
 def test_limit_below_need_counts_ooms_and_replays_every_request(cli, traces_dir, conf):
     limit = 1 << 30  # churn needs about 1.7 GiB
     out = compare(cli, traces_dir / "churn.pickle.gz", conf, extra=["--memory-limit", limit])
     row = out["configs"][0]
     assert row["ooms"] > 0
     assert row["requests"] == out["requests"]
-    assert row["peak_reserved"] <= limit
+    # Native checks the limit against the request's classic segment size,
+    # then maps whole pages: an expandable growth may pass it by less than
+    # one 20 MiB page.
+    assert row["peak_reserved"] < limit + (20 * MiB if conf == EXPANDABLE else 1)
 
 
 def test_garbage_collection_acts_only_under_a_limit(cli, traces_dir):
@@ -133,19 +181,19 @@ def test_garbage_collection_acts_only_under_a_limit(cli, traces_dir):
 
 
 def test_expandable_segments_reserve_less_on_transformer(cli, traces_dir):
-    native, expandable = compare(cli, traces_dir / "transformer.pickle.gz", "trace", "policy:expandable")["configs"]
+    native, expandable = compare(cli, traces_dir / "transformer.pickle.gz", "trace", EXPANDABLE)["configs"]
     assert expandable["peak_reserved"] < native["peak_reserved"]
     assert expandable["fragmentation_at_peak"] < native["fragmentation_at_peak"]
 
 
 def test_expandable_segments_reserve_more_on_mlp_for_page_rounding(cli, traces_dir):
-    native, expandable = compare(cli, traces_dir / "mlp.pickle.gz", "trace", "policy:expandable")["configs"]
+    native, expandable = compare(cli, traces_dir / "mlp.pickle.gz", "trace", EXPANDABLE)["configs"]
     assert expandable["peak_reserved"] > native["peak_reserved"]
 
 
 @pytest.mark.parametrize("name", ["emptycache", "multistream", "oom_frac", "random"])
 def test_engine_invariants_hold_under_both_policies(cli, traces_dir, name):
-    out = compare(cli, traces_dir / f"{name}.pickle.gz", "trace", "policy:expandable",
+    out = compare(cli, traces_dir / f"{name}.pickle.gz", "trace", EXPANDABLE,
                   extra=["--check-invariants", "--memory-limit", 3 << 30])
     assert len(out["configs"]) == 2
 
@@ -160,7 +208,7 @@ def test_deferred_free_keeps_memory_until_its_completion(cli, tmp_path):
         entry("free_requested", y, 12 * MiB), entry("free_completed", y, 12 * MiB),
         entry("alloc", x, 12 * MiB),
     ])
-    out = compare(cli, deferred, "trace", "policy:expandable")
+    out = compare(cli, deferred, "trace", EXPANDABLE)
     assert out["deferred_frees"] == 1
     assert [r["peak_reserved"] for r in out["configs"]] == [24 * MiB, 40 * MiB]
     immediate = write_trace(tmp_path / "immediate.pickle", [
@@ -213,7 +261,7 @@ def test_progress_goes_to_stderr_when_asked(cli, traces_dir):
 
 # ---- min-memory -----------------------------------------------------------------
 
-@pytest.mark.parametrize("conf", ["trace", "policy:expandable", "garbage_collection_threshold:0.6"])
+@pytest.mark.parametrize("conf", ["trace", EXPANDABLE, "garbage_collection_threshold:0.6"])
 def test_min_memory_is_exact(cli, traces_dir, conf):
     trace = traces_dir / "resnet18.pickle.gz"
     proc = run(cli, "min-memory", "--json", trace, "--conf", conf)
@@ -249,7 +297,7 @@ def test_min_memory_of_an_oom_trace_serves_every_recorded_oom(cli, traces_dir):
 
 def test_html_report_is_self_contained(cli, traces_dir, tmp_path):
     html = tmp_path / "report.html"
-    confs = ["trace", "max_split_size_mb:64", "policy:expandable"]
+    confs = ["trace", "max_split_size_mb:64", EXPANDABLE]
     out = compare(cli, traces_dir / "transformer.pickle.gz", *confs,
                   extra=["--html", html, "--memory-limit", 3 << 30])
     text = html.read_text()
@@ -266,7 +314,7 @@ def test_html_report_is_self_contained(cli, traces_dir, tmp_path):
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium not installed")
 def test_html_report_renders_in_headless_chromium(cli, traces_dir, tmp_path):
     html = tmp_path / "report.html"
-    compare(cli, traces_dir / "random.pickle.gz", "trace", "policy:expandable", extra=["--html", html])
+    compare(cli, traces_dir / "random.pickle.gz", "trace", EXPANDABLE, extra=["--html", html])
     shot = tmp_path / "shot.png"
     subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
                     f"--screenshot={shot}", "--window-size=1400,1000", html.as_uri()],
@@ -275,7 +323,7 @@ def test_html_report_renders_in_headless_chromium(cli, traces_dir, tmp_path):
 
 
 def test_snapshots_load_in_python_and_the_native_one_replays_exactly(cli, traces_dir, tmp_path):
-    out = compare(cli, traces_dir / "multistream.pickle.gz", "trace", "policy:expandable",
+    out = compare(cli, traces_dir / "multistream.pickle.gz", "trace", EXPANDABLE,
                   extra=["--snapshot-dir", tmp_path / "snaps"])
     native_path, expandable_path = (row["snapshot"] for row in out["configs"])
     for path in (native_path, expandable_path):
@@ -294,7 +342,7 @@ def test_snapshots_load_in_python_and_the_native_one_replays_exactly(cli, traces
 @pytest.mark.parametrize("args, message", [
     (["compare", "{trace}", "--conf", "max_split_size_mb:abc"], "max_split_size_mb"),
     (["compare", "{trace}", "--conf", "policy:buddy"], "unknown policy 'buddy'"),
-    (["compare", "{trace}", "--conf", "expandable_segments:True"], "policy:expandable"),
+    (["compare", "{trace}", "--conf", "policy:expandable"], "retired; use expandable_segments:True"),
     (["compare", "{trace}", "--conf", "per_process_memory_fraction:0.5"], "--memory-limit"),
     (["compare", "{trace}", "--conf", "backend:cudaMallocAsync"], "native backend"),
     (["compare", "{trace}", "--memory-limit", "lots"], "--memory-limit"),
@@ -339,9 +387,9 @@ def test_python_lab_wraps_the_cli(cli, traces_dir, monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(REPO / "bindings" / "python"))
     from cachealloc import lab
     trace = traces_dir / "resnet18.pickle.gz"
-    rows = lab.compare(trace, ["trace", "policy:expandable"], memory_limit=4 << 30,
+    rows = lab.compare(trace, ["trace", EXPANDABLE], memory_limit=4 << 30,
                        html=tmp_path / "r.html")
-    assert [r["policy"] for r in rows] == ["native", "expandable"]
+    assert [r["policy"] for r in rows] == ["native", "native"]
     assert rows[0]["peak_reserved"] == meta_of(traces_dir, "resnet18")["final_memory_stats"]["reserved_bytes.all.peak"]
     assert (tmp_path / "r.html").exists()
     minimum = lab.min_memory(trace, ["trace"])

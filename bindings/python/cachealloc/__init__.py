@@ -288,7 +288,7 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
     not captured by cachealloc). max_entries: an int >= 1 (not a bool).
     skip_actions: action names left out of the history from now on
     ("alloc", "free_requested", "free_completed", "segment_alloc",
-    "segment_free", "oom", "snapshot"); each call replaces the set, as in
+    "segment_free", "segment_map", "segment_unmap", "oom", "snapshot"); each call replaces the set, as in
     native. An unknown name raises (native ignores it).
     """
     if enabled not in (None, "state", "all"):

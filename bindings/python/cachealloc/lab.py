@@ -1,7 +1,7 @@
 """The fragmentation lab from Python: what-if replays of a recorded trace.
 
     from cachealloc import lab
-    rows = lab.compare("run.pickle.gz", ["trace", "policy:expandable"],
+    rows = lab.compare("run.pickle.gz", ["trace", "expandable_segments:True"],
                        memory_limit=40 << 30)
     for row in rows:
         print(row["label"], row["peak_reserved"], row["fragmentation_at_peak"])
@@ -12,9 +12,9 @@ A trace is a snapshot pickle (.pickle or .pickle.gz) as
 torch.cuda.memory._dump_snapshot or cachealloc.dump_snapshot writes it. Its
 requests are replayed on a simulated device, so no GPU is needed.
 
-Configurations are PYTORCH_CUDA_ALLOC_CONF text, "trace" (the trace's own
-settings), or "policy:expandable[,options]" (cachealloc's emulation of
-expandable segments). All sizes are bytes.
+Configurations are PYTORCH_CUDA_ALLOC_CONF text (expandable_segments:True
+included: native's own expandable segments) or "trace" (the trace's own
+settings). All sizes are bytes.
 
 Both functions run the `cachealloc` command-line tool with --json: it is
 found through $CACHEALLOC_CLI, else as the most recently built
