@@ -33,10 +33,23 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 RECORDER = HERE.parents[1] / "examples" / "record_trace.py"
-SEEDS = int(os.environ.get("CACHEALLOC_SWEEP_SEEDS", "12"))
-FIRST_SEED = int(os.environ.get("CACHEALLOC_SWEEP_FIRST", "0"))
-EXPANDABLE_SEEDS = int(os.environ.get("CACHEALLOC_SWEEP_EXPANDABLE_SEEDS", "6"))
-EXPANDABLE_FIRST = int(os.environ.get("CACHEALLOC_SWEEP_EXPANDABLE_FIRST", "0"))
+
+
+def env_count(name, default):
+    """$name as a count (decimal digits), else `default`; anything else is
+    refused naming the variable, not run as some other sweep."""
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    if not text.isdigit():
+        raise ValueError(f"{name}={text!r} is not a count (decimal digits)")
+    return int(text)
+
+
+SEEDS = env_count("CACHEALLOC_SWEEP_SEEDS", 12)
+FIRST_SEED = env_count("CACHEALLOC_SWEEP_FIRST", 0)
+EXPANDABLE_SEEDS = env_count("CACHEALLOC_SWEEP_EXPANDABLE_SEEDS", 6)
+EXPANDABLE_FIRST = env_count("CACHEALLOC_SWEEP_EXPANDABLE_FIRST", 0)
 STEPS = 3000
 
 
