@@ -224,14 +224,6 @@ int cachealloc_empty_cache(int device) {
   return guarded([&] { initialized_runtime().current().allocator.empty_cache(device); });
 }
 
-int cachealloc_expandable_segments(int device, int* on) {
-  return guarded([&] {
-    if (!on) throw std::invalid_argument("cachealloc_expandable_segments: on is NULL");
-    *on = initialized_runtime().current().allocator.with_device(
-        device, [](cachealloc::DeviceCachingAllocator& e) { return e.expandable_segments() ? 1 : 0; });
-  });
-}
-
 int cachealloc_enable_peer_access(int dev, int dev_to_access) {
   return guarded([&] { initialized_runtime().enable_peer_access(dev, dev_to_access); });
 }

@@ -263,9 +263,6 @@ CACHEALLOC_API int cachealloc_block_size(void* ptr, size_t* size);
 CACHEALLOC_API int cachealloc_block_info(void* ptr, size_t* size, int* device);
 /* Bytes allocated (handed out) and reserved on the device, cheaply. */
 CACHEALLOC_API int cachealloc_usage(int device, int64_t* allocated, int64_t* reserved);
-/* Whether new memory on `device` goes into expandable segments now
- * (expandable_segments:True, or switched at run time): *on = 1 or 0. */
-CACHEALLOC_API int cachealloc_expandable_segments(int device, int* on);
 /* The memory limit as a fraction of capacity (1.0 when none is set). */
 CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
 

@@ -466,11 +466,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
   m.garbage_collection_threshold = gc;
   m.max_split_size = max_split;
   m.pinned_num_register_threads = 1;
-  // As native: the setting in force now (native's config is process-wide;
-  // here each device has one, all switched together: the current device's).
-  int expandable = 0;
-  check(cachealloc_expandable_segments(c10::cuda::current_device(), &expandable));
-  m.expandable_segments = expandable != 0;
+  m.expandable_segments = false;
   m.release_lock_on_malloc = false;
   m.pinned_use_host_register = false;
   m.last_allocator_settings = conf;
