@@ -149,13 +149,18 @@ def random_tensors(device: str = "cuda", steps: int = 2000, seed: int = 0) -> Li
     return [float(len(live))]
 
 
-def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0) -> List[float]:
+def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0, settle: bool = False) -> List[float]:
     """Random requests of 1 B .. 1 GiB (log-uniform) on three streams, frees
     in random order, blocks used by another, busy stream (record_stream, so
     their frees wait for an event), empty_cache() now and then, and OOMs
     caught (run it under a memory fraction to get them). For parity sweeps:
     the recording is replayed, so the GPU's timing (which event is done when)
     may vary from run to run without harm.
+
+    With `settle`, the busy stream is waited for right after such a free,
+    so its event has completed by the next malloc in every run: decisions no
+    longer depend on GPU timing, and two live runs (native's, cachealloc's)
+    can be compared directly.
 
     Returns [OOMs caught, empty_cache() calls, tensors live at the end]."""
     import torch
@@ -181,6 +186,8 @@ def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0) -> List[float]:
                 torch.cuda._sleep(rng.randrange(2000, 200000))
             t.record_stream(streams[other])
             del t
+            if settle:
+                streams[other].synchronize()
         else:
             n = max(1, int(2 ** rng.uniform(0, 30)))
             own = rng.choice([0, 0, 0, 1, 2])

@@ -10,7 +10,8 @@ Scenarios run one after another; between two, every tensor is gone, the
 cache is emptied and the statistics and history are reset, in both
 processes alike, so each scenario's numbers are its own. Scenarios:
 resnet18, transformer, decoder (batch and length vary), fuzz (three
-streams, record_stream, empty_cache), oom_fraction (OOMs under a memory
+streams, record_stream, empty_cache; settled, so that GPU timing decides
+nothing), oom_fraction (OOMs under a memory
 fraction), empty_cache (unmapping on empty_cache and growing back).
 """
 import collections
@@ -84,7 +85,9 @@ def scenario(name):
         return oom_fraction
     if name == "empty_cache":
         return empty_cache
-    steps = {"resnet18": 5, "transformer": 5, "decoder": 12, "fuzz": 1500}[name]
+    if name == "fuzz":  # settled: no decision depends on GPU timing
+        return lambda: WORKLOADS["fuzz"]("cuda", steps=1500, settle=True)
+    steps = {"resnet18": 5, "transformer": 5, "decoder": 12}[name]
     return lambda: WORKLOADS[name]("cuda", steps=steps)
 
 
