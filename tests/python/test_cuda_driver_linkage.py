@@ -2,12 +2,15 @@
 backends link only the runtime (libcudart), and the driver functions that
 expandable segments need (cuMemCreate, cuMemMap, ...) are looked up at run
 time (bindings/cuda/driver_api.h), as PyTorch does."""
+import os
+import pathlib
 import shutil
 import subprocess
 
 import pytest
 
-from conftest import BUILD
+BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD",
+                                    pathlib.Path(__file__).resolve().parents[2] / "build"))
 
 
 def _library():
