@@ -11,6 +11,18 @@ every child process to the same CPUs, so both allocators run on the same
 cores (process placement was a large share of the run-to-run spread).
 
 Target: cachealloc's step time within 1 % of native's.
+
+--peers adds, in the same alternation, the allocators cachealloc is
+measured against: PyTorch's native allocator with expandable segments
+(native_expandable), its cudaMallocAsync backend (native_async), RAPIDS
+RMM's pool (rmm_pool: PoolMemoryResource over cudaMalloc, through
+rmm.allocators.torch.rmm_torch_allocator; its peak reserved is the pool's
+peak upstream allocation, as a StatisticsResourceAdaptor counts it), and
+cachealloc with expandable segments (cachealloc_expandable), then prints
+each one's ratio to native_expandable beside its peak reserved. Target:
+cachealloc_expandable within 1 % of native_expandable. rmm_pool is left
+out, saying why, when rmm cannot be imported (on the GPU host its wheels
+are carried; see scripts/gpu_session.sh).
 """
 import argparse
 import json
@@ -24,17 +36,48 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
+# Allocators: how each child sets itself up (PYTORCH_CUDA_ALLOC_CONF is
+# read when torch first touches CUDA, so it is set before that).
+CLASSIC = ["native", "cachealloc"]
+PEERS = ["native_expandable", "cachealloc_expandable", "native_async", "rmm_pool"]
+CONFS = {"native_expandable": "expandable_segments:True",
+         "cachealloc_expandable": "expandable_segments:True",
+         "native_async": "backend:cudaMallocAsync"}
+RMM_INITIAL_POOL = 256 << 20  # bytes; the pool grows from here as needed
+
+
+def setup_rmm_pool(torch):
+    """RMM's pool as PyTorch's allocator; returns a function giving the
+    peak bytes the pool took from cudaMalloc (its reserved peak)."""
+    import rmm
+    from rmm.allocators.torch import rmm_torch_allocator
+
+    upstream = rmm.mr.StatisticsResourceAdaptor(rmm.mr.CudaMemoryResource())
+    rmm.mr.set_current_device_resource(
+        rmm.mr.PoolMemoryResource(upstream, initial_pool_size=RMM_INITIAL_POOL))
+    torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+    return lambda: {"reserved_bytes.all.peak": upstream.allocation_counts.peak_bytes,
+                    "allocated_bytes.all.peak": -1}
+
+
 def child(allocator, workload, steps, warmup, cpus):
     if cpus:
         os.sched_setaffinity(0, cpus)
     sys.path.insert(0, str(ROOT / "bindings" / "python"))
+    if allocator in CONFS:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = CONFS[allocator]
+    else:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
 
-    if allocator == "cachealloc":
+    if allocator.startswith("cachealloc"):
         import cachealloc as mem
 
-        mem.install()
+        mem.install()  # conf from PYTORCH_CUDA_ALLOC_CONF
         stats = mem.memory_stats
+    elif allocator == "rmm_pool":
+        peak = setup_rmm_pool(torch)
+        stats = lambda _device: peak()
     else:
         stats = torch.cuda.memory_stats
     torch.manual_seed(0)
@@ -72,8 +115,9 @@ def child(allocator, workload, steps, warmup, cpus):
         if i >= warmup:
             times.append(time.perf_counter() - t0)
     print(json.dumps({"step_ms": statistics.median(times) * 1e3,
-                      "peak_reserved": stats(0)["reserved_bytes.all.peak"],
-                      "peak_allocated": stats(0)["allocated_bytes.all.peak"]}))
+                      # -1 where an allocator does not count it
+                      "peak_reserved": stats(0).get("reserved_bytes.all.peak", -1),
+                      "peak_allocated": stats(0).get("allocated_bytes.all.peak", -1)}))
 
 
 def main():
@@ -83,7 +127,9 @@ def main():
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--cpus", default="", help="comma-separated CPUs to pin every run to")
-    p.add_argument("--child", choices=["native", "cachealloc"])
+    p.add_argument("--peers", action="store_true",
+                   help="also native_expandable, cachealloc_expandable, native_async and rmm_pool")
+    p.add_argument("--child", choices=CLASSIC + PEERS)
     a = p.parse_args()
     try:
         cpus = {int(c) for c in a.cpus.split(",") if c.strip()}
@@ -91,25 +137,54 @@ def main():
         p.error(f"--cpus: expected comma-separated CPU numbers, got {a.cpus!r}")
     if a.child:
         return child(a.child, a.workload, a.steps, a.warmup, cpus)
-    results = {"native": [], "cachealloc": []}
+    kinds = CLASSIC + (PEERS if a.peers else [])
+    if "rmm_pool" in kinds and not rmm_available():
+        print("rmm_pool left out: rmm (rmm-cu13) cannot be imported here")
+        kinds.remove("rmm_pool")
+    results = {k: [] for k in kinds}
     for _ in range(a.rounds):
-        for alloc in ("native", "cachealloc"):
+        for alloc in list(kinds):
             out = subprocess.run([sys.executable, __file__, "--child", alloc, "--workload", a.workload,
                                   "--steps", str(a.steps), "--warmup", str(a.warmup), "--cpus", a.cpus],
-                                 capture_output=True, text=True, check=True)
+                                 capture_output=True, text=True)
+            if out.returncode != 0 and alloc == "rmm_pool":  # a peer: report it, go on
+                print(f"rmm_pool left out: its run failed:\n{out.stderr[-2000:]}")
+                kinds.remove(alloc)
+                del results[alloc]
+                continue
+            if out.returncode != 0:
+                raise SystemExit(f"{alloc} run failed:\n{out.stderr[-3000:]}")
             results[alloc].append(json.loads(out.stdout.strip().splitlines()[-1]))
     med = {k: statistics.median(r["step_ms"] for r in v) for k, v in results.items()}
     print(f"workload={a.workload} rounds={a.rounds} steps={a.steps} cpus={a.cpus or 'any'}")
     for k, v in results.items():
         runs = ", ".join(f"{r['step_ms']:.3f}" for r in v)
-        print(f"  {k:10s} step {med[k]:8.3f} ms (runs: {runs})"
-              f"  peak reserved {v[0]['peak_reserved'] / 2**20:.1f} MiB"
-              f"  peak allocated {v[0]['peak_allocated'] / 2**20:.1f} MiB")
+        mib = lambda b: f"{b / 2**20:.1f} MiB" if b >= 0 else "n/a"
+        print(f"  {k:22s} step {med[k]:8.3f} ms (runs: {runs})"
+              f"  peak reserved {mib(v[0]['peak_reserved'])}"
+              f"  peak allocated {mib(v[0]['peak_allocated'])}")
     print(f"  step-time ratio cachealloc/native = {med['cachealloc'] / med['native']:.4f}")
     paired = [c["step_ms"] / n["step_ms"] for n, c in zip(results["native"], results["cachealloc"])]
     print(f"  per-round ratios: {', '.join(f'{r:.4f}' for r in paired)}; "
           f"median {statistics.median(paired):.4f}")
+    if a.peers:
+        base = "native_expandable"
+        for k in kinds:
+            if k == base:
+                continue
+            rounds = [o["step_ms"] / b["step_ms"] for b, o in zip(results[base], results[k])]
+            reserved = results[k][0]["peak_reserved"]
+            ratio = f"{reserved / results[base][0]['peak_reserved']:.4f}" if reserved >= 0 else "n/a"
+            print(f"  {k}/{base}: step-time ratio {med[k] / med[base]:.4f} (per-round median "
+                  f"{statistics.median(rounds):.4f}), peak reserved ratio {ratio}")
 
+
+def rmm_available():
+    try:
+        import rmm  # noqa: F401
+    except Exception:
+        return False
+    return True
 
 if __name__ == "__main__":
     main()

@@ -79,6 +79,58 @@ def transformer(device: str = "cuda", steps: int = 5, batch: int = 32, seq: int 
     return losses
 
 
+def _decoder_block(width: int, heads: int):
+    """Pre-norm causal self-attention and an MLP (the class is made here so
+    that this module imports without torch)."""
+    import torch
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.norm2 = torch.nn.LayerNorm(width), torch.nn.LayerNorm(width)
+            self.qkv, self.proj = torch.nn.Linear(width, 3 * width), torch.nn.Linear(width, width)
+            self.mlp = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(),
+                                           torch.nn.Linear(4 * width, width))
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.qkv(self.norm1(x)).view(b, t, 3, heads, -1).permute(2, 0, 3, 1, 4)
+            # is_causal without a mask: the same attention kernels as the
+            # transformer workload (a mask would pick others).
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(a.transpose(1, 2).reshape(b, t, width))
+            return x + self.mlp(self.norm2(x))
+
+    return Block()
+
+
+def decoder(device: str = "cuda", steps: int = 12, seed: int = 0) -> List[float]:
+    """A causal (GPT-style) decoder trained on batches whose batch size and
+    sequence length change every step, drawn from a seeded schedule: the
+    activation sizes vary, which is where expandable segments differ most
+    from the classic allocator (a new size rarely fits an old segment)."""
+    import torch
+
+    _seed(seed)
+    rng = random.Random(seed)
+    vocab, width = 8192, 512
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab, width),
+                                *[_decoder_block(width, 8) for _ in range(4)],
+                                torch.nn.LayerNorm(width), torch.nn.Linear(width, vocab)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    losses = []
+    for _ in range(steps):
+        batch, seq = rng.choice([4, 8, 12, 16, 24]), rng.choice([64, 128, 192, 256, 384, 512])
+        tokens = torch.randint(0, vocab, (batch, seq + 1), device=device)
+        opt.zero_grad(set_to_none=True)
+        logits = model(tokens[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, vocab), tokens[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
 def random_tensors(device: str = "cuda", steps: int = 2000, seed: int = 0) -> List[float]:
     """Random sizes (512 B .. 256 MiB), random frees: stresses split/merge."""
     import torch
@@ -97,13 +149,18 @@ def random_tensors(device: str = "cuda", steps: int = 2000, seed: int = 0) -> Li
     return [float(len(live))]
 
 
-def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0) -> List[float]:
+def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0, settle: bool = False) -> List[float]:
     """Random requests of 1 B .. 1 GiB (log-uniform) on three streams, frees
     in random order, blocks used by another, busy stream (record_stream, so
     their frees wait for an event), empty_cache() now and then, and OOMs
     caught (run it under a memory fraction to get them). For parity sweeps:
     the recording is replayed, so the GPU's timing (which event is done when)
     may vary from run to run without harm.
+
+    With `settle`, the busy stream is waited for right after such a free,
+    so its event has completed by the next malloc in every run: decisions no
+    longer depend on GPU timing, and two live runs (native's, cachealloc's)
+    can be compared directly.
 
     Returns [OOMs caught, empty_cache() calls, tensors live at the end]."""
     import torch
@@ -129,6 +186,8 @@ def fuzz(device: str = "cuda", steps: int = 3000, seed: int = 0) -> List[float]:
                 torch.cuda._sleep(rng.randrange(2000, 200000))
             t.record_stream(streams[other])
             del t
+            if settle:
+                streams[other].synchronize()
         else:
             n = max(1, int(2 ** rng.uniform(0, 30)))
             own = rng.choice([0, 0, 0, 1, 2])
@@ -151,6 +210,7 @@ WORKLOADS: Dict[str, Callable[..., List[float]]] = {
     "mlp": mlp,
     "resnet18": resnet18,
     "transformer": transformer,
+    "decoder": decoder,
     "random": random_tensors,
     "fuzz": fuzz,
 }

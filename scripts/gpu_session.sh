@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench|ab|record|all
+#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +58,40 @@ case "$stage" in
         python3 examples/record_trace.py --workload $w --allocator $a --out "$OUT/${w}_$a" 2>&1 | tail -1
       done
     done
+    ;;
+  expandable)
+    # Expandable segments (issue 27) in one call of about 7 minutes on the
+    # H100, building only the glue and pair_bench (when not carried):
+    # correctness first, two pytest runs side by side (their processes do
+    # not time anything), then the benchmarks one at a time, alone on the GPU.
+    # Carry .whl (RMM's wheels) for the rmm_pool peer; without it that peer
+    # is left out, saying so. EXP_SWEEP_SEEDS (default 3) expandable sweep
+    # seeds; EXP_AB_WORKLOADS (default transformer), EXP_AB_ROUNDS (2).
+    if ls .whl/*.whl >/dev/null 2>&1; then
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl && export PYTHONPATH=$PYTHONPATH:/tmp/site \
+        || echo "RMM wheels did not install: rmm_pool will be left out"
+    fi
+    TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+    if [ -x .carry/bin/pair_bench ]; then PAIR=.carry/bin/pair_bench; else
+      PAIR=/tmp/gpu-bench/pair_bench
+      (cmake -S benchmarks/gpu -B /tmp/gpu-bench -DCMAKE_PREFIX_PATH="$TP" -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" \
+        && cmake --build /tmp/gpu-bench -j8) >/tmp/gpu-bench.log 2>&1 &
+    fi
+    python3 -m pytest -v -s -rs tests/gpu/test_expandable_gpu.py >"$OUT/expandable_tests.log" 2>&1 &
+    tests_pid=$!
+    CACHEALLOC_SWEEP_SEEDS=0 CACHEALLOC_SWEEP_EXPANDABLE_SEEDS=${EXP_SWEEP_SEEDS:-3} CACHEALLOC_SWEEP_OUT="$OUT/sweep" \
+      python3 -m pytest -v -s -rs tests/gpu/test_parity_sweep.py -k expandable >"$OUT/expandable_sweep.log" 2>&1
+    wait $tests_pid
+    grep -E "PASS|FAIL|SKIP|Error|differ|losses|memory_viz|segments native|first difference|seed|passed|failed" \
+      "$OUT/expandable_tests.log" "$OUT/expandable_sweep.log" | cut -c1-400 | head -120
+    for w in ${EXP_AB_WORKLOADS:-transformer}; do
+      python3 benchmarks/ab_train.py --peers --workload $w --rounds ${EXP_AB_ROUNDS:-2} --steps 30 2>&1 \
+        | tee -a "$OUT/ab_expandable.log"
+    done
+    wait  # the pair_bench build
+    [ -x "$PAIR" ] || { echo "pair_bench build failed"; tail -30 /tmp/gpu-bench.log; }
+    [ -x "$PAIR" ] && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$PAIR" 1000000 2>&1 | tee "$OUT/pair_bench_expandable.log"
     ;;
   all)
     bash "$0" tests

@@ -260,6 +260,10 @@ int cachealloc_empty_cache(int device) {
   return guarded([&] { initialized_runtime().current().allocator.empty_cache(device); });
 }
 
+int cachealloc_enable_peer_access(int dev, int dev_to_access) {
+  return guarded([&] { initialized_runtime().enable_peer_access(dev, dev_to_access); });
+}
+
 int cachealloc_set_memory_fraction(double fraction, int device) {
   return guarded([&] { initialized_runtime().current().allocator.set_memory_fraction(fraction, device); });
 }

@@ -77,6 +77,13 @@ CACHEALLOC_API int cachealloc_reset_accumulated_stats(int device);
 /* device -1: all devices. */
 CACHEALLOC_API int cachealloc_empty_cache(int device);
 CACHEALLOC_API int cachealloc_set_memory_fraction(double fraction, int device);
+/* PyTorch's enablePeerAccess(dev, dev_to_access): device `dev` may then
+ * access memory of `dev_to_access` (cudaDeviceEnablePeerAccess; already
+ * enabled is fine), and every expandable-segment page of `dev_to_access`,
+ * mapped now or later, is mapped for `dev` too (cuMemSetAccess), as native
+ * does. 0, or -1 with cachealloc_last_error() set (devices out of range, a
+ * simulated backend, a CUDA error). Thread-safe. */
+CACHEALLOC_API int cachealloc_enable_peer_access(int dev, int dev_to_access);
 /* Largest cached free block on the device (PyTorch's cacheInfo), bytes. */
 CACHEALLOC_API int cachealloc_cache_info(int device, size_t* largest);
 CACHEALLOC_API int cachealloc_record_stream(void* ptr, void* stream);
@@ -284,7 +291,8 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
  * action: 0 segment_alloc, 1 segment_free, 2 alloc, 3 free_requested,
  * 4 free_completed, 5 oom (addr = device free bytes), 6 snapshot (size =
  * active bytes; a visit is itself recorded as one, as native records each
- * snapshot it takes). The callbacks: cachealloc_snapshot_visitor
+ * snapshot it takes), 7 segment_map and 8 segment_unmap (expandable
+ * segments: addr and size of the pages mapped or unmapped). The callbacks: cachealloc_snapshot_visitor
  * (bindings/runtime/snapshot_visitor.h). */
 CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
                                              void* user);

@@ -8,6 +8,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
+#include "bindings/cuda/cuda_vmm_driver.h"
+#include "bindings/cuda/vmm_pages.h"
 
 namespace cachealloc {
 namespace {
@@ -125,8 +127,15 @@ class RelaxedCaptureMode {
   cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
 };
 
+// cudaMalloc segments, and expandable segments on the driver's virtual
+// memory management (vmm_pages.h holds the page bookkeeping, as native's
+// ExpandableSegment).
 class CudaRuntimeBackend final : public CudaBackendBase {
  public:
+  CudaRuntimeBackend()
+      : vmm_driver_(make_cuda_vmm_driver()),
+        pages_(*vmm_driver_, expandable_ipc_handles_from_environment()) {}
+
   uintptr_t allocate(int device, size_t bytes, StreamId) override {
     DeviceScope scope(device);
     void* p = nullptr;
@@ -146,6 +155,34 @@ class CudaRuntimeBackend final : public CudaBackendBase {
     DeviceScope scope(device);
     check(cudaFree(reinterpret_cast<void*>(address)), "cudaFree");
   }
+
+  // Reserved as native reserves (cuMemAddressReserve with alignment 0: the
+  // driver's granularity, 2 MiB), whatever `alignment` the engine asks:
+  // the engine counts pages from the base, so only the granularity matters,
+  // and the large pool's page (20 MiB) is no power of two, which the driver
+  // need not accept as an alignment.
+  uintptr_t reserve_address_range(int device, size_t bytes, size_t) override {
+    return pages_.reserve(device, bytes, 0);
+  }
+  void release_address_range(int device, uintptr_t base, size_t bytes) override {
+    pages_.release(device, base, bytes);
+  }
+  bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                 StreamId) override {
+    DeviceScope scope(device);
+    return pages_.map(device, address, bytes, page_bytes);
+  }
+  void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                   StreamId stream) override {
+    DeviceScope scope(device);
+    pages_.unmap(device, address, bytes, page_bytes, stream);
+  }
+
+  VmmPages& pages() { return pages_; }
+
+ private:
+  std::unique_ptr<VmmDriver> vmm_driver_;
+  VmmPages pages_;
 };
 
 class CudaAsyncBackend final : public CudaBackendBase {
@@ -207,6 +244,23 @@ std::unique_ptr<DeviceBackend> make_cuda_runtime_backend() {
 
 std::unique_ptr<DeviceBackend> make_cuda_async_backend() {
   return std::make_unique<CudaAsyncBackend>();
+}
+
+void cuda_enable_peer_access(DeviceBackend& backend, int dev, int dev_to_access) {
+  {
+    DeviceScope scope(dev);
+    const cudaError_t err = cudaDeviceEnablePeerAccess(dev_to_access, 0);
+    if (err == cudaErrorPeerAccessAlreadyEnabled) {
+      (void)cudaGetLastError();
+    } else {
+      check(err, "cudaDeviceEnablePeerAccess");
+    }
+  }
+  // cudaDeviceEnablePeerAccess does not reach memory mapped with cuMemMap:
+  // expandable pages get their access explicitly (cudaMallocAsync pools
+  // follow the runtime's peer access and need nothing more here).
+  if (auto* runtime = dynamic_cast<CudaRuntimeBackend*>(&backend))
+    runtime->pages().add_peer(dev_to_access, dev);
 }
 
 }  // namespace cachealloc

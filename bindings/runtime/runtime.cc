@@ -69,6 +69,10 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   std::string kind = backend.empty()
                          ? (config.backend == BackendKind::kCudaMallocAsync ? "async" : "cuda")
                          : backend;
+  // Native's cudaMallocAsync allocator accepts expandable_segments and never
+  // reads it; so here: segments stay cudaMallocAsync allocations (that
+  // backend has no pages to map). The config text still shows the key.
+  if (kind == "async") config.expandable_segments = false;
   std::vector<std::unique_ptr<DeviceBackend>> backends;
   if (kind.rfind("simulated", 0) == 0) {
     auto parts = split(kind, ':');
@@ -132,6 +136,22 @@ void Runtime::init_from_environment() {
   init_locked(conf, "");
 }
 
+void Runtime::enable_peer_access(int dev, int dev_to_access) {
+  Generation& g = current();
+  const int n = g.allocator.device_count();
+  if (dev < 0 || dev >= n || dev_to_access < 0 || dev_to_access >= n)
+    throw BackendError("enable_peer_access(" + std::to_string(dev) + ", " +
+                       std::to_string(dev_to_access) + "): devices are 0 to " +
+                       std::to_string(n - 1));
+#ifdef CACHEALLOC_WITH_CUDA
+  if (g.backend_name == "cuda" || g.backend_name == "async") {
+    cuda_enable_peer_access(*g.backends.front(), dev, dev_to_access);
+    return;
+  }
+#endif
+  throw BackendError("enable_peer_access: backend '" + g.backend_name + "' has no peer access");
+}
+
 const std::string& Runtime::backend_name() const {
   static const std::string none;
   const Generation* g = current_.load(std::memory_order_acquire);
@@ -189,6 +209,8 @@ int action_code(EventKind a) {
     case EventKind::kFreeCompleted: return 4;
     case EventKind::kOom: return 5;
     case EventKind::kSnapshot: return 6;
+    case EventKind::kSegmentMap: return 7;
+    case EventKind::kSegmentUnmap: return 8;
     default: return -1;
   }
 }
@@ -206,7 +228,7 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
           if (!b->is_free()) active += b->size;
         }
         v.segment(user, d, s.address, total, reinterpret_cast<void*>(s.stream), s.is_small,
-                  opaque_of(s.context), s.pool_id.first, s.pool_id.second);
+                  opaque_of(s.context), s.pool_id.first, s.pool_id.second, s.is_expandable);
         for (const Block* b : s.blocks)
           v.block(user, b->size, b->requested_size, b->allocated, !b->is_free(),
                   opaque_of(&b->context_when_allocated));

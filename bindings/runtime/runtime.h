@@ -97,6 +97,11 @@ class Runtime {
   Generation& current() const { return *current_.load(std::memory_order_acquire); }
   // "" before init.
   const std::string& backend_name() const;
+  // Native's enablePeerAccess(dev, dev_to_access): `dev` may access the
+  // memory of `dev_to_access`, its expandable pages included (CUDA backends
+  // only). Throws BackendError (a simulated backend, a device out of range,
+  // a CUDA failure). Precondition: initialized().
+  void enable_peer_access(int dev, int dev_to_access);
   int device_count() const {
     const Generation* g = current_.load(std::memory_order_acquire);
     return g ? g->allocator.device_count() : 0;

@@ -208,6 +208,13 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
   // (0, 0): torch.cuda.empty_cache(); a pool's id: ~MemPool, on every
   // device, as native.
+  // As native: runtime peer access, and the expandable pages of
+  // `dev_to_access` mapped for `dev` (cuMemMap memory is not reached by
+  // cudaDeviceEnablePeerAccess). PyTorch calls this before a peer copy.
+  void enablePeerAccess(c10::DeviceIndex dev, c10::DeviceIndex dev_to_access) override {
+    TORCH_CHECK(cachealloc_enable_peer_access(dev, dev_to_access) == 0, cachealloc_last_error());
+  }
+
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
     check(cachealloc_empty_cache_pool(-1, mempool_id.first, mempool_id.second));
   }
@@ -494,7 +501,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
   c.info.device_traces.resize(static_cast<size_t>(std::max(cachealloc_device_count(), 1)));
   cachealloc_snapshot_visitor v{};
   v.segment = [](void* u, int device, uint64_t address, uint64_t, void* stream, int is_small,
-                 void* ctx, uint64_t pool_first, uint64_t pool_second) {
+                 void* ctx, uint64_t pool_first, uint64_t pool_second, int is_expandable) {
     auto* c = static_cast<Collector*>(u);
     const c10::cuda::MempoolId_t pool{pool_first, pool_second};
     c->keep = (c->only.first == 0 && c->only.second == 0) || pool == c->only;
@@ -506,7 +513,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
     s.address = address;
     s.stream = static_cast<decltype(s.stream)>(stream);
     s.is_large = !is_small;
-    s.is_expandable = false;
+    s.is_expandable = is_expandable != 0;
     s.context_when_allocated = context_of(ctx);
     info.segments.push_back(std::move(s));
   };
@@ -534,7 +541,7 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
     static constexpr TraceEntry::Action kActions[] = {
         TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
         TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
-        TraceEntry::SNAPSHOT};
+        TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
     const auto* recorded = static_cast<const RecordedContext*>(ctx);
     TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
                   static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,

@@ -21,6 +21,20 @@ def run_script(script, mode, *args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def run_script_pair(script, *args):
+    """(native's, cachealloc's) results of `script`, the two fresh processes
+    running at the same time (for checks that time nothing: halves the wait
+    for process start-up); fails the test with the stderr of one that failed."""
+    env = dict(os.environ, PYTHONPATH=str(HERE.parents[1] / "bindings" / "python"))
+    procs = [subprocess.Popen([sys.executable, str(HERE / script), mode, *map(str, args)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for mode in ("native", "cachealloc")]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-5000:]
+    return tuple(json.loads(out.strip().splitlines()[-1]) for out, _ in outs)
+
+
 def run_both(script, *args):
     """(native's, cachealloc's) results of `script`. The cachealloc run
     installs the PyTorch glue, compiling it for the running torch when no

@@ -10,6 +10,11 @@ benchmarks/workloads.py) mixes three streams, record_stream on busy streams
 fraction, and the configs combine max_split_size, both forms of
 roundup_power2_divisions and garbage_collection_threshold.
 
+A second set does the same under expandable_segments:True (pages mapped
+into one reserved range per stream and pool), combined with the same
+options: CACHEALLOC_SWEEP_EXPANDABLE_SEEDS (default 6) seeds from
+CACHEALLOC_SWEEP_EXPANDABLE_FIRST (default 0); the classic set is unchanged.
+
 CACHEALLOC_SWEEP_SEEDS (default 12) sets how many seeds run, from
 CACHEALLOC_SWEEP_FIRST (default 0);
 CACHEALLOC_SWEEP_OUT, if set, is a folder the recordings are copied to."""
@@ -43,6 +48,8 @@ def env_count(name, default):
 
 SEEDS = env_count("CACHEALLOC_SWEEP_SEEDS", 12)
 FIRST_SEED = env_count("CACHEALLOC_SWEEP_FIRST", 0)
+EXPANDABLE_SEEDS = env_count("CACHEALLOC_SWEEP_EXPANDABLE_SEEDS", 6)
+EXPANDABLE_FIRST = env_count("CACHEALLOC_SWEEP_EXPANDABLE_FIRST", 0)
 STEPS = 3000
 
 
@@ -65,11 +72,26 @@ def sweep_config(seed):
     return ",".join(parts), fraction
 
 
+def expandable_sweep_config(seed):
+    """(conf, fraction) for the expandable set: expandable_segments:True
+    first, then options drawn as sweep_config draws them, from a seed space
+    of its own (so seed n here is not seed n of the classic set)."""
+    conf, fraction = sweep_config(1_000_003 + seed)
+    return ",".join(["expandable_segments:True"] + ([conf] if conf else [])), fraction
+
+
 class _PlainData(pickle.Unpickler):
     """A snapshot is plain data: refuse any global (so nothing can run)."""
 
     def find_class(self, module, name):
         raise pickle.UnpicklingError(f"global {module}.{name} refused")
+
+
+def count_actions(trace_path, action):
+    """How many entries of the recording are `action`."""
+    with gzip.open(trace_path, "rb") as f:
+        entries = _PlainData(f).load()["device_traces"][0]
+    return sum(e["action"] == action for e in entries)
 
 
 def deferred_frees(trace_path):
@@ -89,14 +111,28 @@ def deferred_frees(trace_path):
 
 @pytest.mark.parametrize("seed", range(FIRST_SEED, FIRST_SEED + SEEDS))
 def test_fresh_native_recording_replays_exactly(tmp_path, seed):
+    conf, fraction = sweep_config(seed)
+    record_and_replay(tmp_path, f"fuzz{seed}", seed, conf, fraction)
+
+
+@pytest.mark.parametrize("seed", range(EXPANDABLE_FIRST, EXPANDABLE_FIRST + EXPANDABLE_SEEDS))
+def test_fresh_native_expandable_recording_replays_exactly(tmp_path, seed):
+    conf, fraction = expandable_sweep_config(seed)
+    meta = record_and_replay(tmp_path, f"fuzz_expandable{seed}", seed, conf, fraction)
+    assert meta["maps"] > 0, "native mapped no pages: the recording is not expandable"
+
+
+def record_and_replay(tmp_path, name, seed, conf, fraction):
+    """Records the fuzz workload under native with `conf` (and `fraction`),
+    replays it through cachealloc's CLI and checks it; returns the
+    recording's .json, with "maps" (its segment_map entries) added."""
     from cachealloc import lab
 
     try:
         cli = lab.cli_path()  # $CACHEALLOC_CLI (gpu_session.sh sets it) or a build
     except lab.LabError as e:
         pytest.skip(f"GPU test skipped: {e}")
-    conf, fraction = sweep_config(seed)
-    out = tmp_path / f"fuzz{seed}"
+    out = tmp_path / name
     cmd = [sys.executable, str(RECORDER), "--workload", "fuzz", "--allocator", "native",
            "--steps", str(STEPS), "--seed", str(seed), "--conf", conf, "--out", str(out)]
     if fraction is not None:
@@ -119,12 +155,14 @@ def test_fresh_native_recording_replays_exactly(tmp_path, seed):
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     replay = json.loads(proc.stdout)
     ooms, empties, _ = meta["losses"]
+    meta["maps"] = count_actions(trace, "segment_map")
     print(f"seed {seed}: conf {conf!r} fraction {fraction}: {replay['events']} events, "
           f"{int(ooms)} OOMs, {int(empties)} empty_cache, {deferred_frees(trace)} deferred frees, "
-          f"divergence {replay['divergence']}")
+          f"{meta['maps']} segment_map, divergence {replay['divergence']}")
     assert replay["divergence"] is None
     assert replay["events"] == meta["n_events"]
     # Two counters can differ where the trace cannot show an empty_cache()
     # call (lab.UNOBSERVABLE_COUNTERS); every other key must be equal.
     diff = lab.stats_mismatches(meta["final_memory_stats"], replay["memory_stats"], int(empties))
     assert not diff, diff
+    return meta

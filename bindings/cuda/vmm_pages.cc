@@ -1,0 +1,265 @@
+#include "bindings/cuda/vmm_pages.h"
+
+#include <algorithm>
+
+#include "allocator/errors.h"
+
+namespace cachealloc {
+namespace {
+
+std::string hex(uintptr_t v) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  do {
+    out.insert(out.begin(), kDigits[v & 15]);
+    v >>= 4;
+  } while (v);
+  return "0x" + out;
+}
+
+[[noreturn]] void fail(const std::string& what) {
+  throw BackendError("cachealloc: expandable segments: " + what);
+}
+
+}  // namespace
+
+const char* shareable_handle_name(ShareableHandle type) {
+  switch (type) {
+    case ShareableHandle::kNone: return "none";
+    case ShareableHandle::kPosixFd: return "POSIX file descriptor";
+    case ShareableHandle::kFabric: return "fabric";
+  }
+  return "?";
+}
+
+VmmPages::VmmPages(VmmDriver& driver, bool ipc_handles)
+    : driver_(driver), choice_(ipc_handles ? HandleChoice::kUntried : HandleChoice::kNone) {}
+
+uintptr_t VmmPages::reserve(int device, size_t bytes, size_t alignment) {
+  if (bytes == 0) fail("cannot reserve an empty address range");
+  const uintptr_t base = driver_.reserve(device, bytes, alignment);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Range& r = ranges_[base];
+  r.device = device;
+  r.bytes = bytes;
+  return base;
+}
+
+void VmmPages::release(int device, uintptr_t base, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = ranges_.find(base);
+    if (it == ranges_.end() || it->second.device != device)
+      fail("release of " + hex(base) + ", not an address range reserved on device " +
+           std::to_string(device));
+    if (it->second.bytes != bytes)
+      fail("release of " + hex(base) + " with " + std::to_string(bytes) + " bytes; " +
+           std::to_string(it->second.bytes) + " were reserved");
+    const auto& m = it->second.mapped;
+    if (const size_t n = static_cast<size_t>(std::count(m.begin(), m.end(), true)))
+      fail("release of " + hex(base) + " with " + std::to_string(n) + " pages still mapped");
+    ranges_.erase(it);
+  }
+  driver_.free_range(device, base, bytes);
+}
+
+VmmPages::Range& VmmPages::range_of(int device, uintptr_t address, size_t bytes,
+                                    size_t page_bytes, uintptr_t* base) {
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin()) fail(hex(address) + " is not in a reserved address range");
+  --it;
+  Range& r = it->second;
+  *base = it->first;
+  if (r.device != device || address - it->first >= r.bytes)
+    fail(hex(address) + " is not in an address range reserved on device " + std::to_string(device));
+  if (page_bytes == 0 || bytes % page_bytes != 0 || (address - it->first) % page_bytes != 0)
+    fail("[" + hex(address) + ", +" + std::to_string(bytes) + ") is not whole pages of " +
+         std::to_string(page_bytes) + " bytes");
+  if (bytes > r.bytes - (address - it->first))
+    fail("[" + hex(address) + ", +" + std::to_string(bytes) + ") runs past its reserved range");
+  if (r.page_bytes != 0 && r.page_bytes != page_bytes)
+    fail("pages of " + std::to_string(page_bytes) + " bytes in a range mapped with pages of " +
+         std::to_string(r.page_bytes));
+  return r;
+}
+
+std::vector<int>& VmmPages::peers_of(int device) { return peers_[device]; }
+
+bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  uintptr_t base = 0;
+  Range& r = range_of(device, address, bytes, page_bytes, &base);
+  if (bytes == 0) return true;
+  const size_t first = (address - base) / page_bytes;
+  const size_t last = first + bytes / page_bytes;
+  for (size_t i = first; i < std::min(last, r.mapped.size()); ++i)
+    if (r.mapped[i]) fail("page at " + hex(base + i * page_bytes) + " is already mapped");
+
+  std::string error;
+  bool refused = false;  // cuMemCreate refused the handle type
+  VmmStatus status;
+  // Native's handle type: fabric while untried; the first cuMemCreate that
+  // refuses a fabric page other than for lack of memory settles on POSIX
+  // descriptors for the process.
+  if (choice_ == HandleChoice::kUntried) {
+    status = grow(r, base, first, last, page_bytes, ShareableHandle::kFabric, &error, &refused);
+    if (status == VmmStatus::kFailed && refused) {
+      choice_ = HandleChoice::kPosixFd;
+      status = grow(r, base, first, last, page_bytes, ShareableHandle::kPosixFd, &error, &refused);
+    } else {
+      choice_ = HandleChoice::kFabric;
+    }
+  } else {
+    const ShareableHandle type = choice_ == HandleChoice::kFabric    ? ShareableHandle::kFabric
+                                 : choice_ == HandleChoice::kPosixFd ? ShareableHandle::kPosixFd
+                                                                     : ShareableHandle::kNone;
+    status = grow(r, base, first, last, page_bytes, type, &error, &refused);
+  }
+  if (status == VmmStatus::kFailed) fail(error);
+  if (status == VmmStatus::kOutOfMemory) return false;
+  r.page_bytes = page_bytes;
+  return true;
+}
+
+VmmStatus VmmPages::grow(Range& r, uintptr_t base, size_t first, size_t last,
+                         size_t page_bytes, ShareableHandle type, std::string* error,
+                         bool* refused) {
+  const int device = r.device;
+  *refused = false;
+  std::vector<uint64_t> handles;
+  handles.reserve(last - first);
+  size_t mapped = 0;
+  VmmStatus status = VmmStatus::kOk;
+  try {
+    for (size_t i = first; i < last && status == VmmStatus::kOk; ++i) {
+      uint64_t h = 0;
+      status = driver_.create(device, page_bytes, type, &h, error);
+      if (status == VmmStatus::kOk) handles.push_back(h);
+      *refused = status == VmmStatus::kFailed;
+    }
+    // One map per page, after every page exists (as native).
+    for (size_t k = 0; k < handles.size() && status == VmmStatus::kOk; ++k) {
+      status = driver_.map(device, base + (first + k) * page_bytes, page_bytes, handles[k], error);
+      if (status == VmmStatus::kOk) ++mapped;
+    }
+    if (status == VmmStatus::kOk) {
+      const uintptr_t address = base + first * page_bytes;
+      const size_t bytes = (last - first) * page_bytes;
+      driver_.set_access(device, address, bytes, device);
+      for (int peer : peers_of(device)) driver_.set_access(device, address, bytes, peer);
+    }
+  } catch (const std::exception& e) {
+    undo(device, base + first * page_bytes, page_bytes, handles, mapped);
+    *error = e.what();
+    return VmmStatus::kFailed;
+  }
+  if (status != VmmStatus::kOk) {
+    undo(device, base + first * page_bytes, page_bytes, handles, mapped);
+    return status;
+  }
+  if (r.mapped.size() < last) {
+    r.mapped.resize(last, false);
+    r.handles.resize(last, 0);
+  }
+  for (size_t k = 0; k < handles.size(); ++k) {
+    r.handles[first + k] = handles[k];
+    r.mapped[first + k] = true;
+  }
+  return VmmStatus::kOk;
+}
+
+void VmmPages::undo(int device, uintptr_t address, size_t page_bytes,
+                    const std::vector<uint64_t>& handles, size_t mapped) noexcept {
+  for (size_t k = 0; k < handles.size(); ++k) {
+    try {
+      if (k < mapped) driver_.unmap(device, address + k * page_bytes, page_bytes);
+      driver_.release(device, handles[k]);
+    } catch (const std::exception&) {
+      // Keep undoing the rest; the caller reports the failure that led here.
+    }
+  }
+}
+
+void VmmPages::unmap(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                     StreamId stream) {
+  uintptr_t base = 0;
+  size_t first = 0, last = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Range& r = range_of(device, address, bytes, page_bytes, &base);
+    first = (address - base) / page_bytes;
+    last = first + bytes / page_bytes;
+    for (size_t i = first; i < last; ++i)
+      if (i >= r.mapped.size() || !r.mapped[i])
+        fail("unmap of " + hex(base + i * page_bytes) + ", a page that is not mapped");
+  }
+  if (bytes == 0) return;
+  // Kernels still queued on the segment's stream may use these pages;
+  // cuMemUnmap/cuMemRelease do not wait for them (native synchronizes too).
+  driver_.synchronize(device, stream);
+  std::lock_guard<std::mutex> lock(mutex_);
+  Range& r = ranges_.at(base);
+  for (size_t i = first; i < last; ++i) {
+    driver_.unmap(device, base + i * page_bytes, page_bytes);
+    r.mapped[i] = false;  // unmapped: the handle alone is left to release
+    driver_.release(device, r.handles[i]);
+  }
+  while (!r.mapped.empty() && !r.mapped.back()) {
+    r.mapped.pop_back();
+    r.handles.pop_back();
+  }
+}
+
+void VmmPages::add_peer(int device, int peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& peers = peers_of(device);
+  if (peer == device || std::find(peers.begin(), peers.end(), peer) != peers.end()) return;
+  // Access first, then the list: a failure leaves the peer unknown (a later
+  // call tries again) with some runs already accessible, which is harmless.
+  for (const auto& [base, r] : ranges_) {
+    if (r.device != device) continue;
+    for (size_t i = 0; i < r.mapped.size();) {
+      if (!r.mapped[i]) {
+        ++i;
+        continue;
+      }
+      size_t end = i;
+      while (end < r.mapped.size() && r.mapped[end]) ++end;
+      driver_.set_access(device, base + i * r.page_bytes, (end - i) * r.page_bytes, peer);
+      i = end;
+    }
+  }
+  peers.push_back(peer);
+}
+
+std::vector<int> VmmPages::peers(int device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = peers_.find(device);
+  return it == peers_.end() ? std::vector<int>{} : it->second;
+}
+
+size_t VmmPages::mapped_pages(int device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [base, r] : ranges_)
+    if (r.device == device) n += static_cast<size_t>(std::count(r.mapped.begin(), r.mapped.end(), true));
+  return n;
+}
+
+size_t VmmPages::reserved_ranges() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ranges_.size();
+}
+
+ShareableHandle VmmPages::handle_type() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  switch (choice_) {
+    case HandleChoice::kUntried:
+    case HandleChoice::kFabric: return ShareableHandle::kFabric;
+    case HandleChoice::kPosixFd: return ShareableHandle::kPosixFd;
+    case HandleChoice::kNone: return ShareableHandle::kNone;
+  }
+  return ShareableHandle::kNone;
+}
+
+}  // namespace cachealloc

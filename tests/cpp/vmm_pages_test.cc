@@ -1,0 +1,305 @@
+// VmmPages (bindings/cuda/vmm_pages.h): the page bookkeeping of expandable
+// segments on the GPU, against a driver that keeps score of every handle,
+// mapping and access grant and fails where a test asks it to.
+#include "bindings/cuda/vmm_pages.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "allocator/errors.h"
+
+namespace cachealloc {
+namespace {
+
+constexpr size_t kPage = size_t{2} << 20;    // small-pool page, 2 MiB
+constexpr size_t kLarge = size_t{20} << 20;  // large-pool page, 20 MiB
+
+// A device's view of the driver: live handles, mappings and access, and
+// one-shot faults: the n-th create/map from now fails (n = 1: the next).
+class ScoringDriver final : public VmmDriver {
+ public:
+  struct Access {
+    uintptr_t address;
+    size_t bytes;
+    int accessor;
+    bool operator==(const Access&) const = default;
+  };
+
+  uintptr_t reserve(int, size_t bytes, size_t) override {
+    const uintptr_t base = next_base_;
+    next_base_ += (bytes + (uintptr_t{1} << 30)) & ~((uintptr_t{1} << 30) - 1);
+    reserved_[base] = bytes;
+    return base;
+  }
+  void free_range(int, uintptr_t base, size_t bytes) override {
+    ASSERT_EQ(reserved_.at(base), bytes);
+    reserved_.erase(base);
+  }
+  VmmStatus create(int, size_t bytes, ShareableHandle type, uint64_t* handle,
+                   std::string* error) override {
+    types_.push_back(type);
+    if (type == ShareableHandle::kFabric && refuse_fabric_) {
+      *error = "fabric handles not supported";
+      return VmmStatus::kFailed;
+    }
+    if (fail_create_in_ && --fail_create_in_ == 0) {
+      if (create_error_.empty()) return VmmStatus::kOutOfMemory;
+      *error = create_error_;
+      return VmmStatus::kFailed;
+    }
+    if (bytes > free_bytes_) return VmmStatus::kOutOfMemory;
+    free_bytes_ -= bytes;
+    *handle = next_handle_++;
+    live_[*handle] = bytes;
+    return VmmStatus::kOk;
+  }
+  void release(int, uint64_t handle) override {
+    ASSERT_EQ(live_.count(handle), 1u) << "release of unknown handle " << handle;
+    ASSERT_EQ(std::count_if(mapped_.begin(), mapped_.end(),
+                            [&](const auto& m) { return m.second == handle; }),
+              0)
+        << "released while mapped";
+    free_bytes_ += live_.at(handle);
+    live_.erase(handle);
+  }
+  VmmStatus map(int, uintptr_t address, size_t bytes, uint64_t handle,
+                std::string* error) override {
+    if (fail_map_in_ && --fail_map_in_ == 0) {
+      if (map_error_.empty()) return VmmStatus::kOutOfMemory;
+      *error = map_error_;
+      return VmmStatus::kFailed;
+    }
+    EXPECT_EQ(live_.at(handle), bytes);
+    EXPECT_TRUE(mapped_.emplace(address, handle).second) << "mapped twice";
+    ++maps_;
+    return VmmStatus::kOk;
+  }
+  void unmap(int, uintptr_t address, size_t) override {
+    EXPECT_EQ(mapped_.erase(address), 1u) << "unmap of an unmapped page";
+    order_.push_back("unmap");
+  }
+  void set_access(int, uintptr_t address, size_t bytes, int accessor) override {
+    accesses_.push_back({address, bytes, accessor});
+  }
+  void synchronize(int, StreamId stream) override {
+    ++syncs_;
+    synced_.push_back(stream);
+    order_.push_back("sync");
+  }
+
+  size_t free_bytes_ = size_t{1} << 30;  // physical memory left
+  int fail_create_in_ = 0;
+  std::string create_error_;  // empty: the failing create is out of memory
+  int fail_map_in_ = 0;
+  std::string map_error_;
+  bool refuse_fabric_ = false;
+
+  std::map<uint64_t, size_t> live_;          // handle -> bytes
+  std::map<uintptr_t, uint64_t> mapped_;     // address -> handle
+  std::map<uintptr_t, size_t> reserved_;
+  std::vector<Access> accesses_;
+  std::vector<ShareableHandle> types_;
+  std::vector<StreamId> synced_;
+  std::vector<std::string> order_;
+  int syncs_ = 0;
+  int maps_ = 0;
+
+ private:
+  uintptr_t next_base_ = uintptr_t{1} << 40;
+  uint64_t next_handle_ = 1;
+};
+
+class VmmPagesTest : public ::testing::Test {
+ protected:
+  ScoringDriver driver;
+  VmmPages pages{driver, /*ipc_handles=*/true};
+};
+
+TEST_F(VmmPagesTest, GrowthCreatesAndMapsOnePagePerPageAndGrantsTheDevice) {
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base + 2 * kPage, 3 * kPage, kPage));
+  EXPECT_EQ(driver.live_.size(), 3u);
+  EXPECT_EQ(driver.maps_, 3);
+  EXPECT_EQ(pages.mapped_pages(0), 3u);
+  // One grant over the whole growth, for the device itself.
+  ASSERT_EQ(driver.accesses_.size(), 1u);
+  EXPECT_EQ(driver.accesses_[0], (ScoringDriver::Access{base + 2 * kPage, 3 * kPage, 0}));
+}
+
+TEST_F(VmmPagesTest, OutOfMemoryHalfwayThroughCreatesLeavesNothingAndReportsFalse) {
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  driver.fail_create_in_ = 3;  // the third page of four
+  EXPECT_FALSE(pages.map(0, base, 4 * kPage, kPage));
+  EXPECT_TRUE(driver.live_.empty());
+  EXPECT_TRUE(driver.mapped_.empty());
+  EXPECT_EQ(pages.mapped_pages(0), 0u);
+  // The range is still usable afterwards.
+  EXPECT_TRUE(pages.map(0, base, 4 * kPage, kPage));
+  EXPECT_EQ(pages.mapped_pages(0), 4u);
+}
+
+TEST_F(VmmPagesTest, DeviceFullReportsFalseWithNothingLeft) {
+  driver.free_bytes_ = 5 * kLarge;
+  const uintptr_t base = pages.reserve(0, 64 * kLarge, 0);
+  ASSERT_TRUE(pages.map(0, base, 4 * kLarge, kLarge));
+  EXPECT_FALSE(pages.map(0, base + 4 * kLarge, 2 * kLarge, kLarge));
+  EXPECT_EQ(driver.live_.size(), 4u);
+  EXPECT_EQ(driver.free_bytes_, kLarge);
+}
+
+TEST_F(VmmPagesTest, MapOutOfMemoryHalfwayUnmapsAndReleasesEveryPageOfTheGrowth) {
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, kPage, kPage));
+  driver.fail_map_in_ = 3;
+  EXPECT_FALSE(pages.map(0, base + kPage, 4 * kPage, kPage));
+  EXPECT_EQ(driver.live_.size(), 1u);  // the earlier page only
+  EXPECT_EQ(driver.mapped_.size(), 1u);
+  EXPECT_EQ(pages.mapped_pages(0), 1u);
+  // Pages mapped a moment ago were never used: no stream to wait for.
+  EXPECT_EQ(driver.syncs_, 0);
+}
+
+TEST_F(VmmPagesTest, OtherMapFailureThrowsWithNothingLeft) {
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, 3 * kPage, kPage));
+  driver.fail_map_in_ = 2;
+  driver.map_error_ = "cuMemMap: CUDA_ERROR_INVALID_VALUE";
+  try {
+    pages.map(0, base + 3 * kPage, 2 * kPage, kPage);
+    FAIL() << "expected BackendError";
+  } catch (const BackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_INVALID_VALUE"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(driver.live_.size(), 3u);
+  EXPECT_EQ(driver.mapped_.size(), 3u);
+  EXPECT_EQ(pages.mapped_pages(0), 3u);
+  // Not a handle-type refusal: the type stays.
+  EXPECT_EQ(pages.handle_type(), ShareableHandle::kFabric);
+}
+
+TEST_F(VmmPagesTest, OtherCreateFailureOnceSettledThrowsWithNothingLeft) {
+  driver.refuse_fabric_ = true;
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, kPage, kPage));  // settles on POSIX descriptors
+  driver.fail_create_in_ = 2;
+  driver.create_error_ = "cuMemCreate: CUDA_ERROR_UNKNOWN";
+  EXPECT_THROW(pages.map(0, base + kPage, 3 * kPage, kPage), BackendError);
+  EXPECT_EQ(driver.live_.size(), 1u);
+  EXPECT_EQ(pages.mapped_pages(0), 1u);
+}
+
+TEST_F(VmmPagesTest, FabricIsTriedFirstAndTheFirstRefusalSettlesOnPosixDescriptors) {
+  driver.refuse_fabric_ = true;
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  EXPECT_EQ(pages.handle_type(), ShareableHandle::kFabric);
+  ASSERT_TRUE(pages.map(0, base, 2 * kPage, kPage));
+  EXPECT_EQ(pages.handle_type(), ShareableHandle::kPosixFd);
+  ASSERT_TRUE(pages.map(0, base + 2 * kPage, kPage, kPage));
+  // One fabric attempt, then POSIX descriptors for every page since.
+  EXPECT_EQ(driver.types_, (std::vector<ShareableHandle>{ShareableHandle::kFabric,
+                                                        ShareableHandle::kPosixFd,
+                                                        ShareableHandle::kPosixFd,
+                                                        ShareableHandle::kPosixFd}));
+}
+
+TEST_F(VmmPagesTest, FabricStaysWhereTheDriverAcceptsIt) {
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, kPage, kPage));
+  ASSERT_TRUE(pages.map(0, base + kPage, kPage, kPage));
+  EXPECT_EQ(pages.handle_type(), ShareableHandle::kFabric);
+  EXPECT_EQ(std::count(driver.types_.begin(), driver.types_.end(), ShareableHandle::kFabric), 2);
+}
+
+TEST(VmmPagesIpcOff, PagesRequestNoShareableHandle) {
+  ScoringDriver driver;
+  VmmPages pages(driver, /*ipc_handles=*/false);
+  const uintptr_t base = pages.reserve(0, 8 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, 2 * kPage, kPage));
+  EXPECT_EQ(driver.types_,
+            (std::vector<ShareableHandle>{ShareableHandle::kNone, ShareableHandle::kNone}));
+}
+
+TEST_F(VmmPagesTest, UnmapWaitsForTheSegmentsStreamBeforeTheFirstUnmap) {
+  const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, 4 * kPage, kPage));
+  pages.unmap(0, base + kPage, 2 * kPage, kPage, /*stream=*/0x1234);
+  EXPECT_EQ(driver.synced_, (std::vector<StreamId>{0x1234}));
+  EXPECT_EQ(driver.order_, (std::vector<std::string>{"sync", "unmap", "unmap"}));
+  EXPECT_EQ(driver.live_.size(), 2u);
+  EXPECT_EQ(pages.mapped_pages(0), 2u);
+  // The gap can be mapped again.
+  EXPECT_TRUE(pages.map(0, base + kPage, 2 * kPage, kPage));
+}
+
+TEST_F(VmmPagesTest, BadRangesAreRefusedNamingTheProblem) {
+  const uintptr_t base = pages.reserve(0, 8 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, kPage, kPage));
+  auto message = [&](auto&& call) {
+    try {
+      call();
+    } catch (const BackendError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { pages.map(0, base, kPage, kPage); }).find("already mapped"), std::string::npos);
+  EXPECT_NE(message([&] { pages.map(0, base + 1, kPage, kPage); }).find("not whole pages"), std::string::npos);
+  EXPECT_NE(message([&] { pages.map(0, base + 7 * kPage, 2 * kPage, kPage); }).find("runs past"), std::string::npos);
+  EXPECT_NE(message([&] { pages.map(1, base + kPage, kPage, kPage); }).find("device 1"), std::string::npos);
+  EXPECT_NE(message([&] { pages.map(0, base + 2 * kPage, 2 * kPage, 2 * kPage); }).find("pages of"), std::string::npos);
+  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, kPage, kPage, 0); }).find("not mapped"), std::string::npos);
+  EXPECT_NE(message([&] { pages.release(0, base, 8 * kPage); }).find("1 pages still mapped"), std::string::npos);
+  EXPECT_NE(message([&] { pages.map(0, 12345, kPage, kPage); }).find("not in a reserved"), std::string::npos);
+  EXPECT_EQ(driver.live_.size(), 1u);
+}
+
+TEST_F(VmmPagesTest, ReleasingARangeFreesItsAddressSpace) {
+  const uintptr_t base = pages.reserve(0, 8 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, base, 3 * kPage, kPage));
+  pages.unmap(0, base, 3 * kPage, kPage, 0);
+  pages.release(0, base, 8 * kPage);
+  EXPECT_TRUE(driver.reserved_.empty());
+  EXPECT_TRUE(driver.live_.empty());
+  EXPECT_EQ(pages.reserved_ranges(), 0u);
+}
+
+TEST_F(VmmPagesTest, APeerGetsAccessToEveryMappedRunAndToLaterGrowths) {
+  const uintptr_t small = pages.reserve(0, 64 * kPage, 0);
+  const uintptr_t large = pages.reserve(0, 64 * kLarge, 0);
+  const uintptr_t other = pages.reserve(1, 64 * kPage, 0);
+  ASSERT_TRUE(pages.map(0, small, 2 * kPage, kPage));
+  ASSERT_TRUE(pages.map(0, small + 5 * kPage, kPage, kPage));  // a second run
+  ASSERT_TRUE(pages.map(0, large, 3 * kLarge, kLarge));
+  ASSERT_TRUE(pages.map(1, other, kPage, kPage));
+  driver.accesses_.clear();
+
+  pages.add_peer(0, 1);  // device 1 may access device 0's memory
+  using A = ScoringDriver::Access;
+  EXPECT_EQ(driver.accesses_, (std::vector<A>{{small, 2 * kPage, 1},
+                                              {small + 5 * kPage, kPage, 1},
+                                              {large, 3 * kLarge, 1}}));
+  EXPECT_EQ(pages.peers(0), (std::vector<int>{1}));
+  EXPECT_TRUE(pages.peers(1).empty());
+
+  driver.accesses_.clear();
+  pages.add_peer(0, 1);  // again: nothing
+  pages.add_peer(0, 0);  // the device itself: nothing
+  EXPECT_TRUE(driver.accesses_.empty());
+  EXPECT_EQ(pages.peers(0), (std::vector<int>{1}));
+
+  ASSERT_TRUE(pages.map(0, small + 2 * kPage, kPage, kPage));
+  EXPECT_EQ(driver.accesses_, (std::vector<A>{{small + 2 * kPage, kPage, 0},
+                                              {small + 2 * kPage, kPage, 1}}));
+  driver.accesses_.clear();
+  ASSERT_TRUE(pages.map(1, other + kPage, kPage, kPage));  // device 1 has no peers
+  EXPECT_EQ(driver.accesses_, (std::vector<A>{{other + kPage, kPage, 1}}));
+}
+
+}  // namespace
+}  // namespace cachealloc
