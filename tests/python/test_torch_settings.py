@@ -68,13 +68,23 @@ def test_bad_value_raises_pytorchs_own_error(hooked):
     assert block_bytes(hooked, 84 * MiB + 1) == 96 * MiB
 
 
-def test_expandable_segments_refused_before_pytorch_sees_it(hooked):
-    setter()("roundup_power2_divisions:4")
-    with pytest.raises(ValueError, match="expandable_segments:True is not supported"):
-        setter()("expandable_segments:True")
-    assert torch._C._accelerator_getAllocatorSettings() == "roundup_power2_divisions:4"
-    setter()("expandable_segments:False")  # the supported value is fine
-    assert block_bytes(hooked, 84 * MiB + 1) == 84 * MiB + 512
+def test_expandable_segments_at_run_time_maps_pages(hooked):
+    """expandable_segments:True set at run time changes where new memory
+    comes from: pages mapped into a reserved range, which native counts in
+    reserved bytes but not as a segment."""
+    hooked.empty_cache()
+    setter()("expandable_segments:True")
+    assert torch._C._accelerator_getAllocatorSettings() == "expandable_segments:True"
+    before = hooked.memory_stats()
+    p = hooked._malloc(3 * MiB)
+    after = hooked.memory_stats()
+    assert after["segment.all.current"] == before["segment.all.current"]
+    assert after["reserved_bytes.all.current"] - before["reserved_bytes.all.current"] == 20 * MiB
+    assert after["num_device_alloc"] == before["num_device_alloc"] + 1
+    hooked._free(p)
+    setter()("expandable_segments:False")
+    hooked.empty_cache()  # unmaps the page, expandable or not
+    assert hooked.memory_stats()["reserved_bytes.all.current"] == before["reserved_bytes.all.current"]
 
 
 def test_not_a_string_gets_pytorchs_type_error(hooked):
