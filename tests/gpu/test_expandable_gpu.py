@@ -22,10 +22,6 @@ SCENARIOS = ["resnet18", "transformer", "decoder", "fuzz", "oom_fraction", "empt
 @pytest.fixture(scope="module")
 def results():
     """{allocator: {scenario: result}}, run once for the module."""
-    import cachealloc._native as n
-
-    if n.torch_glue_path() is None:
-        pytest.skip("GPU test skipped: libcachealloc_torch.so (the PyTorch glue) is not built")
     groups = [[s] for s in SCENARIOS] if os.environ.get("CACHEALLOC_EXPANDABLE_FRESH") else [SCENARIOS]
     out = {"native": {}, "cachealloc": {}}
     for group in groups:

@@ -115,7 +115,7 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     # sender, not in a queue's feeder thread (sharing.py).
     if not torch_glue:
         sharing.refuse_cuda_ipc(sharing.PLAIN_MODE_MESSAGE, refuse_pickling=True)
-    elif backend() == "async":
+    elif _backend_name() == "async":  # `backend` is install()'s argument here
         sharing.refuse_cuda_ipc(sharing.ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
     # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
     install_settings_hook()
@@ -148,4 +148,8 @@ def is_installed() -> bool:
 
 def backend() -> str:
     """The device backend in use ("cuda", "async", "simulated:..."), "" before init."""
+    return _backend_name()
+
+
+def _backend_name() -> str:
     return lib().cachealloc_backend_name().decode()
