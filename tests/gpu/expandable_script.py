@@ -142,6 +142,11 @@ def main():
 
         cachealloc.install()  # conf from PYTORCH_CUDA_ALLOC_CONF
         assert cachealloc.mode() == "torch-extension", cachealloc.mode()
+    # Native raises "Invalid device argument" from reset_peak_memory_stats
+    # until its allocator has served a first request; one tiny tensor, in
+    # both runs alike, gets both allocators there.
+    del_me = torch.zeros(1, device="cuda")
+    del del_me
     results = {}
     for name in names:
         torch.cuda.empty_cache()
