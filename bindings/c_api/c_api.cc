@@ -172,6 +172,12 @@ int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* v, void* user) 
   });
 }
 
+int cachealloc_expandable_segments(void) {
+  int on = 0;
+  const int status = guarded([&] { on = initialized_runtime().config().expandable_segments ? 1 : 0; });
+  return status == 0 ? on : -1;
+}
+
 int cachealloc_config_info(uint64_t* max_split_size, double* gc_threshold,
                            uint64_t* roundup_divisions16, const char** conf_text) {
   return guarded([&] {

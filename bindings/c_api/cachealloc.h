@@ -297,6 +297,10 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
 CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
                                              void* user);
 
+/* Whether expandable_segments is on now (1) or off (0), as set at
+ * start-up or by cachealloc_set_allocator_settings; -1 on error. */
+CACHEALLOC_API int cachealloc_expandable_segments(void);
+
 /* The configuration in force: max_split_size in bytes (SIZE_MAX when
  * unlimited), GC threshold, the 16 roundup divisions, and the config text
  * (the last settings applied, as native's last_allocator_settings; valid

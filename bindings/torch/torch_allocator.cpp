@@ -562,11 +562,14 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
   // The pinned (host) allocator stays PyTorch's, so its settings are read
   // from PyTorch's parse of the same texts (cachealloc validated each one
   // before PyTorch parsed it); so are the flags cachealloc accepts without
-  // acting on (release_lock_on_cudamalloc) or refuses when True
-  // (expandable_segments).
+  // acting on (release_lock_on_cudamalloc). expandable_segments is
+  // cachealloc's own: PyTorch parses the environment's text only when its
+  // own allocator starts, which it never does here.
   using CudaConfig = CCA::CUDAAllocatorConfig;
   m.pinned_num_register_threads = CudaConfig::pinned_num_register_threads();
-  m.expandable_segments = CudaConfig::expandable_segments();
+  const int expandable = cachealloc_expandable_segments();
+  if (expandable < 0) check(expandable);
+  m.expandable_segments = expandable == 1;
   m.release_lock_on_malloc = CudaConfig::release_lock_on_cudamalloc();
   m.pinned_use_host_register = CudaConfig::pinned_use_cuda_host_register();
   m.graph_capture_record_stream_reuse = CudaConfig::graph_capture_record_stream_reuse();

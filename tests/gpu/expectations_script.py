@@ -176,11 +176,14 @@ def enable():
     p = torch.cuda.caching_allocator_alloc(MiB)
     out["raw_alloc_enabled"] = delta(before, stat_subset())
     torch.cuda.caching_allocator_delete(p)
-    with torch.cuda.caching_allocator_disabled():
-        before = stat_subset()
-        q = torch.cuda.caching_allocator_alloc(3 * MiB)
-        out["raw_alloc_in_context"] = delta(before, stat_subset())
-        torch.cuda.caching_allocator_delete(q)
+    # torch 2.11 has no caching_allocator_disabled() context manager (newer
+    # releases do); the enable(False)/enable(True) pair is what it offers.
+    torch.cuda.caching_allocator_enable(False)
+    before = stat_subset()
+    q = torch.cuda.caching_allocator_alloc(3 * MiB)
+    out["raw_alloc_in_context"] = delta(before, stat_subset())
+    torch.cuda.caching_allocator_delete(q)
+    torch.cuda.caching_allocator_enable(True)
     del keep
 
 

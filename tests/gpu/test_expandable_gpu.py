@@ -60,6 +60,11 @@ def test_expandable_segments_blocks_and_offsets_equal_native(results, scenario):
     print(f"{scenario}: {len(native['shapes'])} segments native, {len(ours['shapes'])} cachealloc; "
           f"expandable flags native {sorted({s[1] for s in native['shapes']})} "
           f"cachealloc {sorted({s[1] for s in ours['shapes']})}")
+    if scenario == "empty_cache":
+        # Its last empty_cache() unmaps every page (the pages given back
+        # while blocks were live: test_expandable_empty_cache_unmapped_pages).
+        assert native["shapes"] == [] and ours["shapes"] == []
+        return
     assert native["shapes"], "native listed no segment: the scenario kept nothing alive"
     assert all(s[1] for s in native["shapes"]), "native's segments are not expandable"
     assert ours["shapes"] == native["shapes"]
@@ -75,6 +80,17 @@ def test_expandable_history_equal_native(results, scenario):
         print(f"{scenario}: first difference at entry {first}: native "
               f"{native['actions'][max(0, first - 3):first + 3]} cachealloc "
               f"{ours['actions'][max(0, first - 3):first + 3]}")
+    if scenario == "fuzz":
+        # Which of two blocks freed after record_stream on busy streams
+        # completes first is the GPU's timing, not the allocator's choice
+        # (two native runs differ there too); the recorded fuzz traces replay
+        # in exact order in test_parity_sweep. Here: every other entry in
+        # order, and the same completions.
+        def split(actions):
+            return ([a for a in actions if a[0] != "free_completed"],
+                    sorted(a for a in actions if a[0] == "free_completed"))
+        assert split(ours["actions"]) == split(native["actions"])
+        return
     assert ours["actions"] == native["actions"]
 
 

@@ -20,7 +20,9 @@ def test_foreign_pool_routes_counts_and_lists_segments_as_native(both):
         print(key, "native:", native[key], "cachealloc:", ours[key])
         assert ours[key] == native[key], key
     assert all(native["pools"].values()) and native["d_ok"]
-    assert native["foreign_bytes"] == 22 * 2**20  # a 2 MiB and a 20 MiB segment
+    # A 2 MiB and a 20 MiB segment, and the 32 MiB cuBLAS workspace the
+    # matmul allocates inside the pool (measured on the H100, torch 2.11).
+    assert native["foreign_bytes"] == (2 + 20 + 32) * 2**20
 
 
 def test_a_refusal_of_the_pools_allocator_is_an_oom_with_nothing_leaked_as_native(both):
@@ -38,7 +40,9 @@ def test_no_split_release_and_empty_cache_as_native(both):
                 "deleted_pool_segments_left", "final_segments"):
         print(key, "native:", native[key], "cachealloc:", ours[key])
         assert ours[key] == native[key], key
-    assert native["foreign_bytes_after_release"] == 0
+    # cuBLAS keeps its 32 MiB workspace (made in the pool) after the pool is
+    # released; everything else went back to the foreign allocator.
+    assert native["foreign_bytes_after_release"] == 32 * 2**20
 
 
 def test_memory_stats_with_a_foreign_pool_equal_natives(both):

@@ -65,7 +65,7 @@ def _wrapped(original: Callable[[str], Any]) -> Callable[[Any], Any]:
             ours = lib().cachealloc_last_error().decode()
             original(settings)
             raise ValueError(ours)  # PyTorch accepted what cachealloc refuses
-        result = original(settings)
+        result = original(_without_own_backend(settings))
         check(lib().cachealloc_set_allocator_settings(encoded))
         return result
 
@@ -73,3 +73,21 @@ def _wrapped(original: Callable[[str], Any]) -> Callable[[Any], Any]:
     set_allocator_settings.__name__ = getattr(original, "__name__", "set_allocator_settings")
     set_allocator_settings.__doc__ = getattr(original, "__doc__", None)
     return set_allocator_settings
+
+
+# cachealloc's backend as PyTorch's config names it.
+_BACKEND_NAMES = {"cuda": "native", "async": "cudaMallocAsync"}
+
+
+def _without_own_backend(settings: str) -> str:
+    """`settings` less a `backend:` key naming the backend already in use.
+
+    Native accepts such a key at run time (it checks the name against its
+    own allocator's). PyTorch asserts that name against the current
+    allocator's name(), which for cachealloc's glue is "pluggable", so the
+    key, already checked by cachealloc (a change of backend is refused
+    there), is not passed on; the rest of the text is, unchanged."""
+    own = _BACKEND_NAMES.get(lib().cachealloc_backend_name().decode())
+    parts = [p for p in settings.split(",")
+             if not (own and p.replace(" ", "") == f"backend:{own}")]
+    return ",".join(parts)
