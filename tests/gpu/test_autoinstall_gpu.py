@@ -16,8 +16,13 @@ PYTHON_DIR = ROOT / "bindings" / "python"
 
 
 def _env(tmp_path, **extra):
-    """An environment whose interpreters read the start-up hook's .pth (from
-    a user site-packages folder of their own, as pip would install it)."""
+    """(environment, interpreter) whose start-up reads the hook's .pth, as
+    pip installs it: from a user site-packages folder of their own, or,
+    where the interpreter reads none (a virtual environment's, as on the
+    GPU host), from a throwaway virtual environment's site-packages that
+    also sees this interpreter's packages (torch)."""
+    import site
+
     import cachealloc
 
     env = dict(os.environ, PYTHONUSERBASE=str(tmp_path / "userbase"), PYTHONPATH=str(PYTHON_DIR),
@@ -26,17 +31,27 @@ def _env(tmp_path, **extra):
                             "site.getusersitepackages())"], capture_output=True, text=True, env=env,
                            check=True)
     enabled, user_site = probe.stdout.split()
-    if enabled != "True":
-        pytest.skip("this interpreter does not read a user site-packages folder")
-    pathlib.Path(user_site).mkdir(parents=True)
-    shutil.copy(PYTHON_DIR / "cachealloc-autoinstall.pth", user_site)
-    shutil.copy(PYTHON_DIR / "_cachealloc_autoinstall.py", user_site)
-    return env
+    python = sys.executable
+    if enabled == "True":
+        hook_dir = pathlib.Path(user_site)
+        hook_dir.mkdir(parents=True)
+    else:
+        venv = tmp_path / "venv"
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+        python = str(venv / "bin" / "python")
+        hook_dir = pathlib.Path(subprocess.run(
+            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True, text=True, check=True).stdout.strip())
+        (hook_dir / "parent-site.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    shutil.copy(PYTHON_DIR / "cachealloc-autoinstall.pth", hook_dir)
+    shutil.copy(PYTHON_DIR / "_cachealloc_autoinstall.py", hook_dir)
+    return env, python
 
 
-def _run_script(env, *run_options):
-    cmd = [sys.executable, "-m", "cachealloc.cli", "run", *run_options, "--",
-           sys.executable, str(ROOT / "tests" / "gpu" / "autoinstall_script.py")]
+def _run_script(env_python, *run_options):
+    env, python = env_python
+    cmd = [python, "-m", "cachealloc.cli", "run", *run_options, "--",
+           python, str(ROOT / "tests" / "gpu" / "autoinstall_script.py")]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
@@ -52,8 +67,8 @@ def test_script_that_never_imports_cachealloc_runs_on_it_under_cachealloc_run(tm
 
 
 def test_without_the_switch_the_same_script_runs_on_natives_allocator(tmp_path):
-    env = _env(tmp_path)
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "gpu" / "autoinstall_script.py")],
+    env, python = _env(tmp_path)
+    proc = subprocess.run([python, str(ROOT / "tests" / "gpu" / "autoinstall_script.py")],
                           capture_output=True, text=True, env=env, timeout=600)
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["allocator_backend"] == "native" and not out["cachealloc_loaded"]
