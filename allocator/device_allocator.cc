@@ -148,7 +148,7 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   // A pool whose segments come from another allocator (MemPool(allocator=))
   // takes them from it even with expandable segments on, as native 2.11
   // does for such an "active" pool; every other pool maps pages.
-  const PrivatePool* owner = r.pool->owner();
+  PrivatePool* const owner = r.pool->owner();
   if (expandable_on_ && !(owner && owner->segment_source)) {
     r.block = try_allocate_expandable_block(r, ctx);
     return r.block != nullptr;
@@ -175,7 +175,7 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
   }
 
   reserved_bytes_ += size;
-  if (PrivatePool* owner = r.pool->owner()) ++owner->segment_count;
+  if (owner) ++owner->segment_count;
   b->address = address;
   b->size = size;
   b->requested_size = 0;
