@@ -9,13 +9,16 @@ import sys
 
 import torch
 
-from segment_shapes import shapes
+from segment_shapes import pool_of, shapes
 
 mode, library = sys.argv[1], sys.argv[2]
 if mode == "cachealloc":
     import cachealloc
 
     cachealloc.install()
+    # The glue (MemPool(allocator=...) needs it), on the CUDA backend.
+    assert cachealloc.mode() == "torch-extension", cachealloc.mode()
+    assert cachealloc.backend() == "cuda", cachealloc.backend()
 
 MiB = 2**20
 dev = torch.device("cuda")
@@ -29,14 +32,6 @@ pluggable = torch.cuda.memory.CUDAPluggableAllocator(library, "sleep_alloc", "sl
 
 def foreign_bytes():
     return foreign.sleep_bytes(0, 0)  # every allocation (tag 0) the foreign allocator holds
-
-
-def pool_of(t):
-    p = t.data_ptr()
-    for s in torch.cuda.memory_snapshot():
-        if s["address"] <= p < s["address"] + s["total_size"]:
-            return list(s["segment_pool_id"])
-    return None
 
 
 def floats(nbytes):

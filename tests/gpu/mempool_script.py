@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from segment_shapes import shapes
+from segment_shapes import pool_of, shapes
 
 mode = sys.argv[1]
 if mode == "cachealloc":
@@ -24,14 +24,6 @@ if mode == "cachealloc":
 MiB = 2**20
 dev = torch.device("cuda")
 out = {"mode": mode}
-
-
-def pool_of(t):
-    p = t.data_ptr()
-    for s in torch.cuda.memory_snapshot():
-        if s["address"] <= p < s["address"] + s["total_size"]:
-            return list(s["segment_pool_id"])
-    return None
 
 
 def floats(nbytes):

@@ -15,3 +15,15 @@ def shapes(segments, pool_id_only_if_private=False):
 
     return sorted([pool(s), s["segment_type"], s["total_size"],
                    [[b["size"], b["state"]] for b in s["blocks"]]] for s in segments)
+
+
+def pool_of(t):
+    """The pool id ([0, 0]: the default pools) of the segment holding
+    tensor `t`, or None if no segment of memory_snapshot() holds it."""
+    import torch
+
+    p = t.data_ptr()
+    for s in torch.cuda.memory_snapshot():
+        if s["address"] <= p < s["address"] + s["total_size"]:
+            return list(s["segment_pool_id"])
+    return None
