@@ -23,6 +23,9 @@ MiB = 2**20
 
 def install(mode):
     """Sets up the allocator `mode` in this process, before CUDA is used."""
+    # Spawned consumers inherit the producer's environment: each process
+    # sets its own.
+    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if mode == "native-async":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
     if mode.endswith("expandable"):
