@@ -20,13 +20,13 @@ from typing import Dict, List, Optional, Sequence
 from .results import ScopeResult, format_bytes
 
 LEGEND = """\
-Net       = bytes allocated - freed while open, nested scopes included, summed over calls
-            (torch.profiler's "CUDA Mem")
-Self net  = the same counting only the scope's own code, nested scopes excluded
-            (torch.profiler's "Self CUDA Mem"; negative when it frees what a nested scope allocated)
-Peak+     = highest allocated level above the call's start, nested scopes included (max over calls)
+Net        = bytes allocated - freed while open, nested scopes included, summed over calls
+             (torch.profiler's "CUDA Mem")
+Self net   = the same counting only the scope's own code, nested scopes excluded
+             (torch.profiler's "Self CUDA Mem"; negative when it frees what a nested scope allocated)
+Peak+      = highest allocated level above the call's start, nested scopes included (max over calls)
 Self peak+ = the same while no nested scope was open
-Peak      = highest allocated level, absolute (max_memory_allocated() after a reset at the call's start)"""
+Peak       = highest allocated level, absolute (max_memory_allocated() after a reset at the call's start)"""
 
 
 def peak_location(results: Sequence[ScopeResult]) -> Optional[ScopeResult]:
