@@ -1,6 +1,6 @@
 """The code blocks of the GPUMemoryProfiler usage guide, in its order
 (../shared/reference/user-docs/gpumemoryprofiler-usage.txt; the user's
-documented examples, quoted only to run them: tests/gpu/test_guide_gpu.py).
+documented examples, quoted only to run them: tests/gpu/test_gpumemoryprofiler_gpu.py).
 
 Each block is the guide's text unchanged except for two things: the import
 `from gpumemprof import GPUMemoryProfiler` reads `from cachealloc.profiler
