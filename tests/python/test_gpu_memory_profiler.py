@@ -314,3 +314,40 @@ def test_guide_blocks_are_python_and_import_only_from_cachealloc():
             if isinstance(node, ast.ImportFrom):
                 assert node.module == "cachealloc.profiler", title
         assert "gpumemprof" not in code
+
+
+# --- docs/profiling.md's examples print what the page says ------------------
+
+def _doc_example(heading):
+    """(code, printed) of the first example under `heading` in
+    docs/profiling.md: the indented block, and the one after "prints"."""
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "profiling.md").read_text()
+    section = text.split(heading, 1)[1]
+    blocks, current = [], None
+    for line in section.splitlines():
+        if line.startswith("    ") or (current is not None and line == ""):
+            current = (current or []) + [line[4:]]
+        elif current is not None:
+            blocks.append("\n".join(current).strip("\n"))
+            current = None
+        if len(blocks) == 2:
+            break
+    return blocks[0] + "\n", blocks[1]
+
+
+@pytest.mark.parametrize("heading", ["## GPUMemoryProfiler: the usage guide's API",
+                                     '## "CUDA Mem" versus "Self CUDA Mem"'])
+def test_docs_examples_print_what_the_page_says(heading):
+    import os
+    import subprocess
+    import sys
+
+    code, printed = _doc_example(heading)
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(repo / "bindings" / "python"))
+    if "CACHEALLOC_LIBRARY" not in env:
+        build = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", repo / "build"))
+        env["CACHEALLOC_LIBRARY"] = str(build / "bindings" / "libcachealloc.so")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(printed + "\n"), r.stdout
