@@ -215,7 +215,10 @@ def check_loop_vs_leak():
     assert loop_leaks == [], loop_leaks                  # ...but that is no leak
     del keep
     prof.clear_results()
-    (leak,), keep = training(prof, 6, leak=True)
+    leaks, keep = training(prof, 6, leak=True)
+    starts = [r.memory_before.allocated_memory for r in prof.results if r.function_name == "forward"]
+    assert len(leaks) == 1, f"leak not found: {leaks}; forward start levels {starts}"
+    leak = leaks[0]
     assert leak.name == "forward" and leak.calls == 6, leak
     assert leak.retained[2:] == [OUT_BYTES] * 4, leak.retained
     site = leak.sites[0]
