@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
+#include "bindings/cuda/capture_topology.h"
 #include "bindings/cuda/cuda_vmm_driver.h"
 #include "bindings/cuda/vmm_pages.h"
 
@@ -101,9 +102,16 @@ class CudaBackendBase : public DeviceBackend {
   bool event_completed(EventId e) override { return events_.completed(e); }
   void synchronize_event(EventId e) override { events_.synchronize(e); }
   void destroy_event(EventId e) override { events_.destroy(e); }
+  bool capture_dependencies(int, StreamId s, std::vector<uint64_t>& out) override {
+    return topology_.dependencies(s, out);
+  }
+  bool capture_follows(int, StreamId s, const std::vector<uint64_t>& nodes) override {
+    return topology_.follows(s, nodes);
+  }
 
  private:
   CudaEvents events_;
+  CaptureTopology topology_;
 };
 
 // Lets this thread make calls that a stream capture in global mode forbids

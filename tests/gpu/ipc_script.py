@@ -25,11 +25,14 @@ def install(mode):
     """Sets up the allocator `mode` in this process, before CUDA is used."""
     if mode == "native-async":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    if mode.endswith("expandable"):
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if mode.startswith("cachealloc") or mode == "plain":
         import cachealloc
 
         cachealloc.install(backend="async" if mode.endswith("async") else None,
                            torch_glue=mode != "plain")
+        assert cachealloc.mode() == ("plain" if mode == "plain" else "torch-extension")
 
 
 def consumer(mode, inbox, outbox):

@@ -71,3 +71,14 @@ def test_the_async_backend_refuses_with_natives_error_and_in_the_sender():
     for queue in ("simple_queue", "queue"):
         assert ours[queue]["raised_in_caller"], queue
         assert "cudaMallocAsync does not yet support shareIpcHandle" in ours[queue]["message"]
+
+
+def test_a_tensor_in_an_expandable_segment_is_refused_with_natives_error_in_the_sender():
+    native, ours = run("refuse", "native-expandable"), run("refuse", "cachealloc-expandable")
+    print(native, ours, sep="\n")
+    words = "Tensors allocated with expandable_segments:True cannot be shared between processes"
+    assert native["simple_queue"]["raised_in_caller"]
+    assert words in native["simple_queue"]["message"]
+    for queue in ("simple_queue", "queue"):
+        assert ours[queue]["raised_in_caller"], queue
+        assert words in ours[queue]["message"]

@@ -63,3 +63,39 @@ def test_refuse_cuda_ipc_patches_once_and_refuses_pickling_in_plain_mode():
             del torch.UntypedStorage._share_cuda_
         else:
             torch.UntypedStorage._share_cuda_ = saved_share
+
+
+def test_only_blocks_in_expandable_segments_count_as_unshareable():
+    # Native refuses to share a tensor in an expandable segment; the
+    # predicate the glue's Queue.put check uses asks the library where a
+    # block lies (simulated device, fresh interpreter: the runtime is
+    # process-wide).
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    import textwrap
+
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    code = """
+    import cachealloc
+    from cachealloc import raw
+    from cachealloc.sharing import address_in_expandable_segment as expandable
+    cachealloc.init("expandable_segments:True", "simulated")
+    a = raw._malloc(3 << 20)
+    print("expandable", expandable(a), expandable(a + 4096))
+    raw._free(a)
+    cachealloc.init("", "simulated")
+    b = raw._malloc(3 << 20)
+    print("classic", expandable(b))
+    print("unknown", expandable(12345), expandable(0))
+    raw._free(b)
+    """
+    env = dict(os.environ, PYTHONPATH=str(repo / "bindings" / "python"))
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.split("\n")
+    # A block's own address (as a storage's data_ptr is); not one inside it.
+    assert "expandable True False" in lines, proc.stdout
+    assert "classic False" in lines and "unknown False False" in lines, proc.stdout

@@ -111,12 +111,16 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     _pluggable = registered
     _mode = "torch-extension" if torch_glue else "plain"
     # Where CUDA tensors cannot be sent to other processes (plain mode: no
-    # IPC handle to give; the async backend, as native), say so in the
-    # sender, not in a queue's feeder thread (sharing.py).
+    # IPC handle to give; the async backend, and tensors in expandable
+    # segments, as native), say so in the sender, not in a queue's feeder
+    # thread (sharing.py).
     if not torch_glue:
         sharing.refuse_cuda_ipc(sharing.PLAIN_MODE_MESSAGE, refuse_pickling=True)
     elif _backend_name() == "async":  # `backend` is install()'s argument here
         sharing.refuse_cuda_ipc(sharing.ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
+    else:
+        sharing.refuse_cuda_ipc(sharing.EXPANDABLE_SEGMENT_MESSAGE, refuse_pickling=False,
+                                is_cuda=sharing.in_expandable_segment)
     # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
     install_settings_hook()
 

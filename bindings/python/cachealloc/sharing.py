@@ -1,6 +1,6 @@
 """CUDA tensors sent to other processes where cachealloc cannot share them
-(plain mode, or the cudaMallocAsync backend): refused where the sender
-calls, with a message saying why.
+(plain mode, the cudaMallocAsync backend, or a tensor in an expandable
+segment): refused where the sender calls, with a message saying why.
 
 Sharing a CUDA tensor (torch.multiprocessing queues, pipes, DataLoader
 workers) asks the allocator for a CUDA IPC handle. cachealloc's PyTorch
@@ -18,6 +18,10 @@ So cachealloc
     process raise it with cachealloc's message (SimpleQueue.put,
     Connection.send); on the async backend the glue's own error (native's
     words) rises there.
+Native 2.11 refuses to share a tensor that lives in an expandable segment
+(its getBaseAllocation, which PyTorch's storage sharing calls first, raises
+before any handle is made); the glue raises native's words at the same
+place, and Queue.put checks for such tensors in the caller too.
 """
 from __future__ import annotations
 
@@ -34,6 +38,14 @@ PLAIN_MODE_MESSAGE = (
 # Native's words on its cudaMallocAsync backend (the glue raises the same).
 ASYNC_BACKEND_MESSAGE = ("cudaMallocAsync does not yet support shareIpcHandle. If you need it, "
                          "please file an issue describing your use case.")
+
+
+# Native 2.11's words (CUDACachingAllocator's getBaseAllocation); the
+# engine's base_allocation raises the same.
+EXPANDABLE_SEGMENT_MESSAGE = (
+    "Tensors allocated with expandable_segments:True cannot be shared between processes. "
+    "Consider using expandable_segments:False in data loading workers via "
+    "torch.cuda.memory._set_allocator_settings('expandable_segments:False')")
 
 
 class CudaIpcUnavailableError(RuntimeError):
@@ -68,6 +80,35 @@ def is_cuda_tensor_or_storage(obj: Any) -> bool:
     if isinstance(obj, (torch.UntypedStorage, torch.TypedStorage)):
         return obj.device.type == "cuda"
     return False
+
+
+def address_in_expandable_segment(address: int) -> bool:
+    """Whether `address` lies in a block cachealloc handed out from an
+    expandable segment (a look-up in the library, which changes nothing;
+    an address cachealloc does not know is not)."""
+    import ctypes
+
+    from ._native import lib
+
+    if not address:
+        return False
+    size = ctypes.c_size_t(0)
+    if lib().cachealloc_base_allocation(address, ctypes.byref(size)):
+        return False
+    return b"expandable_segments:True" in (lib().cachealloc_last_error() or b"")
+
+
+def in_expandable_segment(obj: Any) -> bool:
+    """A CUDA tensor or storage whose memory cachealloc placed in an
+    expandable segment."""
+    import torch
+
+    if not is_cuda_tensor_or_storage(obj):
+        return False
+    storage = obj.untyped_storage() if isinstance(obj, torch.Tensor) else obj
+    if isinstance(storage, torch.TypedStorage):
+        storage = storage.untyped()
+    return address_in_expandable_segment(storage.data_ptr())
 
 
 def _refusing_put(put: Callable, is_cuda: Callable[[Any], bool], message: str) -> Callable:
