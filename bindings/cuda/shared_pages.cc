@@ -118,7 +118,10 @@ ImportedPages import_shared_pages(VmmDriver& driver, int device, std::string_vie
   pages.handles = import_handles(driver, device, bytes.substr(kHeaderBytes), count, pid, type);
   size_t mapped = 0;
   try {
-    pages.base = driver.reserve(device, pages.bytes(), pages.page_bytes);
+    // Alignment 0: the driver's granularity, as for our own ranges (the
+    // large pool's 20 MiB page is no power of two, which the driver refuses
+    // as an alignment).
+    pages.base = driver.reserve(device, pages.bytes(), 0);
     for (; mapped < pages.handles.size(); ++mapped) {
       std::string error;
       const VmmStatus s = driver.map(device, pages.base + mapped * pages.page_bytes,
