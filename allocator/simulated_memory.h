@@ -51,8 +51,10 @@ class SimulatedMemory {
   // The bytes a segment of `bytes` holds.
   size_t footprint(size_t bytes) const { return (bytes + alignment_ - 1) / alignment_ * alignment_; }
   // Whether a segment of `bytes` (> 0) fits in the free bytes, wherever it
-  // would go.
-  bool has_room(size_t bytes) const { return bytes != 0 && footprint(bytes) <= capacity_ - used_; }
+  // would go. (bytes is compared first: its footprint could wrap around.)
+  bool has_room(size_t bytes) const {
+    return bytes != 0 && bytes <= capacity_ - used_ && footprint(bytes) <= capacity_ - used_;
+  }
   // Whether [address, address + extent) meets a live segment's footprint or
   // a live reservation. Precondition: the range does not wrap around.
   bool overlaps(uintptr_t address, size_t extent) const;

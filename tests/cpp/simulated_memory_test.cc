@@ -71,6 +71,14 @@ TEST(SimulatedMemory, UsedCountsSegmentFootprintsAndMappedPagesButNotReservation
   memory.check();
 }
 
+TEST(SimulatedMemory, ASegmentWhoseFootprintWouldWrapAroundHasNoRoom) {
+  SimulatedMemory memory("test device", 100 * kMiB, 2 * kMiB);
+  EXPECT_FALSE(memory.has_room(SIZE_MAX));
+  EXPECT_FALSE(memory.has_room(0));
+  EXPECT_TRUE(memory.has_room(100 * kMiB));
+  EXPECT_FALSE(memory.has_room(100 * kMiB + 1));
+}
+
 TEST(SimulatedMemory, AMappingThatDoesNotFitOrIsRefusedMapsNothing) {
   SimulatedMemory memory("test device", 50 * kMiB, 2 * kMiB);
   memory.add_reservation(kBase, 100 * kMiB);
