@@ -144,7 +144,10 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
         engine_.empty_cache();
         break;
     }
-    if (options_.check_invariants) engine_.check_invariants();
+    if (options_.check_invariants) {
+      engine_.check_invariants();
+      device_.check();
+    }
 
     const size_t reserved = engine_.reserved_bytes();
     if (reserved > out.peak_reserved) {

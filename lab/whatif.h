@@ -39,7 +39,7 @@ struct WhatIfOptions {
   // > 0: record history (the newest this many entries) and build a
   // snapshot pickle tree for PyTorch's memory viewer.
   size_t snapshot_entries = 0;
-  bool check_invariants = false;    // after every request (slow)
+  bool check_invariants = false;    // engine and device, after every request (slow)
   // Called every 2^20 requests with (requests done, requests total).
   std::function<void(size_t, size_t)> progress;
 };

@@ -18,7 +18,8 @@
 // reserved above the device's segments (from kBase + 2 x capacity, first
 // fit, no memory used); mapped pages use the capacity as segments do.
 //
-// Not thread-safe. Costs: allocate() is O(log n) with a usable hint. A first
+// The bookkeeping is SimulatedMemory's (allocator/simulated_memory.h);
+// this adds the placement. Not thread-safe. Costs: allocate() is O(log n) with a usable hint. A first
 // fit starts where an earlier search for the same size (or a smaller one)
 // left off, so allocating many segments one after another is O(log n)
 // each, however fragmented the addresses below; only gaps that releases
@@ -27,16 +28,14 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
-#include "allocator/device_backend.h"
+#include "allocator/simulated_backend.h"
 #include "allocator/simulated_device.h"
 
 namespace cachealloc {
 
-class WhatIfDevice : public DeviceBackend {
+class WhatIfDevice : public SimulatedBackend {
  public:
   // 1 TiB: larger than any GPU, so only a memory limit makes a replay OOM.
   static constexpr size_t kDefaultCapacity = size_t{1} << 40;
@@ -44,7 +43,9 @@ class WhatIfDevice : public DeviceBackend {
   static constexpr size_t kAlignment = SimulatedDevice::kAlignment;  // 2 MiB
 
   explicit WhatIfDevice(size_t capacity = kDefaultCapacity)
-      : capacity_(capacity / kAlignment * kAlignment) {}
+      : SimulatedBackend("what-if device", capacity / kAlignment * kAlignment, kAlignment) {
+    memory_.hold_events(true);
+  }
 
   // The next allocate() of exactly `bytes` goes to `address` if that range
   // is free and inside the device. A later offer replaces an unused one;
@@ -55,36 +56,15 @@ class WhatIfDevice : public DeviceBackend {
   }
   size_t hints_taken() const { return hints_taken_; }
 
-  // The event recorded last (0 before the first).
-  EventId last_event() const { return next_event_ - 1; }
-  // Lets `event` complete; unknown or already destroyed events are ignored.
-  void complete_event(EventId event) { pending_.erase(event); }
-
   uintptr_t allocate(int device, size_t bytes, StreamId stream) override;
   void release(int device, uintptr_t address, size_t bytes) override;
-  DeviceMemoryInfo memory_info(int) override { return {capacity_ - used_, capacity_}; }
-  EventId record_event(int, StreamId) override {
-    pending_.insert(next_event_);
-    return next_event_++;
-  }
-  bool event_completed(EventId event) override { return !pending_.contains(event); }
-  void synchronize_event(EventId event) override { pending_.erase(event); }
-  void destroy_event(EventId event) override { pending_.erase(event); }
   uintptr_t reserve_address_range(int device, size_t bytes, size_t alignment) override;
-  void release_address_range(int device, uintptr_t base, size_t bytes) override;
-  bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                 StreamId stream) override;
-  void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                   StreamId stream) override;
 
  private:
-  static size_t aligned(size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
+  // Whether [address, address + bytes) is on the 2 MiB grid, inside the
+  // device and free.
   bool range_free(uintptr_t address, size_t bytes) const;
 
-  const size_t capacity_;
-  size_t used_ = 0;                      // aligned bytes of live segments
-  std::map<uintptr_t, size_t> ranges_;  // address -> bytes, live segments
-  std::map<uintptr_t, size_t> reservations_;  // base -> bytes, live reservations
   // Where a first fit of `size` bytes (aligned) may start its search.
   // Invariant: no gap (maximal free range) of at least `size` bytes starts
   // below `from`. So a search for any size >= `size` may start there too.
@@ -97,8 +77,6 @@ class WhatIfDevice : public DeviceBackend {
   uintptr_t hint_address_ = 0;
   size_t hint_bytes_ = 0;
   size_t hints_taken_ = 0;
-  EventId next_event_ = 1;
-  absl::flat_hash_set<EventId> pending_;
 };
 
 }  // namespace cachealloc

@@ -89,7 +89,7 @@ bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
   if (engine_.would_collect_garbage()) return true;
   if (engine_.would_exceed_limit(r.size)) return true;
   const size_t segment = segment_size_for(round_request_size(r.size, engine_.config()));
-  return const_cast<ReplayDevice&>(backend_).memory_info(0).free_bytes < segment;
+  return backend_.memory().free_bytes() < segment;
 }
 
 uintptr_t DeviceReplay::reservation_base(size_t bytes, size_t page) {
@@ -330,7 +330,10 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
       for (const Emitted& e : log_.events)
         if (e.action == EventKind::kFreeCompleted) forget_delayed(e.address);
     if (auto d = compare(i, consumed_to, note)) return d;
-    if (options_.check_invariants) engine_.check_invariants();
+    if (options_.check_invariants) {
+      engine_.check_invariants();
+      backend_.check();
+    }
     if (options_.after_request) options_.after_request(consumed_to, engine_);
     done += consumed_to - i;
     if (options_.progress && (done >> 20) != ((done - (consumed_to - i)) >> 20))

@@ -21,23 +21,27 @@
 // rules as a primed address; pages are mapped where the engine asks, and a
 // mapping outside a live reservation is an error. Mapped pages count as
 // used, reservations do not.
+//
+// The bookkeeping is SimulatedMemory's (allocator/simulated_memory.h): a
+// segment holds exactly its bytes, and events stay pending until
+// complete_event(). This adds the placement and the refusals.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
 
-#include "absl/container/flat_hash_set.h"
-#include "allocator/device_backend.h"
+#include "allocator/simulated_backend.h"
 
 namespace cachealloc {
 
-class ReplayDevice : public DeviceBackend {
+class ReplayDevice : public SimulatedBackend {
  public:
   // capacity: bytes; allocations past it return 0 (device full).
-  explicit ReplayDevice(size_t capacity) : capacity_(capacity) {}
+  explicit ReplayDevice(size_t capacity) : SimulatedBackend("replay device", capacity, 1) {
+    memory_.hold_events(true);
+  }
 
   void prime(uintptr_t address, size_t bytes) { primed_ = Primed{address, bytes}; }
   void unprime() { primed_.reset(); }
@@ -57,57 +61,41 @@ class ReplayDevice : public DeviceBackend {
     reservation_source_ = std::move(source);
   }
   // Whether `address` lies in a live reservation.
-  bool reserved(uintptr_t address) const;
+  bool reserved(uintptr_t address) const { return memory_.reserved(address); }
   void stop_refusing() {
     refusing_ = false;
     releases_before_allocating_ = 0;
   }
-  EventId last_event() const { return next_event_ - 1; }
-  void complete_event(EventId id) { pending_.erase(id); }
 
   uintptr_t allocate(int, size_t bytes, StreamId) override;
   void release(int, uintptr_t address, size_t bytes) override;
-  DeviceMemoryInfo memory_info(int) override { return {capacity_ - used_, capacity_}; }
   uintptr_t reserve_address_range(int, size_t bytes, size_t alignment) override;
-  void release_address_range(int, uintptr_t base, size_t bytes) override;
   bool map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override;
   void unmap_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override;
-  EventId record_event(int, StreamId) override {
-    pending_.insert(next_event_);
-    return next_event_++;
-  }
-  bool event_completed(EventId id) override { return !pending_.contains(id); }
-  void synchronize_event(EventId id) override { pending_.erase(id); }
-  void destroy_event(EventId id) override { pending_.erase(id); }
 
  private:
   struct Primed {
     uintptr_t address;
     size_t bytes;
   };
+  bool refusing() const { return refusing_ || releases_before_allocating_ > 0; }
   // Whether [address, address + bytes) is non-empty, above 0, does not wrap
-  // and overlaps no live segment. O(log live segments).
+  // and overlaps no live segment or reservation. O(log live ranges).
   bool range_free(uintptr_t address, size_t bytes) const;
   // The first free range of `bytes` from next_unexpected_ on, 0 if none.
   uintptr_t unexpected_range(size_t bytes);
+  // A release (of a segment or of pages) towards refuse_until_releases.
+  void count_release() {
+    if (releases_before_allocating_ > 0) --releases_before_allocating_;
+  }
 
   // Unexpected segments come from here, far from any real device address.
   static constexpr uintptr_t kUnexpectedBase = uintptr_t{0xdead00000000000};
-  const size_t capacity_;
-  size_t used_ = 0;
   std::optional<Primed> primed_;
   bool refusing_ = false;
   size_t releases_before_allocating_ = 0;
   uintptr_t next_unexpected_ = kUnexpectedBase;
-  // Live segments and reservations: address -> bytes. Ordered, to find
-  // overlaps; only segment allocations and releases touch it, not every
-  // request.
-  std::map<uintptr_t, size_t> live_;
-  // The live reservations (also in live_): base -> bytes.
-  std::map<uintptr_t, size_t> reservations_;
   std::function<uintptr_t(size_t, size_t)> reservation_source_;
-  EventId next_event_ = 1;
-  absl::flat_hash_set<EventId> pending_;
 };
 
 }  // namespace cachealloc

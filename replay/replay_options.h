@@ -23,7 +23,7 @@ struct ReplayOptions {
   std::optional<size_t> memory_limit;     // allowed bytes per device
   size_t device_memory = 85017493504;     // simulated capacity (H100 80GB)
   bool build_snapshot = false;            // keep history, return a snapshot
-  bool check_invariants = false;          // after every request (slow)
+  bool check_invariants = false;          // engine and device, after every request (slow)
   bool check_final_segments = true;       // compare with the trace's segments
   // Called now and then with (events done, events total).
   std::function<void(size_t, size_t)> progress;

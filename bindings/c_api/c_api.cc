@@ -39,7 +39,7 @@ void report_free_errors(Fn&& fn,
   try {
     fn();
   } catch (const std::bad_alloc&) {
-    last_error = cachealloc::c_api::out_of_memory_in(where);
+    cachealloc::c_api::set_out_of_memory_error(where);
     std::fprintf(stderr, "%s\n", last_error.c_str());
   } catch (const std::exception& e) {
     last_error = e.what();
