@@ -279,15 +279,21 @@ Advice advise(const RequestStream& stream, const AdviseOptions& options) {
                     limit_part;
   } else {
     advice.headline = "Set " + env + ": it needs " + b(rec.min.min_limit) + " instead of " +
-                      b(base.min.min_limit) + " (" + percent(top_saving) + " less).";
+                      b(base.min.min_limit) + " (" +
+                      (top_saving >= 0 ? percent(top_saving) + " less" : percent(-top_saving) + " more") +
+                      ")" +
+                      (rec.ooms < base.ooms ? " and OOMs " + std::to_string(rec.ooms) + " times under the "
+                                              "limit instead of " + std::to_string(base.ooms)
+                                            : "") +
+                      ".";
     advice.reason = "Smallest memory without an OOM: " + b(rec.min.min_limit) + " (the trace's own "
                     "settings: " + b(base.min.min_limit) + "); peak reserved " + b(rec.peak_reserved) +
                     " (" + b(base.peak_reserved) + ")" +
                     (options.memory_limit ? " under the limit." : " with no limit.") + limit_part;
     if (rec.min.min_limit > smallest)
-      advice.reason += " Within 1 % of the smallest minimum (" + b(smallest) +
-                       ") it needs the fewest device calls (" +
-                       std::to_string(rec.device_allocs + rec.device_frees) + ").";
+      advice.reason += " Of the configs within 1 % of the smallest minimum (" + b(smallest) + ") it " +
+                       (options.memory_limit ? "OOMs least, then " : "") + "calls the device least (" +
+                       std::to_string(rec.device_allocs + rec.device_frees) + " calls).";
   }
   if (options.memory_limit && rec.min.min_limit > *options.memory_limit)
     advice.reason += " No setting fits this run in " + b(*options.memory_limit) +

@@ -11,15 +11,45 @@ namespace {
 
 std::string percent(double fraction) { return html_fmt("%.1f%%", 100.0 * fraction); }
 
+// Configs whose replays came out the same (every count, peak and series
+// point) are drawn and listed once, as "A = B": drawn apart they would hide
+// each other.
+struct Group {
+  const WhatIfResult* result;  // the first of them
+  std::string label;           // every label, joined by " = "
+};
+
+bool same_replay(const WhatIfResult& a, const WhatIfResult& b) {
+  if (a.peak_reserved != b.peak_reserved || a.peak_allocated != b.peak_allocated ||
+      a.peak_request != b.peak_request || a.device_allocs != b.device_allocs ||
+      a.device_frees != b.device_frees || a.retries != b.retries || a.ooms != b.ooms ||
+      a.final_reserved != b.final_reserved || a.series.size() != b.series.size())
+    return false;
+  for (size_t i = 0; i < a.series.size(); ++i)
+    if (a.series[i].reserved != b.series[i].reserved || a.series[i].allocated != b.series[i].allocated)
+      return false;
+  return true;
+}
+
+std::vector<Group> groups_of(const std::vector<WhatIfResult>& results) {
+  std::vector<Group> out;
+  for (const WhatIfResult& r : results) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const Group& g) { return same_replay(*g.result, r); });
+    if (same == out.end()) out.push_back(Group{&r, r.config.label()});
+    else same->label += " = " + r.config.label();
+  }
+  return out;
+}
+
 // The row marked best: under a memory limit the fewest OOMs first (a
 // config that OOMs less beats one that reserves less), then the lowest
 // peak reserved. Every config compare runs is one a PyTorch user can set.
-size_t best_row(const LabReport& report) {
-  const auto& results = report.results;
+size_t best_row(const LabReport& report, const std::vector<Group>& groups) {
   size_t best = 0;
-  for (size_t i = 1; i < results.size(); ++i) {
-    const auto& r = results[i];
-    const auto& b = results[best];
+  for (size_t i = 1; i < groups.size(); ++i) {
+    const WhatIfResult& r = *groups[i].result;
+    const WhatIfResult& b = *groups[best].result;
     const size_t ooms = report.memory_limit ? r.ooms : 0;
     const size_t best_ooms = report.memory_limit ? b.ooms : 0;
     if (ooms < best_ooms || (ooms == best_ooms && r.peak_reserved < b.peak_reserved)) best = i;
@@ -27,30 +57,30 @@ size_t best_row(const LabReport& report) {
   return best;
 }
 
-std::string legend(const LabReport& report) {
+std::string legend(const std::vector<Group>& groups) {
   std::string s = "<div class=\"legend\">";
-  for (size_t i = 0; i < report.results.size(); ++i)
+  for (size_t i = 0; i < groups.size(); ++i)
     s += "<span><i class=\"sw\" style=\"background:" + std::string(html_colour(i)) + "\"></i>" +
-         html_escape(report.results[i].config.label()) + "</span>";
+         html_escape(groups[i].label) + "</span>";
   return s + "<span class=\"key\">━ reserved &nbsp; ╍ allocated &nbsp; ● reserved peak</span></div>\n";
 }
 
-std::string summary_table(const LabReport& report, const ByteUnit& unit) {
-  const auto& results = report.results;
-  const size_t best = best_row(report);
+std::string summary_table(const LabReport& report, const std::vector<Group>& groups,
+                          const ByteUnit& unit) {
+  const size_t best = best_row(report, groups);
   std::string s =
       "<table><tr><th class=\"l\">config</th><th class=\"l\">policy</th><th>peak reserved</th>"
       "<th>vs first</th><th>peak allocated</th><th>fragmentation at peak</th>"
       "<th>device allocs</th><th>device frees</th><th>retries</th><th>OOMs</th>"
       "<th>recorded OOMs now served</th><th>replay time</th></tr>\n";
-  const double base = results.empty() ? 0.0 : static_cast<double>(results.front().peak_reserved);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
+  const double base = groups.empty() ? 0.0 : static_cast<double>(groups.front().result->peak_reserved);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const WhatIfResult& r = *groups[i].result;
     const double change = base > 0 ? static_cast<double>(r.peak_reserved) / base - 1.0 : 0.0;
     s += "<tr><td class=\"l\"><i class=\"sw\" style=\"background:" + std::string(html_colour(i)) +
-         "\"></i>" + html_escape(r.config.label()) + "</td><td class=\"l\">" +
+         "\"></i>" + html_escape(groups[i].label) + "</td><td class=\"l\">" +
          lab_policy_name(r.config.policy) + "</td><td" +
-         (i == best && results.size() > 1 ? " class=\"best\"" : "") + ">" +
+         (i == best && groups.size() > 1 ? " class=\"best\"" : "") + ">" +
          in_unit(r.peak_reserved, unit) + "</td><td>" +
          (i == 0 ? "" : html_fmt("%+.1f%%", 100.0 * change)) + "</td><td>" +
          in_unit(r.peak_allocated, unit) + "</td><td>" + percent(r.fragmentation_at_peak) +
@@ -66,11 +96,12 @@ std::string summary_table(const LabReport& report, const ByteUnit& unit) {
 
 std::string render_lab_html(const LabReport& report) {
   const RequestStream& st = report.input.stream;
+  const std::vector<Group> groups = groups_of(report.results);
   size_t largest = report.memory_limit.value_or(0);
   std::vector<ChartLine> lines;
-  for (const auto& r : report.results) {
-    largest = std::max(largest, r.peak_reserved);
-    lines.push_back(ChartLine{r.config.label(), &r});
+  for (const Group& g : groups) {
+    largest = std::max(largest, g.result->peak_reserved);
+    lines.push_back(ChartLine{g.label, g.result});
   }
   const ByteUnit unit = unit_for(largest);
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>"
@@ -83,9 +114,9 @@ std::string render_lab_html(const LabReport& report) {
        std::to_string(st.empty_cache_calls) + " empty_cache() calls &middot; " +
        std::to_string(st.recorded_ooms) + " recorded OOMs &middot; memory limit " +
        (report.memory_limit ? in_unit(*report.memory_limit, unit) : std::string("none")) + "</p>\n";
-  s += "<h2>Reserved and allocated memory</h2>\n" + legend(report) +
+  s += "<h2>Reserved and allocated memory</h2>\n" + legend(groups) +
        memory_chart(lines, st.requests.size(), report.memory_limit, unit);
-  s += "<h2>Comparison</h2>\n" + summary_table(report, unit);
+  s += "<h2>Comparison</h2>\n" + summary_table(report, groups, unit);
   s += "<p class=\"sub\">Fragmentation at peak = 1 &minus; allocated / reserved at the request where "
        "reserved first reached its peak. Each replay feeds the trace's requests (sizes, streams, "
        "frees, empty_cache() calls) to a fresh engine on a simulated device; the allocator's own "
@@ -99,8 +130,8 @@ std::string render_lab_html(const LabReport& report) {
   for (const auto& r : report.results) any_peak |= r.peak.has_value();
   if (any_peak) {
     s += "<h2>At the reserved peak</h2>\n";
-    for (size_t i = 0; i < report.results.size(); ++i)
-      if (report.results[i].peak) s += peak_section(report.results[i], report.results[i].config.label(), i, unit, st);
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (groups[i].result->peak) s += peak_section(*groups[i].result, groups[i].label, i, unit, st);
   }
   return s + "</body></html>\n";
 }

@@ -9,7 +9,8 @@
 //   - per configuration, the moment reserved peaked: a map of the segments
 //     with the most unused bytes (allocated runs filled) and the largest
 //     live blocks (segments drawn to one scale).
-// Every size on the page is in one unit (byte_unit.h).
+// Every size on the page is in one unit (byte_unit.h). Configs whose
+// replays came out identical are drawn and listed once, as "A = B".
 #pragma once
 
 #include <optional>

@@ -141,3 +141,25 @@ def test_python_advise_returns_the_tool_json(cli, traces_dir, monkeypatch):
                      threads=1)
     assert out["memory_limit"] == limit and out["threads"] == 1
     assert out["configs"] and "recommendation" in out
+
+
+def test_compare_page_draws_identical_configs_once(cli, traces_dir, tmp_path):
+    html = tmp_path / "cmp.html"
+    proc = run(cli, "compare", "--quiet", traces_dir / "churn.pickle.gz", "--conf", "trace",
+               "--conf", "", "--conf", "expandable_segments:True", "--html", html)
+    assert proc.returncode == 0, proc.stderr
+    text = html.read_text()
+    assert "trace (defaults) = defaults" in text
+    assert text.count("<svg") == 1 + 2  # the chart, one peak map per distinct replay
+
+
+def test_compare_page_marks_fewest_ooms_best_under_a_limit(cli, traces_dir, tmp_path):
+    html = tmp_path / "oom.html"
+    limit, _ = limit_args(traces_dir, "oom_frac")
+    proc = run(cli, "compare", "--json", "--quiet", traces_dir / "oom_frac.pickle.gz", "--conf", "trace",
+               "--conf", "max_split_size_mb:128", "--memory-limit", limit, "--recorded-limit", limit,
+               "--html", html)
+    rows = json.loads(proc.stdout)["configs"]
+    assert rows[1]["ooms"] < rows[0]["ooms"]
+    best_row = re.search(r"<tr>(?:(?!</tr>).)*class=\"best\"(?:(?!</tr>).)*</tr>", html.read_text(), re.S)
+    assert best_row and "max_split_size_mb:128" in best_row.group(0)
