@@ -19,11 +19,13 @@ inline ByteUnit unit_for(size_t largest) {
   return ByteUnit{};
 }
 
-// "1.26 GiB", "412.0 MiB": three significant digits or one decimal.
+// "1.26 GiB", "412.0 MiB", and below a tenth of the unit three
+// significant digits ("0.00195 GiB" for 2 MiB), so no size reads as zero.
 inline std::string in_unit(size_t bytes, const ByteUnit& unit) {
   const double v = static_cast<double>(bytes) / unit.bytes;
   char buf[48];
-  std::snprintf(buf, sizeof buf, v < 100 ? "%.2f %s" : "%.1f %s", v, unit.name);
+  std::snprintf(buf, sizeof buf, v >= 100 ? "%.1f %s" : v >= 0.1 || v == 0 ? "%.2f %s" : "%.3g %s", v,
+                unit.name);
   return buf;
 }
 

@@ -42,14 +42,16 @@ def run(cmd):
     return proc.stdout
 
 
-def traces(build, events):
-    """(name, path, meta or None), bundled traces first, duplicates by content skipped."""
+def traces(build, events, skipped):
+    """(name, path, meta or None), bundled traces first; the paths of
+    duplicates by content go to `skipped`."""
     seen, out = set(), []
     for folder in (REPO / "tests/data/traces", REPO / "tests/data/traces_expandable",
                    REPO.parent / "shared/traces_expandable"):
         for p in sorted(folder.glob("*.pickle.gz")):
             digest = hashlib.sha256(p.read_bytes()).hexdigest()
             if digest in seen:
+                skipped.append(p)
                 continue
             seen.add(digest)
             meta_path = p.with_name(p.name[: -len(".pickle.gz")] + ".json")
@@ -102,8 +104,8 @@ def main():
     build = pathlib.Path(args.build).resolve()
     cli = build / "tools" / "cachealloc"
     start = time.time()
-    rows, commands = [], []
-    for name, path, meta in traces(build, args.events):
+    rows, commands, skipped = [], [], []
+    for name, path, meta in traces(build, args.events, skipped):
         cmd = [cli, "advise", "--json", "--quiet", path, *limit_args(meta)]
         out = json.loads(run(cmd))
         rows.append(row(name, path, meta, out))
@@ -116,7 +118,8 @@ def main():
              "Min memory: the smallest limit under which the run needs no OOM (exact); saving: the "
              "recommendation's against the trace's own settings. * recorded under a memory fraction: "
              "advised under that limit (OOMs: trace's own → recommended) with garbage collection "
-             "searched.", "",
+             "searched." + (f" The {len(skipped)} traces of ../shared/traces_expandable are copies of "
+                            "bundled ones and are not repeated." if skipped else ""), "",
              "| trace | events | recommendation (PYTORCH_CUDA_ALLOC_CONF) | min memory, trace's own | "
              "min memory, recommended | saving | OOMs under the limit | configs | search time |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|", *rows, "", "Commands (BUILD = the build directory):",

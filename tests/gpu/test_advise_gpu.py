@@ -4,7 +4,9 @@ the PYTORCH_CUDA_ALLOC_CONF that `cachealloc advise` recommends for it (from
 a recording of the same run) trains clean under native PyTorch and under
 cachealloc. Needs transformers (GPT2Config is built locally, no download)."""
 import importlib.util
+import json
 import os
+import pathlib
 
 import pytest
 
@@ -16,9 +18,13 @@ import gpt2_advise  # benchmarks/ (conftest puts it on sys.path)
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("gpt2_advise")
-    html = os.environ.get("CACHEALLOC_ADVISE_HTML") or str(out / "advise.html")
-    r = gpt2_advise.run(batch=28, steps=3, html=html, workdir=out)
+    """The whole run, once; with CACHEALLOC_ADVISE_OUT=DIR its numbers
+    (gpt2_advise.json) and advise's page (gpt2_advise.html) are kept there."""
+    work = tmp_path_factory.mktemp("gpt2_advise")
+    keep = pathlib.Path(os.environ.get("CACHEALLOC_ADVISE_OUT") or work)
+    keep.mkdir(parents=True, exist_ok=True)
+    r = gpt2_advise.run(batch=28, steps=3, html=keep / "gpt2_advise.html", workdir=work)
+    (keep / "gpt2_advise.json").write_text(json.dumps(r, indent=1) + "\n")
     print("\n" + gpt2_advise.report(r))
     return r
 
