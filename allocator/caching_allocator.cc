@@ -114,6 +114,7 @@ CachingAllocator::BlockInfo CachingAllocator::block_info(uintptr_t address) {
   with_block(address, -1, false, "block_info", [&](Device& d, Block* b) {
     info.size = b->size;
     info.device = d.engine.device();
+    info.expandable = b->expandable;
   });
   return info;
 }

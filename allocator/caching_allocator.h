@@ -68,6 +68,7 @@ class CachingAllocator {
   struct BlockInfo {
     size_t size = 0;  // bytes, rounded (as statistics count them)
     int device = 0;   // the device whose pool holds the block
+    bool expandable = false;  // in an expandable segment
   };
   // Size and device of the block behind an address; throws
   // InvalidPointerError.

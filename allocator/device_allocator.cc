@@ -67,8 +67,12 @@ void DeviceCachingAllocator::refuse_size(size_t size) {
 Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
                                            const ContextPtr& ctx) {
   // Native leaves cross-stream frees pending while a private pool is routed
-  // to (a CUDA graph may be capturing: no event may be queried then).
-  if ((malloc_slow_ & kStreamWork) && !routing_) process_events(ctx);
+  // to (a CUDA graph may be capturing: no event may be queried then), except
+  // those the capture's graph already orders before this stream's work.
+  if (malloc_slow_ & kStreamWork) {
+    if (!routing_) process_events(ctx);
+    else if (config_.graph_capture_record_stream_reuse) free_safe_in_capture(stream, ctx);
+  }
   const size_t size = rounded_request(orig_size);
   BlockPool& pool = pool_for(size, stream);
   if (gc_active()) pool.count_search();

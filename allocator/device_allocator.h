@@ -335,6 +335,8 @@ class DeviceCachingAllocator {
   // error), until the first process_events or synchronize after the routes
   // have ended.
   void free_used_elsewhere(Block* block, const ContextPtr& ctx);
+  // StreamEvents::free_safe_in_capture. Precondition: a route is open.
+  void free_safe_in_capture(StreamId stream, const ContextPtr& ctx);
   // StreamEvents::insert_deferred. Precondition: no route is open.
   void insert_deferred_events(const ContextPtr& ctx);
   void process_events(const ContextPtr& ctx);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "allocator/errors.h"
 
@@ -86,6 +87,29 @@ class DeviceBackend : public SegmentSource {
   virtual void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream) {
     (void)device, (void)address, (void)bytes, (void)page_bytes, (void)stream;
     throw_no_expandable();
+  }
+
+  // CUDA graph capture topology, for graph_capture_record_stream_reuse
+  // (native's free markers). A node is an opaque id of a node of the graph
+  // that a stream is capturing into. A backend without graphs keeps the
+  // defaults: no stream is ever capturing, so no block freed during a
+  // capture is reused before the capture ends.
+
+  // Appends to `out` the nodes that work captured next on `stream` will
+  // depend on (native: the capture's current dependencies, its
+  // "terminals"; there may be none yet). False when `stream` is not
+  // capturing. Throws BackendError.
+  virtual bool capture_dependencies(int device, StreamId stream, std::vector<uint64_t>& out) {
+    (void)device, (void)stream, (void)out;
+    return false;
+  }
+  // True when every node of `nodes` is one of `stream`'s current capture
+  // dependencies or an ancestor of one, so that all work captured on
+  // `stream` from now on runs after them. False when `stream` is not
+  // capturing. Throws BackendError.
+  virtual bool capture_follows(int device, StreamId stream, const std::vector<uint64_t>& nodes) {
+    (void)device, (void)stream, (void)nodes;
+    return false;
   }
 
  private:

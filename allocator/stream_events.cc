@@ -12,7 +12,7 @@ void StreamEvents::check(absl::flat_hash_set<const Block*>& waiting,
                          const absl::flat_hash_set<const Block*>& busy) const {
   // Deferred frees (defer): exactly the freed blocks that hold stream uses
   // but no events, each listed once.
-  for (const Block* b : deferred_)
+  for (const auto& [b, markers] : deferred_)
     if (waiting.erase(b) != 1)
       block_invariant_broken("deferred free is not a freed block without events", b);
   if (!waiting.empty())
@@ -20,6 +20,17 @@ void StreamEvents::check(absl::flat_hash_set<const Block*>& waiting,
   for (const auto& [b, streams] : route_uses_)
     if (!busy.contains(b) || streams.empty())
       throw InvariantViolation("stream uses noted during a route for a block not in use");
+}
+
+std::vector<uint64_t> StreamEvents::free_markers(const Block* block) {
+  std::vector<uint64_t> markers;
+  if (!backend_.capture_dependencies(device_, block->stream, markers)) return {};
+  for (StreamId s : block->stream_uses)
+    if (!backend_.capture_dependencies(device_, s, markers)) return {};
+  // A node may be a dependency of several of the streams: keep it once.
+  std::sort(markers.begin(), markers.end());
+  markers.erase(std::unique(markers.begin(), markers.end()), markers.end());
+  return markers;
 }
 
 // native: recordStream
@@ -36,12 +47,24 @@ void DeviceCachingAllocator::free_used_elsewhere(Block* block, const ContextPtr&
   e.context = ctx ? &ctx : &block->context_when_allocated;
   emit(e);
   if (routing_) {
-    events_.defer(block);
+    events_.defer(block, config_.graph_capture_record_stream_reuse);
     malloc_slow_ |= kStreamWork;
     return;
   }
   events_.forget_route_uses(block);  // noted during a route that has ended
   events_.insert(block);
+  note_stream_work();
+}
+
+// native: free_safe_blocks_in_capture, from malloc while a route is open
+// and graph_capture_record_stream_reuse is set.
+void DeviceCachingAllocator::free_safe_in_capture(StreamId stream, const ContextPtr& ctx) {
+  try {
+    events_.free_safe_in_capture(stream, [this, &ctx](Block* block) { free_block(block, ctx); });
+  } catch (...) {
+    note_stream_work();
+    throw;
+  }
   note_stream_work();
 }
 

@@ -7,7 +7,8 @@
 // Invariants (check(), given the engine's segments):
 //   - the event queues' invariants (stream_event_queues.h);
 //   - deferred_ holds exactly the freed blocks that hold stream uses but no
-//     events, each once, in free order;
+//     events, each once, in free order; a block's free markers, when it has
+//     any, are graph nodes (graph_capture_record_stream_reuse);
 //   - route_uses_ has entries only for blocks in use (allocated, or freed
 //     and waiting), each with at least one stream.
 // The engine keeps one byte of this state inline for malloc's hot path:
@@ -60,8 +61,34 @@ class StreamEvents {
     insert_stream_events(queues_, [this]() -> DeviceBackend& { return backend_; }, device_, block);
   }
   // native: free's capture branch. `block` (freed, stream uses kept, no
-  // event recorded) waits until insert_deferred.
-  void defer(Block* block) { deferred_.push_back(block); }
+  // event recorded) waits until insert_deferred, or, with `markers`
+  // (graph_capture_record_stream_reuse), until free_safe_in_capture finds
+  // its last uses behind the capture.
+  void defer(Block* block, bool markers) {
+    deferred_.push_back({block, markers ? free_markers(block) : std::vector<uint64_t>{}});
+  }
+
+  // native: free_safe_blocks_in_capture. Called by malloc on `stream` while
+  // a route is open: each deferred block allocated on `stream` whose free
+  // markers all precede the work `stream` captures from now on is freed
+  // (free_block) without events, the graph's order standing in for them.
+  // Blocks deferred without markers keep waiting for insert_deferred.
+  template <typename FreeBlock>
+  void free_safe_in_capture(StreamId stream, FreeBlock free_block) {
+    for (size_t i = 0; i < deferred_.size();) {
+      auto& [block, markers] = deferred_[i];
+      if (markers.empty() || block->stream != stream ||
+          !backend_.capture_follows(device_, stream, markers)) {
+        ++i;
+        continue;
+      }
+      Block* freed = block;
+      freed->stream_uses.clear();
+      route_uses_.erase(freed);
+      deferred_.erase(deferred_.begin() + static_cast<std::ptrdiff_t>(i));
+      free_block(freed);
+    }
+  }
 
   // native: insert_events_deferred_until_no_capture and
   // remove_graph_stream_uses. Precondition: no route is open. For each
@@ -74,7 +101,7 @@ class StreamEvents {
     size_t handled = 0;
     try {
       for (; handled < deferred_.size(); ++handled) {
-        Block* block = deferred_[handled];
+        Block* block = deferred_[handled].block;
         // Work recorded on a stream while it was captured ran in no stream
         // order: it is replayed later as part of the graph, whose memory is
         // the graph's pool. Native drops those uses (even a stream that had
@@ -90,7 +117,7 @@ class StreamEvents {
       }
     } catch (...) {
       // A block whose events went in part-way waits on them now.
-      if (deferred_[handled]->event_count > 0) ++handled;
+      if (deferred_[handled].block->event_count > 0) ++handled;
       deferred_.erase(deferred_.begin(),
                       deferred_.begin() + static_cast<std::ptrdiff_t>(handled));
       throw;
@@ -125,9 +152,21 @@ class StreamEvents {
   DeviceBackend& backend_;
   // Outstanding cross-stream events, per stream, oldest first.
   StreamEventQueues queues_;
-  // Freed blocks whose events wait for the routes to end (defer), in free
-  // order. Each is !allocated, event_count == 0, stream_uses not empty.
-  std::vector<Block*> deferred_;
+  // native: record_free_markers. The capture dependencies of the block's
+  // allocation stream and of every stream that used it; none when any of
+  // those streams is not capturing (the block then waits for the capture
+  // to end).
+  std::vector<uint64_t> free_markers(const Block* block);
+
+  // A freed block whose events wait for the routes to end (defer): it is
+  // !allocated, event_count == 0, stream_uses not empty.
+  struct Deferred {
+    Block* block;
+    std::vector<uint64_t> markers;  // graph nodes; empty: wait for the routes
+  };
+  // In free order (native keeps a hash map keyed by the Block, whose order
+  // varies: the order of the blocks' kFreeCompleted events differs).
+  std::vector<Deferred> deferred_;
   // native: block_to_graph_stream_uses. Per block, the streams that
   // record_stream added while a route was open. An entry lives until its
   // block is freed (insert_deferred reads it; native keeps the entries of

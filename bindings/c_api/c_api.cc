@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <stdexcept>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -299,6 +300,37 @@ void* cachealloc_base_allocation(void* ptr, size_t* size) {
         }));
   });
   return base;
+}
+
+int cachealloc_share_expandable(void* ptr, char* out, size_t capacity, size_t* length,
+                                size_t* offset) {
+  bool expandable = false;
+  const int rc = guarded([&] {
+    std::string bytes;
+    size_t at = 0;
+    expandable = initialized_runtime().share_expandable(reinterpret_cast<uintptr_t>(ptr), &bytes, &at);
+    if (!expandable) return;
+    *length = bytes.size();
+    if (bytes.size() > capacity)
+      throw std::length_error("cachealloc_share_expandable: the description takes " +
+                              std::to_string(bytes.size()) + " bytes; the buffer holds " +
+                              std::to_string(capacity));
+    std::memcpy(out, bytes.data(), bytes.size());
+    *offset = at;
+  });
+  return rc == 0 && !expandable ? 2 : rc;
+}
+
+int cachealloc_open_shared_expandable(int device, const char* bytes, size_t length, void** base) {
+  return guarded([&] {
+    *base = reinterpret_cast<void*>(
+        initialized_runtime().open_shared_expandable(device, std::string_view(bytes, length)));
+  });
+}
+
+int cachealloc_close_shared_expandable(void* base) {
+  return guarded(
+      [&] { initialized_runtime().close_shared_expandable(reinterpret_cast<uintptr_t>(base)); });
 }
 
 int cachealloc_current_bytes_of(int device, cachealloc_current_bytes* out) {

@@ -89,6 +89,21 @@ CACHEALLOC_API int cachealloc_cache_info(int device, size_t* largest);
 CACHEALLOC_API int cachealloc_record_stream(void* ptr, void* stream);
 /* Start of the segment holding ptr, and its size in *size (may be NULL). */
 CACHEALLOC_API void* cachealloc_base_allocation(void* ptr, size_t* size);
+/* CUDA IPC of a block in an expandable segment (native 2.11's handle type
+ * 'e'; cudaMalloc backend). Writes the description that follows the
+ * handle's version and type bytes into out (capacity bytes), its length to
+ * *length, and the block's offset from the first shared page to *offset.
+ * Returns 0; 2 when the block is not in an expandable segment (share its
+ * segment with cudaIpcGetMemHandle instead); -1 on error (also when
+ * capacity is too small: *length is then the length needed). */
+CACHEALLOC_API int cachealloc_share_expandable(void* ptr, char* out, size_t capacity,
+                                               size_t* length, size_t* offset);
+/* Maps such a description from another process on `device`: *base is the
+ * first shared page here. Close it with cachealloc_close_shared_expandable
+ * once nothing uses it. Return 0, or -1 with an error. */
+CACHEALLOC_API int cachealloc_open_shared_expandable(int device, const char* bytes, size_t length,
+                                                     void** base);
+CACHEALLOC_API int cachealloc_close_shared_expandable(void* base);
 
 /* History. context: 0 never, 1 state, 2 alloc, 3 all (PyTorch's
  * RecordContext). python_stacks: capture Python frames. max_entries >= 1. */

@@ -2,12 +2,15 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
+#include "bindings/cuda/capture_topology.h"
+#include "bindings/cuda/shared_pages.h"
 #include "bindings/cuda/cuda_vmm_driver.h"
 #include "bindings/cuda/vmm_pages.h"
 
@@ -101,9 +104,16 @@ class CudaBackendBase : public DeviceBackend {
   bool event_completed(EventId e) override { return events_.completed(e); }
   void synchronize_event(EventId e) override { events_.synchronize(e); }
   void destroy_event(EventId e) override { events_.destroy(e); }
+  bool capture_dependencies(int, StreamId s, std::vector<uint64_t>& out) override {
+    return topology_.dependencies(s, out);
+  }
+  bool capture_follows(int, StreamId s, const std::vector<uint64_t>& nodes) override {
+    return topology_.follows(s, nodes);
+  }
 
  private:
   CudaEvents events_;
+  CaptureTopology topology_;
 };
 
 // Lets this thread make calls that a stream capture in global mode forbids
@@ -180,10 +190,46 @@ class CudaRuntimeBackend final : public CudaBackendBase {
 
   VmmPages& pages() { return pages_; }
 
+  // CUDA IPC of expandable segments (cuda_backends.h).
+  uintptr_t share(int device, uintptr_t address, size_t bytes, std::string* out) {
+    DeviceScope scope(device);
+    return pages_.share(device, address, bytes, out);
+  }
+  uintptr_t open_shared(int device, std::string_view bytes) {
+    ImportedPages pages = import_shared_pages(*vmm_driver_, device, bytes, pages_.import_type(),
+                                              pages_.peers(device));
+    std::lock_guard<std::mutex> lock(imported_mutex_);
+    const uintptr_t base = pages.base;
+    imported_.emplace(base, std::move(pages));
+    return base;
+  }
+  void close_shared(uintptr_t base) {
+    ImportedPages pages;
+    {
+      std::lock_guard<std::mutex> lock(imported_mutex_);
+      auto it = imported_.find(base);
+      if (it == imported_.end())
+        throw BackendError("cachealloc: closing a shared expandable segment at " +
+                           std::to_string(base) + ", which is not one opened here");
+      pages = std::move(it->second);
+      imported_.erase(it);
+    }
+    close_imported_pages(*vmm_driver_, pages);
+  }
+
  private:
   std::unique_ptr<VmmDriver> vmm_driver_;
   VmmPages pages_;
+  std::mutex imported_mutex_;
+  std::map<uintptr_t, ImportedPages> imported_;  // by base address
 };
+
+CudaRuntimeBackend& expandable_ipc_backend(DeviceBackend& backend) {
+  auto* runtime = dynamic_cast<CudaRuntimeBackend*>(&backend);
+  if (!runtime)
+    throw BackendError("cachealloc: expandable segments are shared only by the cudaMalloc backend");
+  return *runtime;
+}
 
 class CudaAsyncBackend final : public CudaBackendBase {
  public:
@@ -261,6 +307,19 @@ void cuda_enable_peer_access(DeviceBackend& backend, int dev, int dev_to_access)
   // follow the runtime's peer access and need nothing more here).
   if (auto* runtime = dynamic_cast<CudaRuntimeBackend*>(&backend))
     runtime->pages().add_peer(dev_to_access, dev);
+}
+
+uintptr_t cuda_share_expandable(DeviceBackend& backend, int device, uintptr_t address,
+                                size_t bytes, std::string* out) {
+  return expandable_ipc_backend(backend).share(device, address, bytes, out);
+}
+
+uintptr_t cuda_open_shared_expandable(DeviceBackend& backend, int device, std::string_view bytes) {
+  return expandable_ipc_backend(backend).open_shared(device, bytes);
+}
+
+void cuda_close_shared_expandable(DeviceBackend& backend, uintptr_t base) {
+  expandable_ipc_backend(backend).close_shared(base);
 }
 
 }  // namespace cachealloc

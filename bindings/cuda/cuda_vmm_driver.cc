@@ -121,6 +121,36 @@ class CudaVmmDriver final : public VmmDriver {
     check_runtime(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
                   "cudaStreamSynchronize");
   }
+  void export_handle(int, uint64_t handle, ShareableHandle type, std::string* out) override {
+    const auto h = static_cast<CUmemGenericAllocationHandle>(handle);
+    if (type == ShareableHandle::kFabric) {
+      CUmemFabricHandle fabric;
+      check_driver(DriverApi::get().cuMemExportToShareableHandle(&fabric, h, CU_MEM_HANDLE_TYPE_FABRIC, 0),
+                   "cuMemExportToShareableHandle");
+      out->append(reinterpret_cast<const char*>(&fabric), sizeof fabric);
+      return;
+    }
+    int fd = -1;
+    check_driver(DriverApi::get().cuMemExportToShareableHandle(
+                     &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                 "cuMemExportToShareableHandle");
+    out->append(reinterpret_cast<const char*>(&fd), sizeof fd);
+  }
+  uint64_t import_handle(int device, const void* shareable, ShareableHandle type) override {
+    CurrentDevice current(device);
+    CUmemGenericAllocationHandle h = 0;
+    // A descriptor travels as the pointer's value, a fabric handle by address.
+    void* arg = type == ShareableHandle::kFabric
+                    ? const_cast<void*>(shareable)
+                    : reinterpret_cast<void*>(static_cast<uintptr_t>(*static_cast<const int*>(shareable)));
+    check_driver(DriverApi::get().cuMemImportFromShareableHandle(&h, arg, driver_handle_type(type)),
+                 "cuMemImportFromShareableHandle");
+    return static_cast<uint64_t>(h);
+  }
+  void synchronize_device(int device) override {
+    CurrentDevice current(device);
+    check_runtime(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  }
 
  private:
   // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, read once

@@ -24,6 +24,8 @@ namespace cachealloc {
   _(cuMemMap, 12000)                   \
   _(cuMemUnmap, 12000)                 \
   _(cuMemSetAccess, 12000)             \
+  _(cuMemExportToShareableHandle, 12000) \
+  _(cuMemImportFromShareableHandle, 12000) \
   _(cuGetErrorName, 12000)             \
   _(cuGetErrorString, 12000)
 

@@ -55,6 +55,20 @@ class VmmDriver {
   virtual void set_access(int device, uintptr_t address, size_t bytes, int accessor) = 0;
   // Waits for the work queued so far on `stream` of `device`.
   virtual void synchronize(int device, StreamId stream) = 0;
+
+  // CUDA IPC of pages (native's ExpandableSegment::share / fromShared). A
+  // driver without it keeps these defaults, which throw BackendError.
+  // cuMemExportToShareableHandle of a handle from create() as `type`,
+  // appended to `out` as native writes it: a POSIX descriptor as its 4-byte
+  // int (the descriptor is then this process's, open until closed), a
+  // fabric handle as its 64 bytes.
+  virtual void export_handle(int device, uint64_t handle, ShareableHandle type, std::string* out);
+  // cuMemImportFromShareableHandle: `shareable` is a descriptor of this
+  // process (type kPosixFd) or the 64 bytes of a fabric handle.
+  virtual uint64_t import_handle(int device, const void* shareable, ShareableHandle type);
+  // Waits for all work on `device` (native's close of an imported segment,
+  // which has no stream of its own).
+  virtual void synchronize_device(int device);
 };
 
 }  // namespace cachealloc

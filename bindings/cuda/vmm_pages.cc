@@ -1,6 +1,9 @@
 #include "bindings/cuda/vmm_pages.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstring>
 
 #include "allocator/errors.h"
 
@@ -31,6 +34,14 @@ const char* shareable_handle_name(ShareableHandle type) {
   }
   return "?";
 }
+
+void VmmDriver::export_handle(int, uint64_t, ShareableHandle, std::string*) {
+  fail("this driver cannot export pages");
+}
+uint64_t VmmDriver::import_handle(int, const void*, ShareableHandle) {
+  fail("this driver cannot import pages");
+}
+void VmmDriver::synchronize_device(int) { fail("this driver cannot synchronize a device"); }
 
 VmmPages::VmmPages(VmmDriver& driver, bool ipc_handles)
     : driver_(driver), choice_(ipc_handles ? HandleChoice::kUntried : HandleChoice::kNone) {}
@@ -160,7 +171,9 @@ VmmStatus VmmPages::grow(Range& r, uintptr_t base, size_t first, size_t last,
   if (r.mapped.size() < last) {
     r.mapped.resize(last, false);
     r.handles.resize(last, 0);
+    r.exported.resize(last);
   }
+  r.type = type;
   for (size_t k = 0; k < handles.size(); ++k) {
     r.handles[first + k] = handles[k];
     r.mapped[first + k] = true;
@@ -202,12 +215,63 @@ void VmmPages::unmap(int device, uintptr_t address, size_t bytes, size_t page_by
   for (size_t i = first; i < last; ++i) {
     driver_.unmap(device, base + i * page_bytes, page_bytes);
     r.mapped[i] = false;  // unmapped: the handle alone is left to release
+    close_exported(r, i);
     driver_.release(device, r.handles[i]);
   }
   while (!r.mapped.empty() && !r.mapped.back()) {
     r.mapped.pop_back();
     r.handles.pop_back();
+    r.exported.pop_back();
   }
+}
+
+void VmmPages::close_exported(Range& r, size_t page) noexcept {
+  std::string& e = r.exported[page];
+  if (r.type == ShareableHandle::kPosixFd && e.size() == sizeof(int)) {
+    int fd = -1;
+    std::memcpy(&fd, e.data(), sizeof fd);
+    (void)::close(fd);
+  }
+  e.clear();
+}
+
+uintptr_t VmmPages::share(int device, uintptr_t address, size_t bytes, std::string* out) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin() || std::prev(it)->second.device != device ||
+      address - std::prev(it)->first >= std::prev(it)->second.bytes)
+    fail("share of " + hex(address) + ", not in an address range reserved on device " +
+         std::to_string(device));
+  --it;
+  const uintptr_t base = it->first;
+  Range& r = it->second;
+  if (r.page_bytes == 0) fail("share of " + hex(address) + ", in a range with no page mapped");
+  const size_t first = (address - base) / r.page_bytes;
+  const size_t last = (address + bytes - base + r.page_bytes - 1) / r.page_bytes;
+  for (size_t i = first; i < last; ++i)
+    if (i >= r.mapped.size() || !r.mapped[i])
+      fail("share of " + hex(base + i * r.page_bytes) + ", a page that is not mapped");
+  if (r.type == ShareableHandle::kNone)
+    fail("these pages were made without shareable handles "
+         "(TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=0), so they cannot be shared");
+  for (size_t i = first; i < last; ++i)
+    if (r.exported[i].empty()) driver_.export_handle(device, r.handles[i], r.type, &r.exported[i]);
+  // native's ShareHeader {pid_t pid; size_t segment_size; size_t
+  // num_handles;}, its padding zeroed (the bytes are a cache key).
+  char header[24] = {};
+  const int32_t pid = static_cast<int32_t>(::getpid());
+  const uint64_t page = r.page_bytes, count = last - first;
+  std::memcpy(header, &pid, sizeof pid);
+  std::memcpy(header + 8, &page, sizeof page);
+  std::memcpy(header + 16, &count, sizeof count);
+  out->append(header, sizeof header);
+  for (size_t i = first; i < last; ++i) out->append(r.exported[i]);
+  return base + first * r.page_bytes;
+}
+
+ShareableHandle VmmPages::import_type() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return choice_ == HandleChoice::kFabric ? ShareableHandle::kFabric : ShareableHandle::kPosixFd;
 }
 
 void VmmPages::add_peer(int device, int peer) {

@@ -70,6 +70,20 @@ class VmmPages {
   // changes nothing.
   void add_peer(int device, int peer);
 
+  // native: ExpandableSegment::share. Appends to `out` what another process
+  // needs to map the pages under [address, address + bytes) (whole pages
+  // around it, all mapped): native 2.11's bytes, a header {pid as 4 bytes
+  // and 4 zero bytes, page size and page count as 8 bytes each} and each
+  // page's exported handle (shareable_pages.h reads them). Returns the
+  // address of the first page shared. A page is exported once; a POSIX
+  // descriptor stays open until its page is unmapped (the other process
+  // copies it from this one by number). Throws BackendError.
+  uintptr_t share(int device, uintptr_t address, size_t bytes, std::string* out);
+  // The handle type shared pages are read as here: fabric where this
+  // process created fabric pages, else POSIX descriptors (native reads them
+  // by its own process's setting too).
+  ShareableHandle import_type() const;
+
   // Observers for tests and messages.
   std::vector<int> peers(int device) const;
   size_t mapped_pages(int device) const;
@@ -84,6 +98,10 @@ class VmmPages {
     size_t page_bytes = 0;          // 0 until the first growth
     std::vector<uint64_t> handles;  // per page; meaningful where mapped
     std::vector<bool> mapped;       // per page, as long as `handles`
+    // Per page, as long as `handles`: its exported handle's bytes, empty
+    // until shared; a POSIX descriptor is closed at the page's unmap.
+    std::vector<std::string> exported;
+    ShareableHandle type = ShareableHandle::kNone;  // of the mapped pages
   };
   enum class HandleChoice { kUntried, kFabric, kPosixFd, kNone };
 
@@ -102,6 +120,8 @@ class VmmPages {
   void undo(int device, uintptr_t address, size_t page_bytes, const std::vector<uint64_t>& handles,
             size_t mapped) noexcept;
   std::vector<int>& peers_of(int device);
+  // Closes page `page`'s exported POSIX descriptor, if any, and forgets it.
+  static void close_exported(Range& r, size_t page) noexcept;
 
   VmmDriver& driver_;
   mutable std::mutex mutex_;

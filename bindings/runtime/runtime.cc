@@ -152,6 +152,49 @@ void Runtime::enable_peer_access(int dev, int dev_to_access) {
   throw BackendError("enable_peer_access: backend '" + g.backend_name + "' has no peer access");
 }
 
+#ifdef CACHEALLOC_WITH_CUDA
+namespace {
+DeviceBackend& cuda_backend(Generation& g) {
+  if (g.backend_name != "cuda")
+    throw BackendError("cachealloc: expandable segments are shared only by the cudaMalloc "
+                       "backend, not '" + g.backend_name + "'");
+  return *g.backends.front();
+}
+}  // namespace
+#endif
+
+bool Runtime::share_expandable(uintptr_t address, std::string* out, size_t* offset) {
+  Generation& g = current();
+  const CachingAllocator::BlockInfo info = g.allocator.block_info(address);
+  if (!info.expandable) return false;
+#ifdef CACHEALLOC_WITH_CUDA
+  const uintptr_t start = cuda_share_expandable(cuda_backend(g), info.device, address, info.size, out);
+  *offset = address - start;
+  return true;
+#else
+  (void)out, (void)offset;
+  throw BackendError("cachealloc: built without CUDA: nothing to share");
+#endif
+}
+
+uintptr_t Runtime::open_shared_expandable(int device, std::string_view bytes) {
+#ifdef CACHEALLOC_WITH_CUDA
+  return cuda_open_shared_expandable(cuda_backend(current()), device, bytes);
+#else
+  (void)device, (void)bytes;
+  throw BackendError("cachealloc: built without CUDA: nothing to open");
+#endif
+}
+
+void Runtime::close_shared_expandable(uintptr_t base) {
+#ifdef CACHEALLOC_WITH_CUDA
+  cuda_close_shared_expandable(cuda_backend(current()), base);
+#else
+  (void)base;
+  throw BackendError("cachealloc: built without CUDA: nothing to close");
+#endif
+}
+
 const std::string& Runtime::backend_name() const {
   static const std::string none;
   const Generation* g = current_.load(std::memory_order_acquire);

@@ -9,6 +9,8 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <string>
+#include <string_view>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -102,6 +104,14 @@ class Runtime {
   // only). Throws BackendError (a simulated backend, a device out of range,
   // a CUDA failure). Precondition: initialized().
   void enable_peer_access(int dev, int dev_to_access);
+  // CUDA IPC of expandable segments (cuda_backends.h; cudaMalloc backend).
+  // share_expandable: false when the block at `address` is not in an
+  // expandable segment; else appends the description to `out` and sets
+  // *offset, the block's offset from the first shared page. Throws
+  // InvalidPointerError for an address that is no block, BackendError.
+  bool share_expandable(uintptr_t address, std::string* out, size_t* offset);
+  uintptr_t open_shared_expandable(int device, std::string_view bytes);
+  void close_shared_expandable(uintptr_t base);
   int device_count() const {
     const Generation* g = current_.load(std::memory_order_acquire);
     return g ? g->allocator.device_count() : 0;

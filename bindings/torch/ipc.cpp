@@ -8,11 +8,13 @@
 //
 // The handle's bytes are native 2.11's (CUDACachingAllocator.cpp):
 //   [version = 2][type = 'c'][cudaIpcMemHandle_t of the segment, 64 bytes]
-// with ShareableHandle::offset the block's offset in its segment. A bare
-// 64-byte handle (torch before the version byte) is accepted too, and so
-// is any version up to 2; type 'e' (an expandable segment, shared through
-// cuMemExportToShareableHandle) is refused with a message: cachealloc's
-// glue has no expandable segments to open it into yet.
+// with ShareableHandle::offset the block's offset in its segment, and for
+// a block in an expandable segment
+//   [version = 2][type = 'e'][the pages' description, shared_pages.h]
+// with the offset from the first page shared (the pages' handles exported
+// with cuMemExportToShareableHandle, as native's ExpandableSegment::share).
+// A bare 64-byte handle (torch before the version byte) is accepted too,
+// and so is any version up to 2.
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -48,6 +50,7 @@ struct OpenedSegment {
   std::string handle;
   c10::DeviceIndex device = 0;
   void* base = nullptr;  // null until opened
+  bool expandable = false;  // pages mapped by the library, not cudaIpcOpenMemHandle
   ~OpenedSegment();
 };
 // Opened segments by their handle's bytes: a cudaIpcMemHandle_t can be
@@ -73,6 +76,11 @@ OpenedSegment::~OpenedSegment() {
   // A destructor must not throw: a failure to close is a warning (native's
   // entry.clear() would throw from here).
   c10::cuda::CUDAGuard guard(device);
+  if (expandable) {
+    if (cachealloc_close_shared_expandable(base) != 0)
+      TORCH_WARN("cachealloc: ", cachealloc_last_error());
+    return;
+  }
   C10_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(base));
 }
 
@@ -87,10 +95,6 @@ cudaIpcMemHandle_t parse_handle(const std::string& handle) {
   TORCH_CHECK(handle[0] <= kHandleVersion,
               "received sharable handle from a future version of torch that this version does not "
               "know how to handle");
-  TORCH_CHECK(handle[1] != kExpandableHandle,
-              "cachealloc: this tensor lives in an expandable segment of the sending process "
-              "(expandable_segments:True), which cachealloc's glue cannot open yet; send it from a "
-              "process without expandable segments, or receive it under PyTorch's own allocator");
   TORCH_CHECK(handle[1] == kCudaMallocHandle, "unexpected or illformed shareable handle type");
   TORCH_CHECK(handle.size() == 2 + kRawHandleBytes, "cachealloc: a CUDA IPC handle of ",
               handle.size(), " bytes; expected ", 2 + kRawHandleBytes);
@@ -102,6 +106,24 @@ cudaIpcMemHandle_t parse_handle(const std::string& handle) {
 
 CCA::ShareableHandle share_ipc_handle(void* ptr) {
   refuse_async("shareIpcHandle");
+  {
+    std::string bytes(2, '\0');
+    bytes[0] = kHandleVersion;
+    bytes[1] = kExpandableHandle;
+    size_t length = 0, offset = 0;
+    // A description is a few hundred bytes; one retry with the size asked.
+    std::string desc(1024, '\0');
+    int rc = cachealloc_share_expandable(ptr, desc.data(), desc.size(), &length, &offset);
+    if (rc == -1 && length > desc.size()) {
+      desc.resize(length);
+      rc = cachealloc_share_expandable(ptr, desc.data(), desc.size(), &length, &offset);
+    }
+    TORCH_CHECK(rc != -1, cachealloc_last_error());
+    if (rc == 0) {
+      bytes.append(desc.data(), length);
+      return {static_cast<ptrdiff_t>(offset), std::move(bytes)};
+    }
+  }
   size_t segment_bytes = 0;
   void* base = cachealloc_base_allocation(ptr, &segment_bytes);
   TORCH_CHECK(base, cachealloc_last_error());  // not a block cachealloc handed out
@@ -117,7 +139,10 @@ CCA::ShareableHandle share_ipc_handle(void* ptr) {
 
 std::shared_ptr<void> open_ipc_handle(const std::string& handle) {
   refuse_async("getIpcDevPtr");
-  const cudaIpcMemHandle_t raw = parse_handle(handle);
+  const bool expandable = handle.size() >= 2 && handle.size() != kRawHandleBytes &&
+                          handle[0] <= kHandleVersion && handle[1] == kExpandableHandle;
+  cudaIpcMemHandle_t raw{};
+  if (!expandable) raw = parse_handle(handle);
   IpcCache& c = cache();
   std::unique_lock<std::mutex> lock(c.mutex);
   for (auto it = c.opened.find(handle); it != c.opened.end(); it = c.opened.find(handle)) {
@@ -134,10 +159,19 @@ std::shared_ptr<void> open_ipc_handle(const std::string& handle) {
   C10_CUDA_CHECK(c10::cuda::GetDevice(&segment->device));
   auto slot = c.opened.emplace(handle, segment).first;
   void* base = nullptr;
-  const cudaError_t err = cudaIpcOpenMemHandle(&base, raw, cudaIpcMemLazyEnablePeerAccess);
-  if (err != cudaSuccess) {
-    c.opened.erase(slot);
-    C10_CUDA_CHECK(err);
+  if (expandable) {
+    if (cachealloc_open_shared_expandable(segment->device, handle.data() + 2, handle.size() - 2,
+                                          &base) != 0) {
+      c.opened.erase(slot);
+      TORCH_CHECK(false, cachealloc_last_error());
+    }
+    segment->expandable = true;
+  } else {
+    const cudaError_t err = cudaIpcOpenMemHandle(&base, raw, cudaIpcMemLazyEnablePeerAccess);
+    if (err != cudaSuccess) {
+      c.opened.erase(slot);
+      C10_CUDA_CHECK(err);
+    }
   }
   segment->base = base;
   return {segment, base};  // shares `segment`'s ownership, points at the memory

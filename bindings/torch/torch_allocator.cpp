@@ -46,11 +46,13 @@ using ContextPtr = std::shared_ptr<c10::GatheredContext>;
 
 // What the glue hands the engine with a recorded request: PyTorch's
 // gathered frames, and the compile context and user metadata in force on
-// the calling thread then (native stamps both on every trace entry).
+// the calling thread then (native stamps both on every trace entry, and
+// frames only from context="alloc" up: `frames_in_trace`).
 struct RecordedContext {
   ContextPtr frames;
   std::string compile_context;
   std::string user_metadata;
+  bool frames_in_trace = true;
 };
 void release_context(void* p) { delete static_cast<RecordedContext*>(p); }
 ContextPtr context_of(void* p) { return p ? static_cast<RecordedContext*>(p)->frames : nullptr; }
@@ -408,11 +410,12 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   // A context for the engine to keep with a request: `frames` and this
   // thread's compile context and user metadata (released by
   // release_context).
-  static void* recorded(ContextPtr frames) {
+  void* recorded(ContextPtr frames) const {
     return new RecordedContext{
         std::move(frames),
         t_compile_context.empty() ? kNoCompileContext : t_compile_context.back(),
-        t_user_metadata};
+        t_user_metadata,
+        when_.load(std::memory_order_relaxed) >= CCA::RecordContext::ALLOC};
   }
   static bool thread_has_metadata() {
     return !t_compile_context.empty() || !t_user_metadata.empty();
@@ -555,9 +558,11 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
         TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
         TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
     const auto* recorded = static_cast<const RecordedContext*>(ctx);
+    const ContextPtr frames =
+        recorded && recorded->frames_in_trace ? recorded->frames : nullptr;
     TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
                   static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
-                  context_of(ctx), recorded ? recorded->compile_context : kNoCompileContext,
+                  frames, recorded ? recorded->compile_context : kNoCompileContext,
                   recorded ? recorded->user_metadata : std::string());
     te.time_.t_ = time_us;  // snapshots carry microseconds since the epoch
     c->info.device_traces.at(static_cast<size_t>(device)).push_back(std::move(te));
@@ -617,8 +622,13 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
   if (clear_history) check(cachealloc_record_history(0, 0, 0, 1));
   // Disabled, nothing is captured any more (the runtime would otherwise keep
   // taking the capturing path for every call).
-  check(cachealloc_record_history(enabled ? 1 : 0,
-                                  static_cast<int>(enabled ? when : CCA::RecordContext::NEVER), 0,
+  // The engine's entries keep their contexts from "state" up: native
+  // stamps compile context and user metadata on every entry, and the
+  // contexts carry them; frames are left out at "state" (frames_in_trace).
+  const auto level = !enabled ? CCA::RecordContext::NEVER
+                     : when == CCA::RecordContext::STATE ? CCA::RecordContext::ALLOC
+                                                          : when;
+  check(cachealloc_record_history(enabled ? 1 : 0, static_cast<int>(level), 0,
                                   max_entries ? max_entries : 1));
   // The rest only once the ring is set (it can fail: the ring could not
   // grow), so a failed call leaves the old settings in force. Every name in

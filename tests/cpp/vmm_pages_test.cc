@@ -13,107 +13,15 @@
 #include <vector>
 
 #include "allocator/errors.h"
+#include "tests/cpp/scoring_vmm_driver.h"
 
 namespace cachealloc {
 namespace {
 
+using testing::ScoringDriver;
+
 constexpr size_t kPage = size_t{2} << 20;    // small-pool page, 2 MiB
 constexpr size_t kLarge = size_t{20} << 20;  // large-pool page, 20 MiB
-
-// A device's view of the driver: live handles, mappings and access, and
-// one-shot faults: the n-th create/map from now fails (n = 1: the next).
-class ScoringDriver final : public VmmDriver {
- public:
-  struct Access {
-    uintptr_t address;
-    size_t bytes;
-    int accessor;
-    bool operator==(const Access&) const = default;
-  };
-
-  uintptr_t reserve(int, size_t bytes, size_t) override {
-    const uintptr_t base = next_base_;
-    next_base_ += (bytes + (uintptr_t{1} << 30)) & ~((uintptr_t{1} << 30) - 1);
-    reserved_[base] = bytes;
-    return base;
-  }
-  void free_range(int, uintptr_t base, size_t bytes) override {
-    ASSERT_EQ(reserved_.at(base), bytes);
-    reserved_.erase(base);
-  }
-  VmmStatus create(int, size_t bytes, ShareableHandle type, uint64_t* handle,
-                   std::string* error) override {
-    types_.push_back(type);
-    if (type == ShareableHandle::kFabric && refuse_fabric_) {
-      *error = "fabric handles not supported";
-      return VmmStatus::kFailed;
-    }
-    if (fail_create_in_ && --fail_create_in_ == 0) {
-      if (create_error_.empty()) return VmmStatus::kOutOfMemory;
-      *error = create_error_;
-      return VmmStatus::kFailed;
-    }
-    if (bytes > free_bytes_) return VmmStatus::kOutOfMemory;
-    free_bytes_ -= bytes;
-    *handle = next_handle_++;
-    live_[*handle] = bytes;
-    return VmmStatus::kOk;
-  }
-  void release(int, uint64_t handle) override {
-    ASSERT_EQ(live_.count(handle), 1u) << "release of unknown handle " << handle;
-    ASSERT_EQ(std::count_if(mapped_.begin(), mapped_.end(),
-                            [&](const auto& m) { return m.second == handle; }),
-              0)
-        << "released while mapped";
-    free_bytes_ += live_.at(handle);
-    live_.erase(handle);
-  }
-  VmmStatus map(int, uintptr_t address, size_t bytes, uint64_t handle,
-                std::string* error) override {
-    if (fail_map_in_ && --fail_map_in_ == 0) {
-      if (map_error_.empty()) return VmmStatus::kOutOfMemory;
-      *error = map_error_;
-      return VmmStatus::kFailed;
-    }
-    EXPECT_EQ(live_.at(handle), bytes);
-    EXPECT_TRUE(mapped_.emplace(address, handle).second) << "mapped twice";
-    ++maps_;
-    return VmmStatus::kOk;
-  }
-  void unmap(int, uintptr_t address, size_t) override {
-    EXPECT_EQ(mapped_.erase(address), 1u) << "unmap of an unmapped page";
-    order_.push_back("unmap");
-  }
-  void set_access(int, uintptr_t address, size_t bytes, int accessor) override {
-    accesses_.push_back({address, bytes, accessor});
-  }
-  void synchronize(int, StreamId stream) override {
-    ++syncs_;
-    synced_.push_back(stream);
-    order_.push_back("sync");
-  }
-
-  size_t free_bytes_ = size_t{1} << 30;  // physical memory left
-  int fail_create_in_ = 0;
-  std::string create_error_;  // empty: the failing create is out of memory
-  int fail_map_in_ = 0;
-  std::string map_error_;
-  bool refuse_fabric_ = false;
-
-  std::map<uint64_t, size_t> live_;          // handle -> bytes
-  std::map<uintptr_t, uint64_t> mapped_;     // address -> handle
-  std::map<uintptr_t, size_t> reserved_;
-  std::vector<Access> accesses_;
-  std::vector<ShareableHandle> types_;
-  std::vector<StreamId> synced_;
-  std::vector<std::string> order_;
-  int syncs_ = 0;
-  int maps_ = 0;
-
- private:
-  uintptr_t next_base_ = uintptr_t{1} << 40;
-  uint64_t next_handle_ = 1;
-};
 
 class VmmPagesTest : public ::testing::Test {
  protected:

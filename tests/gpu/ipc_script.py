@@ -23,13 +23,19 @@ MiB = 2**20
 
 def install(mode):
     """Sets up the allocator `mode` in this process, before CUDA is used."""
+    # Spawned consumers inherit the producer's environment: each process
+    # sets its own.
+    os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     if mode == "native-async":
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "backend:cudaMallocAsync"
+    if mode.endswith("expandable"):
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if mode.startswith("cachealloc") or mode == "plain":
         import cachealloc
 
         cachealloc.install(backend="async" if mode.endswith("async") else None,
                            torch_glue=mode != "plain")
+        assert cachealloc.mode() == ("plain" if mode == "plain" else "torch-extension")
 
 
 def consumer(mode, inbox, outbox):

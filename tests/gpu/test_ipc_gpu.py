@@ -24,9 +24,14 @@ def run(*args):
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("producer,consumer", [("native", "native"), ("cachealloc", "cachealloc"),
-                                               ("cachealloc", "native"),
-                                               ("native", "cachealloc")])
+# "-expandable": the producer (or consumer) runs with expandable_segments:True,
+# so the tensor travels as native 2.11's expandable-segment handle (its pages'
+# exported handles), which the other side maps.
+@pytest.mark.parametrize("producer,consumer", [
+    ("native", "native"), ("cachealloc", "cachealloc"), ("cachealloc", "native"),
+    ("native", "cachealloc"), ("native-expandable", "native"),
+    ("cachealloc-expandable", "cachealloc-expandable"), ("cachealloc-expandable", "native"),
+    ("native-expandable", "cachealloc")])
 def test_a_shared_tensor_is_read_written_held_and_released_as_under_native(producer, consumer):
     out = run("share", producer, consumer)
     print(out)
@@ -71,3 +76,4 @@ def test_the_async_backend_refuses_with_natives_error_and_in_the_sender():
     for queue in ("simple_queue", "queue"):
         assert ours[queue]["raised_in_caller"], queue
         assert "cudaMallocAsync does not yet support shareIpcHandle" in ours[queue]["message"]
+

@@ -8,7 +8,7 @@ import json
 from typing import Dict, List, Sequence
 
 from .monitor import MemorySample
-from .results import MemorySnapshot, ScopeResult, ScopeSummary
+from .results import ScopeSnapshot, ScopeResult, ScopeSummary
 
 FORMAT_VERSION = 1
 
@@ -36,7 +36,7 @@ def csv_columns() -> List[str]:
     columns = []
     for f in dataclasses.fields(ScopeResult):
         if f.name in ("before", "after"):
-            columns += [f"{f.name}_{g.name}" for g in dataclasses.fields(MemorySnapshot)
+            columns += [f"{f.name}_{g.name}" for g in dataclasses.fields(ScopeSnapshot)
                         if g.name not in ("name", "device")]
         else:
             columns.append(f.name)

@@ -1,12 +1,25 @@
-"""Leak check: memory that keeps growing across repeated calls of one scope.
+"""Leak check: memory that a scope's calls leave allocated, and that keeps
+growing across its calls.
 
-A scope name is flagged when its most recent `min_calls` (or more) calls each
-left more memory allocated than they found (net change > 0). When allocation
-history is recorded, the allocation sites of the blocks behind the growth
-are named: blocks still allocated now whose allocation (the last "alloc"
-entry at their address in the snapshot's device trace) happened during one
-of the flagged calls, grouped by the first stack frame outside cachealloc
-and torch.
+A call *retains* memory when it leaves more allocated than it found (net
+change > 0) and the device has not given that back by the time the scope's
+next call starts (or, for the last call, by the time find_leaks runs):
+
+    retained_i = min(net_change_i, start_{i+1} - start_i)
+
+where start is the allocated level at a call's open and start_{n+1} the
+level now. A scope name is flagged when its most recent `min_calls` (or
+more) calls each retained memory. An ordinary training loop is not a leak:
+its "forward" scope leaves activations behind (net change > 0 every call),
+but "backward" frees them, so every forward starts at the same level and
+retains nothing.
+
+When allocation history is recorded, the allocation sites of the blocks
+behind the growth are named: blocks still allocated now whose allocation
+(the last "alloc" entry at their address in the snapshot's device trace)
+happened during one of the flagged calls, grouped by the first stack frame
+outside cachealloc and torch. A complete history that finds no such block
+clears the name: nothing from those calls is still allocated.
 """
 from __future__ import annotations
 
@@ -16,6 +29,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from .results import ScopeResult
 
+NOTHING_STILL_ALLOCATED = "no block allocated in the flagged calls is still allocated"
 HISTORY_HINT = ("allocation sites need allocation history: create the profiler with "
                 "collect_stack_traces=True or call cachealloc.record_memory_history() first")
 
@@ -33,24 +47,35 @@ class LeakSite:
 @dataclass
 class LeakReport:
     name: str                  # the scope name
-    calls: int                 # most recent consecutive calls with net change > 0
-    growth_bytes: int          # sum of their net changes
-    net_changes: List[int]     # per call, oldest first
+    calls: int                 # most recent consecutive calls that retained memory
+    growth_bytes: int          # sum of what they retained (bytes)
+    net_changes: List[int]     # per call, oldest first: after - before (bytes)
+    retained: List[int]        # per call, oldest first: see the module's docstring
     sites: List[LeakSite]      # largest first; empty without history
     note: str = ""             # why sites may be missing or incomplete
 
 
-def growing_scopes(results: Iterable[ScopeResult], min_calls: int) -> Dict[str, List[ScopeResult]]:
-    """name -> its trailing run of calls with net change > 0, for runs of at
-    least min_calls. Results are taken in close order."""
-    runs: Dict[str, List[ScopeResult]] = {}
+def growing_scopes(results: Iterable[ScopeResult], min_calls: int,
+                   allocated_now: int) -> Dict[str, List[Tuple[ScopeResult, int]]]:
+    """name -> its trailing run of (call, retained bytes) with retained > 0,
+    for runs of at least min_calls. Results are taken in close order;
+    allocated_now is the device's allocated bytes now."""
+    calls: Dict[str, List[ScopeResult]] = {}
     for r in results:
-        run = runs.setdefault(r.name, [])
-        if r.net_change > 0:
-            run.append(r)
-        else:
-            run.clear()
-    return {name: run for name, run in runs.items() if len(run) >= min_calls}
+        calls.setdefault(r.name, []).append(r)
+    out = {}
+    for name, rs in calls.items():
+        starts = [r.before.allocated for r in rs[1:]] + [allocated_now]
+        run: List[Tuple[ScopeResult, int]] = []
+        for r, next_start in zip(rs, starts):
+            retained = min(r.net_change, next_start - r.before.allocated)
+            if retained > 0:
+                run.append((r, retained))
+            else:
+                run.clear()
+        if len(run) >= min_calls:
+            out[name] = run
+    return out
 
 
 def _skip_dirs() -> Tuple[str, ...]:
@@ -118,5 +143,5 @@ def allocation_sites(snapshot: dict, device: int, windows: Sequence[Tuple[float,
         note = ("the history begins after the first flagged call started (recorded late, or "
                 "its ring dropped entries); sites may be incomplete")
     elif not sites:
-        note = "no block allocated in the flagged calls is still allocated"
+        note = NOTHING_STILL_ALLOCATED
     return sorted(sites.values(), key=lambda s: -s.bytes), note

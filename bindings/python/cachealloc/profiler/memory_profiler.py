@@ -48,13 +48,13 @@ from typing import Any, Callable, Deque, Dict, Iterator, List, Optional
 from . import export, html_report
 from ..history import record_memory_history, snapshot
 from ..lifecycle import mode
-from .leaks import LeakReport, LeakSite, allocation_sites, growing_scopes
+from .leaks import (NOTHING_STILL_ALLOCATED, LeakReport, LeakSite, allocation_sites,
+                    growing_scopes)
 from .monitor import MemoryAlert, MemoryMonitor, MemorySample
-from .results import (MemorySnapshot, ScopeResult, ScopeSummary, format_table,
-                               summarize)
+from .results import ScopeResult, ScopeSnapshot, ScopeSummary, format_table, summarize
 from .scopes import make_scope_source
 
-__all__ = ["MemoryProfiler", "ProfileScope", "ScopeResult", "MemorySnapshot", "ScopeSummary",
+__all__ = ["MemoryProfiler", "ProfileScope", "ScopeResult", "ScopeSnapshot", "ScopeSummary",
            "MemoryAlert", "MemorySample", "LeakReport", "LeakSite"]
 
 # History ring used when collect_stack_traces=True (entries, not bytes).
@@ -86,7 +86,7 @@ class ProfileScope:
     its ScopeResult once closed."""
 
     def __init__(self, name: str, scope_id: int, parent_id: Optional[int], token: int,
-                 before: MemorySnapshot, stack: Optional[List[str]]):
+                 before: ScopeSnapshot, stack: Optional[List[str]]):
         self.name, self.id, self.parent_id = name, scope_id, parent_id
         self.result: Optional[ScopeResult] = None
         self._token, self._before, self._stack = token, before, stack
@@ -177,9 +177,9 @@ class MemoryProfiler:
                 return fn(*args, **kwargs)
         return wrapper
 
-    def _snapshot(self, name: str) -> MemorySnapshot:
+    def _snapshot(self, name: str) -> ScopeSnapshot:
         now = self._source.current_bytes()
-        return MemorySnapshot(
+        return ScopeSnapshot(
             name=name, device=self.device, timestamp=time.time(), allocated=now["allocated"],
             reserved=now["reserved"], active=now["active"], inactive=now["inactive_split"],
             cpu_rss=cpu_rss_bytes() if self.track_cpu_memory else None)
@@ -310,23 +310,30 @@ class MemoryProfiler:
         return list(self._monitor.alerts)
 
     def find_leaks(self, min_calls: int = 3) -> List[LeakReport]:
-        """Scope names whose last min_calls (or more) calls each grew
-        allocated memory, with the allocation sites of the blocks they left
-        behind when history is recorded (collect_stack_traces=True or
-        cachealloc.record_memory_history())."""
+        """Scope names whose last min_calls (or more) calls each retained
+        memory: left it allocated, and it was still allocated when the next
+        call of the name began (or now). See leaks.py: an ordinary
+        forward/backward loop is not a leak. With allocation history
+        (collect_stack_traces=True or cachealloc.record_memory_history()),
+        reports name the allocation sites of the blocks still allocated, and
+        a name none of whose flagged calls' blocks is still allocated is
+        dropped."""
         if isinstance(min_calls, bool) or not isinstance(min_calls, int) or min_calls < 1:
             raise ValueError(f"min_calls must be an int >= 1, got {min_calls!r}")
-        runs = growing_scopes(self.results, min_calls)
+        runs = growing_scopes(self.results, min_calls, self._source.current_bytes()["allocated"])
         if not runs:
             return []
         snapshot = self._memory_snapshot()
         reports = []
         for name, run in runs.items():
-            windows = [(r.before.timestamp, r.after.timestamp) for r in run]
+            windows = [(r.before.timestamp, r.after.timestamp) for r, _ in run]
             sites, note = allocation_sites(snapshot, self.device, windows, self._trace_slack_us(),
                                            self._history_entries)
-            reports.append(LeakReport(name, len(run), sum(r.net_change for r in run),
-                                      [r.net_change for r in run], sites, note))
+            if note == NOTHING_STILL_ALLOCATED:
+                continue
+            retained = [kept for _, kept in run]
+            reports.append(LeakReport(name, len(run), sum(retained),
+                                      [r.net_change for r, _ in run], retained, sites, note))
         return reports
 
     def _torch_records_history(self) -> bool:

@@ -12,8 +12,10 @@ from typing import Dict, Iterable, List, Optional
 
 
 @dataclass
-class MemorySnapshot:
-    """The device's memory at one moment (a scope's open or close)."""
+class ScopeSnapshot:
+    """The device's memory at one moment (a scope's open or close), as
+    MemoryProfiler records it. (GPUMemoryProfiler's MemorySnapshot, in
+    snapshot.py, is the usage guide's class with the guide's field names.)"""
 
     name: str                # the scope's name
     device: int
@@ -36,8 +38,8 @@ class ScopeResult:
     parent_id: Optional[int]       # the enclosing scope of this profiler, if any
     depth: int                     # 0 = outermost scope open on the device
     device: int
-    before: MemorySnapshot         # at open (allocated/reserved: the scope's exact values)
-    after: MemorySnapshot          # at close
+    before: ScopeSnapshot          # at open (allocated/reserved: the scope's exact values)
+    after: ScopeSnapshot           # at close
     peak_allocated: int            # highest allocated bytes while open (absolute)
     peak_above_start: int          # peak_allocated - before.allocated
     self_peak_allocated: int       # highest allocated while innermost (absolute)
