@@ -270,7 +270,9 @@ Advice advise(const RequestStream& stream, const AdviseOptions& options) {
                  std::to_string(rec.ooms) + " times" +
                  (advice.nothing_helps ? "" : " (the trace's own settings: " + std::to_string(base.ooms) + ")") +
                  ".";
-  if (advice.nothing_helps) {
+  if (base.min.min_limit == 0) {
+    advice.headline = "The trace allocates no device memory: there is nothing to advise.";
+  } else if (advice.nothing_helps) {
     advice.headline = "Keep the trace's settings (" + env + "): this run's peak is its working set, "
                       "not fragmentation: no setting saves more than " +
                       percent(std::max(0.0, advice.best_saving)) + ".";

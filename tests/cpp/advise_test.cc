@@ -147,6 +147,12 @@ TEST(Advise, AWorkingSetPeakIsSaidPlainly) {
       << a.headline;
 }
 
+TEST(Advise, ATraceThatAllocatesNothingIsSaidSo) {
+  const Advice a = advise(alloc_all_then_free({}), {});
+  EXPECT_TRUE(a.nothing_helps);
+  EXPECT_EQ(a.headline, "The trace allocates no device memory: there is nothing to advise.");
+}
+
 TEST(Advise, UnderALimitGcIsSearchedOnlyWithTheDeviceMemory) {
   const RequestStream stream = load("churn.pickle.gz");
   AdviseOptions o;
