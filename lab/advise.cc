@@ -115,26 +115,27 @@ std::vector<size_t> Search::run(const std::vector<std::pair<std::string, std::st
   return out;
 }
 
-// The best entry of each axis that ranks above the defaults.
-std::map<AdviseAxis, std::string> winners_of(const std::vector<AdviseCandidate>& all,
-                                             size_t defaults, const std::vector<AxisValue>& axes,
-                                             const std::vector<size_t>& index_of_axis_value) {
-  std::map<AdviseAxis, std::string> out;
-  for (AdviseAxis axis : {AdviseAxis::kExpandable, AdviseAxis::kSplit, AdviseAxis::kRoundup,
-                          AdviseAxis::kGc}) {
-    std::vector<size_t> members{defaults};
-    std::vector<std::string> entries{""};
-    for (size_t i = 0; i < axes.size(); ++i)
-      if (axes[i].axis == axis) {
-        members.push_back(index_of_axis_value[i]);
-        entries.push_back(axes[i].entry);
-      }
-    std::vector<RankKey> keys;
-    for (size_t m : members) keys.push_back(rank_key(all[m]));
-    const size_t best = rank_configs(keys).front();
-    if (best != 0 && members[best] != defaults) out[axis] = entries[best];
+// The best entry of `axis` (ranked against the defaults' row when
+// `against_defaults`), or "" when the defaults rank first.
+std::string best_of(AdviseAxis axis, bool against_defaults, const std::vector<AdviseCandidate>& all,
+                    size_t defaults, const std::vector<AxisValue>& axes,
+                    const std::vector<size_t>& index_of_axis_value) {
+  std::vector<size_t> members;
+  std::vector<std::string> entries;
+  if (against_defaults) {
+    members.push_back(defaults);
+    entries.push_back("");
   }
-  return out;
+  for (size_t i = 0; i < axes.size(); ++i)
+    if (axes[i].axis == axis) {
+      members.push_back(index_of_axis_value[i]);
+      entries.push_back(axes[i].entry);
+    }
+  if (members.empty()) return "";
+  std::vector<RankKey> keys;
+  for (size_t m : members) keys.push_back(rank_key(all[m]));
+  const size_t best = rank_configs(keys).front();
+  return members[best] == defaults ? "" : entries[best];
 }
 
 // Rows that behaved identically become one.
@@ -208,10 +209,17 @@ Advice advise(const RequestStream& stream, const AdviseOptions& options) {
   std::vector<size_t> index = search.run(named, 1);
   for (size_t i : {index[0], index[1]}) search.candidates()[i].round = 0;
   const std::vector<size_t> axis_index(index.begin() + 2, index.end());
-  const auto winners = winners_of(search.candidates(), index[1], axes, axis_index);
+  std::map<AdviseAxis, std::string> winners;
+  for (AdviseAxis axis : {AdviseAxis::kExpandable, AdviseAxis::kSplit, AdviseAxis::kRoundup,
+                          AdviseAxis::kGc}) {
+    std::string best = best_of(axis, true, search.candidates(), index[1], axes, axis_index);
+    if (!best.empty()) winners[axis] = std::move(best);
+  }
+  const std::string best_split =
+      best_of(AdviseAxis::kSplit, false, search.candidates(), index[1], axes, axis_index);
 
   std::vector<std::pair<std::string, std::string>> combos;
-  for (const std::string& text : second_round(winners)) combos.emplace_back("", text);
+  for (const std::string& text : second_round(winners, best_split)) combos.emplace_back("", text);
   search.run(combos, 2);
 
   advice.configs_run = search.candidates().size();

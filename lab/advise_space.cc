@@ -19,7 +19,8 @@ std::vector<AxisValue> first_round(bool with_gc) {
   return out;
 }
 
-std::vector<std::string> second_round(const std::map<AdviseAxis, std::string>& winners) {
+std::vector<std::string> second_round(const std::map<AdviseAxis, std::string>& winners,
+                                      const std::string& best_split) {
   std::vector<std::string> out;
   std::vector<std::string> entries;
   for (const auto& [axis, entry] : winners) entries.push_back(entry);
@@ -33,16 +34,16 @@ std::vector<std::string> second_round(const std::map<AdviseAxis, std::string>& w
   }
   if (!winners.contains(AdviseAxis::kExpandable))
     for (const std::string& entry : entries) out.push_back("expandable_segments:True," + entry);
-  if (auto split = winners.find(AdviseAxis::kSplit); split != winners.end())
-    for (int mib : {64, 256}) {
-      const std::string rounding = ",max_non_split_rounding_mb:" + std::to_string(mib);
-      out.push_back(split->second + rounding);
-      if (n > 1) {
-        std::string all;
-        for (const std::string& entry : entries) all += (all.empty() ? "" : ",") + entry;
-        out.push_back(all + rounding);
-      }
+  for (int mib : {64, 256}) {
+    const std::string rounding = ",max_non_split_rounding_mb:" + std::to_string(mib);
+    if (!best_split.empty()) out.push_back(best_split + rounding);
+    // With every winner, when they include a split limit.
+    if (n > 1 && winners.contains(AdviseAxis::kSplit)) {
+      std::string all;
+      for (const std::string& entry : entries) all += (all.empty() ? "" : ",") + entry;
+      out.push_back(all + rounding);
     }
+  }
   return out;
 }
 

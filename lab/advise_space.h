@@ -13,8 +13,8 @@
 // Round two combines the best value of each option that beat the defaults
 // (every subset of two or more), tries expandable segments with each of
 // them, and max_non_split_rounding_mb 64 and 256 with the best
-// max_split_size_mb (without a split limit no block is oversize and that
-// key does nothing).
+// max_split_size_mb, whether or not it beat the defaults alone (without a
+// split limit no block is oversize and that key does nothing).
 #pragma once
 
 #include <map>
@@ -34,8 +34,10 @@ struct AxisValue {
 std::vector<AxisValue> first_round(bool with_gc);
 
 // Round two from each option's best entry that beat the defaults
-// (`winners`, at most one per axis). Config texts, possibly naming the same
+// (`winners`, at most one per axis) and the best max_split_size_mb entry
+// (`best_split`, "" for none). Config texts, possibly naming the same
 // config twice (the caller dedupes by conf_line).
-std::vector<std::string> second_round(const std::map<AdviseAxis, std::string>& winners);
+std::vector<std::string> second_round(const std::map<AdviseAxis, std::string>& winners,
+                                      const std::string& best_split);
 
 }  // namespace cachealloc

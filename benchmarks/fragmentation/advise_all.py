@@ -92,7 +92,7 @@ def row(name, path, meta, out):
     ooms = f"{base['ooms']} → {rec['ooms']}" if out["memory_limit"] else "–"
     return (f"| {name}{'*' if meta and meta.get('memory_fraction') else ''} | {out['events']:,} | "
             f"{what} | {size(base['min_memory'])} | {size(rec['min_memory'])} | "
-            f"{100 * out['saving']:.1f} % | {ooms} | {out['configs_run']} | {out['seconds']:.1f} s |")
+            f"{100 * out['saving']:.1f} % | {ooms} | {out['configs_run']} | {out['seconds']:.2f} s |")
 
 
 def main():

@@ -40,7 +40,8 @@ Advice advice_rows(const RequestStream& stream) {
   for (const std::string& t : second_round({{AdviseAxis::kExpandable, "expandable_segments:True"},
                                             {AdviseAxis::kSplit, "max_split_size_mb:128"},
                                             {AdviseAxis::kRoundup, "roundup_power2_divisions:4"},
-                                            {AdviseAxis::kGc, "garbage_collection_threshold:0.8"}}))
+                                            {AdviseAxis::kGc, "garbage_collection_threshold:0.8"}},
+                                           "max_split_size_mb:128"))
     texts.push_back(t);
   for (size_t i = 0; i < texts.size(); ++i) {
     AdviseCandidate c;
