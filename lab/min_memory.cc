@@ -30,7 +30,11 @@ MinMemoryResult find_min_memory(const RequestStream& stream, const LabConfig& co
     ++out.probes;
     const bool clean = r.ooms == 0;
     if (limit && options.progress) options.progress(*limit, clean);
-    if (!limit) out.peak_reserved_unlimited = r.peak_reserved;
+    if (!limit) {
+      out.peak_reserved_unlimited = r.peak_reserved;
+      out.device_allocs_unlimited = r.device_allocs;
+      out.device_frees_unlimited = r.device_frees;
+    }
     return clean;
   };
 

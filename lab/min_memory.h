@@ -34,6 +34,9 @@ struct MinMemoryResult {
   size_t min_limit = 0;                // bytes: smallest limit with no OOM
   size_t peak_reserved_unlimited = 0;  // bytes, with no limit at all
   size_t probes = 0;                   // what-if replays run (unlimited one included)
+  // Of the unlimited run: segments reserved / released (mappings and
+  // unmappings under expandable segments).
+  size_t device_allocs_unlimited = 0, device_frees_unlimited = 0;
   // The 2 MiB-unit answer minus one byte ran clean (a GC threshold effect),
   // so the last unit was bisected byte by byte.
   bool byte_refined = false;

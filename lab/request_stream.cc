@@ -1,5 +1,6 @@
 #include "lab/request_stream.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 
@@ -157,6 +158,7 @@ RequestStream Extractor::run() {
             out_.hints.push_back(SegmentHint{out_.requests.size(), events_[k].address, events_[k].size});
             break;  // native reserves at most one segment per request
           }
+        if (r.context) out_.contexts.emplace_back(out_.requests.size(), r.context);
         push(RequestKind::kAlloc, r.size, slot, r.stream, r.time_us);
         break;
       }
@@ -209,6 +211,12 @@ std::vector<int> devices_with_events(const RecordedTrace& trace) {
   for (size_t d = 0; d < trace.devices.size(); ++d)
     if (!trace.devices[d].empty()) out.push_back(static_cast<int>(d));
   return out;
+}
+
+const CallContext* context_of(const RequestStream& stream, size_t request) {
+  auto it = std::lower_bound(stream.contexts.begin(), stream.contexts.end(), request,
+                             [](const auto& entry, size_t k) { return entry.first < k; });
+  return it != stream.contexts.end() && it->first == request ? it->second.get() : nullptr;
 }
 
 RequestStream extract_requests(const RecordedTrace& trace, int device,

@@ -12,8 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "allocator/call_context.h"
 #include "allocator/config.h"
 #include "allocator/device_backend.h"
 #include "replay/trace.h"
@@ -63,7 +65,14 @@ struct RequestStream {
   // the history ring): dropped, there is nothing to free.
   size_t unmatched_frees = 0;
   AllocatorConfig recorded_config;   // the trace's allocator_settings
+  // (request index, recorded stack) of the allocations whose trace entry
+  // has frames, in request order; empty unless the trace was parsed with
+  // its frames kept.
+  std::vector<std::pair<size_t, ContextPtr>> contexts;
 };
+
+// The recorded stack of the allocation at request `request`, or null.
+const CallContext* context_of(const RequestStream& stream, size_t request);
 
 struct ExtractionOptions {
   // The memory limit the trace was recorded under, if any. Without it, a run

@@ -13,5 +13,7 @@ namespace cachealloc {
 int compare_main(const std::vector<std::string>& args);
 // cachealloc min-memory TRACE --conf A ... (lab_min_memory.cc)
 int min_memory_main(const std::vector<std::string>& args);
+// cachealloc advise TRACE [--memory-limit BYTES] ... (lab_advise.cc)
+int advise_main(const std::vector<std::string>& args);
 
 }  // namespace cachealloc

@@ -1,166 +1,89 @@
 #include "lab/cli/lab_html.h"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 #include <string>
 
-#include "allocator/errors.h"
+#include "lab/byte_unit.h"
+#include "lab/cli/html_parts.h"
 
 namespace cachealloc {
 namespace {
 
-// Distinguishable on white and for common colour-vision deficiencies.
-constexpr const char* kPalette[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd",
-                                    "#ff7f0e", "#17becf", "#8c564b", "#e377c2"};
-const char* colour(size_t i) { return kPalette[i % (sizeof kPalette / sizeof kPalette[0])]; }
+std::string percent(double fraction) { return html_fmt("%.1f%%", 100.0 * fraction); }
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
+// Configs whose replays came out the same (every count, peak and series
+// point) are drawn and listed once, as "A = B": drawn apart they would hide
+// each other.
+struct Group {
+  const WhatIfResult* result;  // the first of them
+  std::string label;           // every label, joined by " = "
+};
+
+bool same_replay(const WhatIfResult& a, const WhatIfResult& b) {
+  if (a.peak_reserved != b.peak_reserved || a.peak_allocated != b.peak_allocated ||
+      a.peak_request != b.peak_request || a.device_allocs != b.device_allocs ||
+      a.device_frees != b.device_frees || a.retries != b.retries || a.ooms != b.ooms ||
+      a.final_reserved != b.final_reserved || a.series.size() != b.series.size())
+    return false;
+  for (size_t i = 0; i < a.series.size(); ++i)
+    if (a.series[i].reserved != b.series[i].reserved || a.series[i].allocated != b.series[i].allocated)
+      return false;
+  return true;
+}
+
+std::vector<Group> groups_of(const std::vector<WhatIfResult>& results) {
+  std::vector<Group> out;
+  for (const WhatIfResult& r : results) {
+    auto same = std::find_if(out.begin(), out.end(),
+                             [&](const Group& g) { return same_replay(*g.result, r); });
+    if (same == out.end()) out.push_back(Group{&r, r.config.label()});
+    else same->label += " = " + r.config.label();
   }
   return out;
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
+// The row marked best: under a memory limit the fewest OOMs first (a
+// config that OOMs less beats one that reserves less), then the lowest
+// peak reserved. Every config compare runs is one a PyTorch user can set.
+size_t best_row(const LabReport& report, const std::vector<Group>& groups) {
+  size_t best = 0;
+  for (size_t i = 1; i < groups.size(); ++i) {
+    const WhatIfResult& r = *groups[i].result;
+    const WhatIfResult& b = *groups[best].result;
+    const size_t ooms = report.memory_limit ? r.ooms : 0;
+    const size_t best_ooms = report.memory_limit ? b.ooms : 0;
+    if (ooms < best_ooms || (ooms == best_ooms && r.peak_reserved < b.peak_reserved)) best = i;
+  }
+  return best;
 }
 
-std::string percent(double fraction) { return fmt("%.1f%%", 100.0 * fraction); }
-
-// A step of 1, 2 or 5 x 10^k that cuts [0, span] into about `parts`.
-double nice_step(double span, int parts) {
-  const double raw = span / parts;
-  const double magnitude = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 2.5, 5.0, 10.0})
-    if (m * magnitude >= raw) return m * magnitude;
-  return 10.0 * magnitude;
-}
-
-std::string count_label(double v) {
-  if (v >= 1e6) return fmt("%gM", v / 1e6);
-  if (v >= 1e3) return fmt("%gk", v / 1e3);
-  return fmt("%g", v);
-}
-
-// Chart geometry, in SVG pixels.
-constexpr double kWidth = 1180, kHeight = 430;
-constexpr double kLeft = 84, kRight = 24, kTop = 16, kBottom = 52;
-constexpr double kPlotW = kWidth - kLeft - kRight, kPlotH = kHeight - kTop - kBottom;
-
-std::string chart(const LabReport& report) {
-  const auto& results = report.results;
-  const size_t requests = std::max<size_t>(1, report.input.stream.requests.size());
-  double top = 1;
-  for (const auto& r : results) top = std::max(top, static_cast<double>(r.peak_reserved));
-  if (report.memory_limit) top = std::max(top, static_cast<double>(*report.memory_limit));
-  // Y axis in MiB or GiB steps.
-  const double unit = top >= 2.0 * (1 << 30) ? double(1 << 30) : double(1 << 20);
-  const char* unit_name = unit == double(1 << 30) ? "GiB" : "MiB";
-  const double y_step = nice_step(top * 1.05 / unit, 5) * unit;
-  const double y_max = std::ceil(top * 1.05 / y_step) * y_step;
-  auto x = [&](double request) { return kLeft + kPlotW * request / static_cast<double>(requests); };
-  auto y = [&](double bytes) { return kTop + kPlotH * (1.0 - bytes / y_max); };
-
-  std::string s = "<svg class=\"chart\" width=\"" + fmt("%g", kWidth) +
-                  "\" height=\"" + fmt("%g", kHeight) + "\" viewBox=\"0 0 " + fmt("%g", kWidth) +
-                  " " + fmt("%g", kHeight) + "\" role=\"img\" aria-label=\"memory over time\">\n";
-  s += "<rect x=\"" + fmt("%g", kLeft) + "\" y=\"" + fmt("%g", kTop) + "\" width=\"" +
-       fmt("%g", kPlotW) + "\" height=\"" + fmt("%g", kPlotH) + "\" fill=\"#fbfbfc\" stroke=\"#ccc\"/>\n";
-  for (double v = 0; v <= y_max + y_step / 2; v += y_step) {
-    s += "<line x1=\"" + fmt("%g", kLeft) + "\" x2=\"" + fmt("%g", kLeft + kPlotW) + "\" y1=\"" +
-         fmt("%.1f", y(v)) + "\" y2=\"" + fmt("%.1f", y(v)) + "\" stroke=\"#e4e4e4\"/>";
-    s += "<text x=\"" + fmt("%g", kLeft - 8) + "\" y=\"" + fmt("%.1f", y(v) + 4) +
-         "\" font-size=\"12\" text-anchor=\"end\" fill=\"#444\">" + fmt("%g", v / unit) + " " +
-         unit_name + "</text>\n";
-  }
-  const double x_step = nice_step(static_cast<double>(requests), 8);
-  for (double v = 0; v <= static_cast<double>(requests); v += x_step) {
-    s += "<line x1=\"" + fmt("%.1f", x(v)) + "\" x2=\"" + fmt("%.1f", x(v)) + "\" y1=\"" +
-         fmt("%g", kTop) + "\" y2=\"" + fmt("%g", kTop + kPlotH) + "\" stroke=\"#eeeeee\"/>";
-    s += "<text x=\"" + fmt("%.1f", x(v)) + "\" y=\"" + fmt("%g", kTop + kPlotH + 18) +
-         "\" font-size=\"12\" text-anchor=\"middle\" fill=\"#444\">" + count_label(v) + "</text>\n";
-  }
-  s += "<text x=\"" + fmt("%g", kLeft + kPlotW / 2) + "\" y=\"" + fmt("%g", kHeight - 10) +
-       "\" font-size=\"13\" text-anchor=\"middle\" fill=\"#222\">requests replayed</text>\n";
-
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& series = results[i].series;
-    // Each bucket drawn as a flat step at its maximum, so peaks keep their height.
-    auto path = [&](bool reserved) {
-      std::string d;
-      for (size_t b = 0; b < series.size(); ++b) {
-        const double end = b + 1 < series.size() ? static_cast<double>(series[b + 1].first_request)
-                                                 : static_cast<double>(requests);
-        const double v = static_cast<double>(reserved ? series[b].reserved : series[b].allocated);
-        d += (b == 0 ? "M" : "L") + fmt("%.1f", x(static_cast<double>(series[b].first_request))) +
-             "," + fmt("%.1f", y(v)) + "L" + fmt("%.1f", x(end)) + "," + fmt("%.1f", y(v));
-      }
-      return d;
-    };
-    s += "<path d=\"" + path(false) + "\" fill=\"none\" stroke=\"" + colour(i) +
-         "\" stroke-width=\"1.4\" stroke-dasharray=\"5 3\" stroke-opacity=\"0.8\"/>\n";
-    s += "<path d=\"" + path(true) + "\" fill=\"none\" stroke=\"" + colour(i) +
-         "\" stroke-width=\"2\" stroke-linejoin=\"round\"/>\n";
-  }
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
-    s += "<circle cx=\"" + fmt("%.1f", x(static_cast<double>(r.peak_request))) + "\" cy=\"" +
-         fmt("%.1f", y(static_cast<double>(r.peak_reserved))) + "\" r=\"4.5\" fill=\"" + colour(i) +
-         "\" stroke=\"#fff\" stroke-width=\"1.5\"><title>" + escape(r.config.label()) +
-         ": peak reserved " + format_size(r.peak_reserved) + " at request " +
-         std::to_string(r.peak_request) + "</title></circle>\n";
-  }
-  if (report.memory_limit) {
-    const double ly = y(static_cast<double>(*report.memory_limit));
-    s += "<line x1=\"" + fmt("%g", kLeft) + "\" x2=\"" + fmt("%g", kLeft + kPlotW) + "\" y1=\"" +
-         fmt("%.1f", ly) + "\" y2=\"" + fmt("%.1f", ly) +
-         "\" stroke=\"#c00\" stroke-width=\"1.2\" stroke-dasharray=\"8 4\"/>";
-    s += "<text x=\"" + fmt("%g", kLeft + kPlotW - 6) + "\" y=\"" + fmt("%.1f", ly - 6) +
-         "\" font-size=\"12\" text-anchor=\"end\" fill=\"#c00\">memory limit " +
-         format_size(*report.memory_limit) + "</text>\n";
-  }
-  return s + "</svg>\n";
-}
-
-std::string legend(const LabReport& report) {
+std::string legend(const std::vector<Group>& groups) {
   std::string s = "<div class=\"legend\">";
-  for (size_t i = 0; i < report.results.size(); ++i)
-    s += "<span><i class=\"sw\" style=\"background:" + std::string(colour(i)) + "\"></i>" +
-         escape(report.results[i].config.label()) + "</span>";
+  for (size_t i = 0; i < groups.size(); ++i)
+    s += "<span><i class=\"sw\" style=\"background:" + std::string(html_colour(i)) + "\"></i>" +
+         html_escape(groups[i].label) + "</span>";
   return s + "<span class=\"key\">━ reserved &nbsp; ╍ allocated &nbsp; ● reserved peak</span></div>\n";
 }
 
-std::string summary_table(const LabReport& report) {
-  const auto& results = report.results;
-  size_t best = 0;
-  for (size_t i = 1; i < results.size(); ++i)
-    if (results[i].peak_reserved < results[best].peak_reserved) best = i;
+std::string summary_table(const LabReport& report, const std::vector<Group>& groups,
+                          const ByteUnit& unit) {
+  const size_t best = best_row(report, groups);
   std::string s =
       "<table><tr><th class=\"l\">config</th><th class=\"l\">policy</th><th>peak reserved</th>"
       "<th>vs first</th><th>peak allocated</th><th>fragmentation at peak</th>"
       "<th>device allocs</th><th>device frees</th><th>retries</th><th>OOMs</th>"
       "<th>recorded OOMs now served</th><th>replay time</th></tr>\n";
-  const double base = results.empty() ? 0.0 : static_cast<double>(results.front().peak_reserved);
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
+  const double base = groups.empty() ? 0.0 : static_cast<double>(groups.front().result->peak_reserved);
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const WhatIfResult& r = *groups[i].result;
     const double change = base > 0 ? static_cast<double>(r.peak_reserved) / base - 1.0 : 0.0;
-    s += "<tr><td class=\"l\"><i class=\"sw\" style=\"background:" + std::string(colour(i)) +
-         "\"></i>" + escape(r.config.label()) + "</td><td class=\"l\">" +
+    s += "<tr><td class=\"l\"><i class=\"sw\" style=\"background:" + std::string(html_colour(i)) +
+         "\"></i>" + html_escape(groups[i].label) + "</td><td class=\"l\">" +
          lab_policy_name(r.config.policy) + "</td><td" +
-         (i == best && results.size() > 1 ? " class=\"best\"" : "") + ">" +
-         format_size(r.peak_reserved) + "</td><td>" +
-         (i == 0 ? "" : fmt("%+.1f%%", 100.0 * change)) + "</td><td>" +
-         format_size(r.peak_allocated) + "</td><td>" + percent(r.fragmentation_at_peak) +
+         (i == best && groups.size() > 1 ? " class=\"best\"" : "") + ">" +
+         in_unit(r.peak_reserved, unit) + "</td><td>" +
+         (i == 0 ? "" : html_fmt("%+.1f%%", 100.0 * change)) + "</td><td>" +
+         in_unit(r.peak_allocated, unit) + "</td><td>" + percent(r.fragmentation_at_peak) +
          "</td><td>" + std::to_string(r.device_allocs) + "</td><td>" +
          std::to_string(r.device_frees) + "</td><td>" + std::to_string(r.retries) + "</td><td>" +
          std::to_string(r.ooms) + "</td><td>" + std::to_string(r.recorded_ooms_succeeded) +
@@ -169,100 +92,31 @@ std::string summary_table(const LabReport& report) {
   return s + "</table>\n";
 }
 
-// Segments with the most unused bytes, each drawn full width: grey is
-// reserved but not allocated, colour is allocated.
-std::string segment_map(const PeakMoment& peak, const char* fill) {
-  constexpr size_t kShown = 32;
-  constexpr double kBarW = 420, kRowH = 11, kGap = 4, kLabelW = 190;
-  std::vector<const SegmentUse*> order;
-  for (const SegmentUse& s : peak.segments) order.push_back(&s);
-  std::stable_sort(order.begin(), order.end(), [](const SegmentUse* a, const SegmentUse* b) {
-    return a->bytes - a->allocated_bytes > b->bytes - b->allocated_bytes;
-  });
-  if (order.size() > kShown) order.resize(kShown);
-  const double height = static_cast<double>(order.size()) * (kRowH + kGap) + 4;
-  std::string s = "<svg width=\"" + fmt("%g", kBarW + kLabelW) +
-                  "\" height=\"" + fmt("%g", height) + "\">\n";
-  for (size_t row = 0; row < order.size(); ++row) {
-    const SegmentUse& seg = *order[row];
-    const double top = 2 + static_cast<double>(row) * (kRowH + kGap);
-    s += "<rect x=\"0\" y=\"" + fmt("%g", top) + "\" width=\"" + fmt("%g", kBarW) + "\" height=\"" +
-         fmt("%g", kRowH) + "\" fill=\"#dcdcdc\"/>";
-    for (const auto& [offset, bytes] : seg.allocated_runs) {
-      const double x0 = kBarW * static_cast<double>(offset) / static_cast<double>(seg.bytes);
-      const double w = std::max(0.6, kBarW * static_cast<double>(bytes) / static_cast<double>(seg.bytes));
-      s += "<rect x=\"" + fmt("%.2f", x0) + "\" y=\"" + fmt("%g", top) + "\" width=\"" +
-           fmt("%.2f", w) + "\" height=\"" + fmt("%g", kRowH) + "\" fill=\"" + fill + "\"/>";
-    }
-    s += "<text x=\"" + fmt("%g", kBarW + 8) + "\" y=\"" + fmt("%g", top + kRowH - 1) +
-         "\" font-size=\"11\" fill=\"#333\">" + format_size(seg.bytes) + (seg.is_small ? " small" : "") +
-         ", " + percent(static_cast<double>(seg.allocated_bytes) / static_cast<double>(seg.bytes)) +
-         " used</text>\n";
-  }
-  return s + "</svg>\n";
-}
-
-std::string peak_section(const WhatIfResult& r, size_t index) {
-  const PeakMoment& p = *r.peak;
-  size_t unused = 0;
-  for (const SegmentUse& s : p.segments) unused += s.bytes - s.allocated_bytes;
-  std::string s = "<h3 id=\"peak-" + std::to_string(index + 1) + "\"><i class=\"sw\" style=\"background:" +
-                  std::string(colour(index)) + "\"></i>" +
-                  escape(r.config.label()) + "</h3>\n<p class=\"sub\">request " +
-                  std::to_string(p.request_index) + ": reserved " + format_size(p.reserved) +
-                  ", allocated " + format_size(p.allocated) + ", " +
-                  std::to_string(p.segments.size()) + " segments, " +
-                  std::to_string(p.live_blocks) + " live blocks, " + format_size(unused) +
-                  " reserved but unallocated</p>\n<div class=\"cols\"><div><div class=\"cap\">" +
-                  (p.segments.size() > 32 ? "the 32 segments with the most unused bytes (of " +
-                                                std::to_string(p.segments.size()) + ")"
-                                          : std::string("every segment, most unused bytes first")) +
-                  "; grey = reserved, not allocated</div>\n" + segment_map(p, colour(index)) +
-                  "</div><div><div class=\"cap\">largest live blocks</div>\n"
-                  "<table><tr><th>#</th><th>size</th><th>requested (B)</th><th>stream</th>"
-                  "<th>since request</th><th class=\"l\">address</th></tr>\n";
-  for (size_t i = 0; i < p.largest_blocks.size(); ++i) {
-    const LiveBlock& b = p.largest_blocks[i];
-    char addr[32];
-    std::snprintf(addr, sizeof addr, "0x%zx", static_cast<size_t>(b.address));
-    s += "<tr><td>" + std::to_string(i + 1) + "</td><td>" + format_size(b.size) + "</td><td>" +
-         std::to_string(b.requested) + "</td><td>" + std::to_string(b.stream) + "</td><td>" +
-         std::to_string(b.allocated_at) + "</td><td class=\"l mono\">" + addr + "</td></tr>\n";
-  }
-  return s + "</table></div></div>\n";
-}
-
-constexpr const char* kStyle =
-    "body{font-family:system-ui,-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;"
-    "margin:22px 30px;color:#1d1d1f;background:#fff}"
-    "h1{font-size:22px;margin:0 0 6px}h2{font-size:17px;margin:26px 0 8px}"
-    "h3{font-size:15px;margin:20px 0 4px}.sub{color:#555;font-size:13px;margin:2px 0 8px}"
-    "table{border-collapse:collapse;font-size:13px}"
-    "th,td{padding:4px 9px;text-align:right;border-bottom:1px solid #e3e3e3;white-space:nowrap}"
-    "th{background:#f3f4f6;font-weight:600;white-space:normal;vertical-align:bottom}.l{text-align:left}.mono{font-family:monospace}"
-    ".sw{display:inline-block;width:12px;height:12px;border-radius:2px;margin-right:6px;"
-    "vertical-align:-1px}.best{font-weight:700;color:#0a7d32}"
-    ".legend{display:flex;flex-wrap:wrap;gap:6px 22px;font-size:13px;margin:4px 0 6px}"
-    ".legend .key{color:#555}.cols{display:flex;gap:36px;align-items:flex-start;flex-wrap:wrap}"
-    ".cap{font-size:12px;color:#555;margin-bottom:4px}svg text{font-family:inherit}"
-    "svg.chart{max-width:100%;height:auto}";
-
 }  // namespace
 
 std::string render_lab_html(const LabReport& report) {
   const RequestStream& st = report.input.stream;
+  const std::vector<Group> groups = groups_of(report.results);
+  size_t largest = report.memory_limit.value_or(0);
+  std::vector<ChartLine> lines;
+  for (const Group& g : groups) {
+    largest = std::max(largest, g.result->peak_reserved);
+    lines.push_back(ChartLine{g.label, g.result});
+  }
+  const ByteUnit unit = unit_for(largest);
   std::string s = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>"
-                  "cachealloc fragmentation lab: " + escape(report.input.name) +
-                  "</title>\n<style>" + kStyle + "</style></head><body>\n";
-  s += "<h1>Fragmentation lab: " + escape(report.input.name) + "</h1>\n";
-  s += "<p class=\"sub\">" + escape(report.input.path) + " &middot; device " +
+                  "cachealloc fragmentation lab: " + html_escape(report.input.name) +
+                  "</title>\n<style>" + html_style() + "</style></head><body>\n";
+  s += "<h1>Fragmentation lab: " + html_escape(report.input.name) + "</h1>\n";
+  s += "<p class=\"sub\">" + html_escape(report.input.path) + " &middot; device " +
        std::to_string(st.device) + " &middot; " + std::to_string(st.recorded_events) +
        " events &rarr; " + std::to_string(st.requests.size()) + " requests &middot; " +
        std::to_string(st.empty_cache_calls) + " empty_cache() calls &middot; " +
        std::to_string(st.recorded_ooms) + " recorded OOMs &middot; memory limit " +
-       (report.memory_limit ? format_size(*report.memory_limit) : std::string("none")) + "</p>\n";
-  s += "<h2>Reserved and allocated memory</h2>\n" + legend(report) + chart(report);
-  s += "<h2>Comparison</h2>\n" + summary_table(report);
+       (report.memory_limit ? in_unit(*report.memory_limit, unit) : std::string("none")) + "</p>\n";
+  s += "<h2>Reserved and allocated memory</h2>\n" + legend(groups) +
+       memory_chart(lines, st.requests.size(), report.memory_limit, unit);
+  s += "<h2>Comparison</h2>\n" + summary_table(report, groups, unit);
   s += "<p class=\"sub\">Fragmentation at peak = 1 &minus; allocated / reserved at the request where "
        "reserved first reached its peak. Each replay feeds the trace's requests (sizes, streams, "
        "frees, empty_cache() calls) to a fresh engine on a simulated device; the allocator's own "
@@ -276,8 +130,8 @@ std::string render_lab_html(const LabReport& report) {
   for (const auto& r : report.results) any_peak |= r.peak.has_value();
   if (any_peak) {
     s += "<h2>At the reserved peak</h2>\n";
-    for (size_t i = 0; i < report.results.size(); ++i)
-      if (report.results[i].peak) s += peak_section(report.results[i], i);
+    for (size_t i = 0; i < groups.size(); ++i)
+      if (groups[i].result->peak) s += peak_section(*groups[i].result, groups[i].label, i, unit, st);
   }
   return s + "</body></html>\n";
 }

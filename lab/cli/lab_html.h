@@ -4,10 +4,13 @@
 //   - reserved (solid) and allocated (dashed) bytes over the trace for every
 //     configuration on one chart (each series downsampled to its buckets'
 //     maxima, so peaks survive), the reserved peaks marked, the limit drawn;
-//   - the comparison table;
+//   - the comparison table, its best row marked: under a memory limit the
+//     fewest OOMs, then the lowest peak reserved;
 //   - per configuration, the moment reserved peaked: a map of the segments
 //     with the most unused bytes (allocated runs filled) and the largest
-//     live blocks.
+//     live blocks (segments drawn to one scale).
+// Every size on the page is in one unit (byte_unit.h). Configs whose
+// replays came out identical are drawn and listed once, as "A = B".
 #pragma once
 
 #include <optional>

@@ -51,7 +51,7 @@ LabInput load_lab_input(const std::string& path, const LabInputOptions& options,
   progress.enable_if(!options.quiet && (options.progress || (!ec && file_bytes >= kLongTraceFileBytes)));
   progress.note("reading " + path + (ec ? "" : " (" + lab_bytes(file_bytes) + ")"));
   set_activity("reading " + path);
-  const RecordedTrace trace = parse_trace(read_pickle_file(path), false);
+  const RecordedTrace trace = parse_trace(read_pickle_file(path), options.keep_frames);
   for (const auto& d : trace.devices) in.trace_events += d.size();
   progress.enable_if(!options.quiet && in.trace_events >= kLongTraceEvents);
 

@@ -34,6 +34,9 @@ struct LabInputOptions {
   std::optional<size_t> recorded_limit; // see ExtractionOptions
   bool quiet = false;                   // no progress even for long traces
   bool progress = false;                // progress even for short traces
+  // Keep the recorded stacks of allocations (RequestStream::contexts), for
+  // reports; costs memory in proportion to the trace.
+  bool keep_frames = false;
 };
 
 // Throws PickleError / TraceFormatError for unreadable or malformed files,

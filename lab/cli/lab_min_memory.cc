@@ -2,14 +2,19 @@
 // requests run without OOM, per configuration (lab/min_memory.h).
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
+#include "lab/cli/advise_html.h"
 #include "lab/cli/command_line.h"
 #include "lab/cli/json_out.h"
 #include "lab/cli/lab_commands.h"
 #include "lab/cli/lab_input.h"
 #include "lab/cli/lab_options.h"
+#include "lab/cli/output_file.h"
 #include "lab/lab_config.h"
 #include "lab/min_memory.h"
 
@@ -17,7 +22,7 @@ namespace cachealloc {
 namespace {
 
 constexpr const char* kMinMemoryUsage =
-    "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json]\n"
+    "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json] [--html OUT]\n"
     "                             [--recorded-limit BYTES] [--device N]\n"
     "                             [--no-address-hints] [--quiet | --progress]\n"
     "\n"
@@ -28,6 +33,7 @@ constexpr const char* kMinMemoryUsage =
     "does not.\n"
     "\n"
     "  --json               print one JSON object instead of the table\n"
+    "  --html OUT           also write a self-contained page: every minimum, to scale\n"
     "  --recorded-limit B   the limit TRACE was recorded under (see compare)\n"
     "  --device N           which device's trace (default: the only one)\n"
     "  --no-address-hints   place segments first fit only (see compare)\n"
@@ -38,7 +44,7 @@ constexpr const char* kMinMemoryUsage =
     "\n"
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
-int run_min_memory(const LabCommonArgs& args) {
+int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& html) {
   for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
   LabProgress progress(false);
   const LabInput in = load_lab_input(args.trace, args.input, progress);
@@ -57,6 +63,11 @@ int run_min_memory(const LabCommonArgs& args) {
     results.push_back(find_min_memory(in.stream, config, options));
   }
 
+  if (html) {
+    set_activity("writing " + *html);
+    write_output_file(*html, render_min_memory_html(in, results), "HTML report");
+    progress.note("wrote " + *html);
+  }
   auto n = [](size_t v) { return std::to_string(v); };
   if (args.json) {
     std::string s = "{\"trace\": " + json_string(in.path) + ", \"device\": " +
@@ -96,9 +107,12 @@ int run_min_memory(const LabCommonArgs& args) {
 }  // namespace
 
 int min_memory_main(const std::vector<std::string>& args) {
-  // min-memory takes the shared lab options only.
-  return run_lab_command("min-memory", kMinMemoryUsage, args,
-                         [&args] { return run_min_memory(parse_lab_args("min-memory", args)); });
+  return run_lab_command("min-memory", kMinMemoryUsage, args, [&args] {
+    std::optional<std::string> html;
+    const LabCommonArgs common = parse_lab_args(
+        "min-memory", args, [&html](CLI::App& app) { add_text_option(app, "--html", html); });
+    return run_min_memory(common, html);
+  });
 }
 
 }  // namespace cachealloc

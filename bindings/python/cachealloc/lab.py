@@ -7,6 +7,8 @@
         print(row["label"], row["peak_reserved"], row["fragmentation_at_peak"])
     lab.min_memory("run.pickle.gz", ["", "max_split_size_mb:128"])
     # -> {"": 1887436800, "max_split_size_mb:128": 2214592512}
+    advice = lab.advise("run.pickle.gz", memory_limit=40 << 30)
+    print(advice["recommendation"], advice["headline"])
 
 A trace is a snapshot pickle (.pickle or .pickle.gz) as
 torch.cuda.memory._dump_snapshot or cachealloc.dump_snapshot writes it. Its
@@ -16,7 +18,7 @@ Configurations are PYTORCH_CUDA_ALLOC_CONF text (expandable_segments:True
 included: native's own expandable segments) or "trace" (the trace's own
 settings). All sizes are bytes.
 
-Both functions run the `cachealloc` command-line tool with --json: the one
+Every function runs the `cachealloc` command-line tool with --json: the one
 installed with this package, or as tool.tool_path() says. They raise
 LabError (with the tool's message) for a bad trace, a bad config or a
 missing tool. Each call is a separate process, so it is thread-safe.
@@ -31,7 +33,7 @@ from typing import Optional, Sequence
 
 from .tool import ToolNotFound, tool_path
 
-__all__ = ["LabError", "cli_path", "compare", "min_memory", "stats_mismatches"]
+__all__ = ["LabError", "advise", "cli_path", "compare", "min_memory", "stats_mismatches"]
 
 
 class LabError(RuntimeError):
@@ -118,6 +120,35 @@ def min_memory(trace_path, confs: Sequence[str], *,
     if recorded_limit is not None:
         args += ["--recorded-limit", str(int(recorded_limit))]
     return {row["conf"]: row["min_memory"] for row in _run(args)["configs"]}
+
+
+def advise(trace_path, memory_limit: Optional[int] = None, *,
+           device_memory: Optional[int] = None, recorded_limit: Optional[int] = None,
+           html=None, threads: Optional[int] = None) -> dict:
+    """Which PYTORCH_CUDA_ALLOC_CONF the traced run should use (see
+    `cachealloc advise --help`): native's settings searched by replay,
+    ranked by the smallest memory without an OOM, then OOMs under
+    memory_limit, then (within 1 % of the best) the fewest device calls.
+
+    memory_limit: bytes the run gets. device_memory: the device's total
+    bytes; with memory_limit, garbage_collection_threshold is searched and
+    a recommendation using it carries per_process_memory_fraction.
+    html: also write a page that opens with the answer.
+
+    Returns the tool's JSON as a dict: "recommendation" (the
+    PYTORCH_CUDA_ALLOC_CONF value, "" for defaults), "headline", "reason",
+    "nothing_helps", "saving" and "best_saving" (fractions of the trace's
+    own minimum), "notes", "seconds", and "configs", best first, each with
+    label, line, min_memory, peak_reserved, ooms, device_allocs,
+    device_frees, probes (bytes where sizes)."""
+    args = ["advise", os.fspath(trace_path)]
+    for flag, value in (("--memory-limit", memory_limit), ("--device-memory", device_memory),
+                        ("--recorded-limit", recorded_limit), ("--threads", threads)):
+        if value is not None:
+            args += [flag, str(int(value))]
+    if html is not None:
+        args += ["--html", os.fspath(html)]
+    return _run(args)
 
 
 # memory_stats counters that a trace cannot always show, each with why.

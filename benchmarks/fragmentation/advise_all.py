@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Runs `cachealloc advise` over every bundled trace and writes the table of
+recommendations into docs/fragmentation.md (between the ADVISE markers).
+
+    ninja -C build cachealloc synth_trace        # -DCACHEALLOC_BUILD_BENCHMARKS=ON
+    python3 benchmarks/fragmentation/advise_all.py --build build
+
+Traces: tests/data/traces, tests/data/traces_expandable, and those of
+../shared/traces_expandable whose contents are not already bundled. A trace
+recorded under a memory fraction (its .json says so) is advised under that
+limit, with its recorded limit and device memory (so garbage collection is
+searched too). One synthetic 1 M-event trace (synth_trace, generated into
+BUILD/traces/) shows the search time at that size. Every search runs on all
+cores (2 here); the times are wall clock on a shared machine.
+"""
+import argparse
+import hashlib
+import json
+import math
+import os
+import pathlib
+import platform
+import shlex
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BEGIN, END = "<!-- BEGIN GENERATED (advise_all.py) -->", "<!-- END GENERATED (advise_all.py) -->"
+GiB, MiB = 1 << 30, 1 << 20
+
+
+def log(msg):
+    print(f"[advise_all] {msg}", file=sys.stderr, flush=True)
+
+
+def run(cmd):
+    log(shlex.join(map(str, cmd)))
+    proc = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed ({proc.returncode}): {shlex.join(map(str, cmd))}\n{proc.stderr}")
+    return proc.stdout
+
+
+def traces(build, events, skipped):
+    """(name, path, meta or None), bundled traces first; the paths of
+    duplicates by content go to `skipped`."""
+    seen, out = set(), []
+    for folder in (REPO / "tests/data/traces", REPO / "tests/data/traces_expandable",
+                   REPO.parent / "shared/traces_expandable"):
+        for p in sorted(folder.glob("*.pickle.gz")):
+            digest = hashlib.sha256(p.read_bytes()).hexdigest()
+            if digest in seen:
+                skipped.append(p)
+                continue
+            seen.add(digest)
+            meta_path = p.with_name(p.name[: -len(".pickle.gz")] + ".json")
+            meta = json.loads(meta_path.read_text()) if meta_path.exists() else None
+            out.append((p.name[: -len(".pickle.gz")], p, meta))
+    synth = build / "benchmarks/fragmentation/synth_trace"
+    path = build / "traces" / f"synth_training_{events // 1_000_000}M.pickle.gz"
+    if synth.exists():
+        path.parent.mkdir(exist_ok=True)
+        if not path.exists():
+            run([synth, "--events", events, "--workload", "training", "--seed", 1, "--out", path])
+        out.append((path.name[: -len(".pickle.gz")], path, None))
+    else:
+        log(f"{synth} not built: no synthetic trace")
+    return out
+
+
+def limit_args(meta):
+    if not meta or not meta.get("memory_fraction"):
+        return []
+    total = meta["device_total_memory"]
+    limit = math.floor(meta["memory_fraction"] * total)
+    return ["--memory-limit", limit, "--recorded-limit", limit, "--device-memory", total]
+
+
+def size(n):
+    return f"{n / GiB:.2f} GiB" if n >= 2 * GiB else f"{n / MiB:.0f} MiB"
+
+
+def row(name, path, meta, out):
+    base = out["configs"][out["baseline"]]
+    rec = out["configs"][out["recommended"]]
+    line = out["recommendation"] or "'' (defaults)"
+    if out["nothing_helps"]:
+        what = f"keep (`{line}`): no setting saves more than {100 * max(0, out['best_saving']):.1f} %"
+    else:
+        what = f"`{line}`"
+    ooms = f"{base['ooms']} → {rec['ooms']}" if out["memory_limit"] else "–"
+    return (f"| {name}{'*' if meta and meta.get('memory_fraction') else ''} | {out['events']:,} | "
+            f"{what} | {size(base['min_memory'])} | {size(rec['min_memory'])} | "
+            f"{100 * out['saving']:.1f} % | {ooms} | {out['configs_run']} | {out['seconds']:.2f} s |")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build", default="build")
+    p.add_argument("--events", type=int, default=1_000_000, help="events of the synthetic trace")
+    p.add_argument("--out", default=str(REPO / "docs" / "fragmentation.md"))
+    args = p.parse_args()
+    build = pathlib.Path(args.build).resolve()
+    cli = build / "tools" / "cachealloc"
+    start = time.time()
+    rows, commands, skipped = [], [], []
+    for name, path, meta in traces(build, args.events, skipped):
+        cmd = [cli, "advise", "--json", "--quiet", path, *limit_args(meta)]
+        out = json.loads(run(cmd))
+        rows.append(row(name, path, meta, out))
+        short = shlex.join(str(c).replace(str(build), "BUILD").replace(str(REPO) + "/", "")
+                           .replace(str(REPO.parent) + "/", "../") for c in cmd)
+        commands.append(short)
+    lines = [BEGIN, "",
+             f"Generated by `benchmarks/fragmentation/advise_all.py` in {time.time() - start:.0f} s "
+             f"on {platform.machine()} ({os.cpu_count()} cores, shared), {time.strftime('%Y-%m-%d')}. "
+             "Min memory: the smallest limit under which the run needs no OOM (exact); saving: the "
+             "recommendation's against the trace's own settings. * recorded under a memory fraction: "
+             "advised under that limit (OOMs: trace's own → recommended) with garbage collection "
+             "searched." + (f" The {len(skipped)} traces of ../shared/traces_expandable are copies of "
+                            "bundled ones and are not repeated." if skipped else ""), "",
+             "| trace | events | recommendation (PYTORCH_CUDA_ALLOC_CONF) | min memory, trace's own | "
+             "min memory, recommended | saving | OOMs under the limit | configs | search time |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|", *rows, "", "Commands (BUILD = the build directory):",
+             "", "```", *commands, "```", "", END]
+    doc = pathlib.Path(args.out)
+    text = doc.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + "\n".join(lines) + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip() + "\n\n" + "\n".join(lines) + "\n"
+    doc.write_text(text)
+    log(f"wrote {doc}")
+
+
+if __name__ == "__main__":
+    main()
