@@ -113,6 +113,19 @@ def format_bytes(n: float) -> str:
     return "-" + text if n < 0 else text
 
 
+def align_rows(rows: List[tuple]) -> List[str]:
+    """Text lines of a table whose first row is its header: the first
+    column left-aligned, the others right-aligned, a rule under the header."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, row in enumerate(rows):
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
+        lines.append("  ".join(cells))
+        if k == 0:
+            lines.append("-" * len(lines[0]))
+    return lines
+
+
 def format_table(results: Iterable[ScopeResult]) -> str:
     """A readable table of results (close order), indented by depth."""
     rows = [("scope", "time ms", "peak", "peak+", "self peak+", "allocated", "freed", "net")]
@@ -122,11 +135,4 @@ def format_table(results: Iterable[ScopeResult]) -> str:
                      format_bytes(r.peak_above_start), format_bytes(r.self_peak_above_start),
                      format_bytes(r.bytes_allocated), format_bytes(r.bytes_freed),
                      format_bytes(r.net_change)))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for k, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
-        lines.append("  ".join(cells))
-        if k == 0:
-            lines.append("-" * len(lines[0]))
-    return "\n".join(lines)
+    return "\n".join(align_rows(rows))

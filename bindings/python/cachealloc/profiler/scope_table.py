@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
-from .results import ScopeResult, format_bytes
+from .results import ScopeResult, align_rows, format_bytes
 
 LEGEND = """\
 Net        = bytes allocated - freed while open, nested scopes included, summed over calls
@@ -54,13 +54,7 @@ def format_scope_table(results: Sequence[ScopeResult]) -> str:
                      format_bytes(max(r.peak_above_start for r in rs)),
                      format_bytes(max(r.self_peak_above_start for r in rs)),
                      format_bytes(max(r.peak_allocated for r in rs))))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = []
-    for k, row in enumerate(rows):
-        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:])]
-        lines.append("  ".join(cells))
-        if k == 0:
-            lines.append("-" * len(lines[0]))
+    lines = align_rows(rows)
     where = peak_location(results)
     if where is not None:
         lines.append(f"Highest peak {format_bytes(where.peak_allocated)} reached in "
