@@ -114,7 +114,6 @@ CachingAllocator::BlockInfo CachingAllocator::block_info(uintptr_t address) {
   with_block(address, -1, false, "block_info", [&](Device& d, Block* b) {
     info.size = b->size;
     info.device = d.engine.device();
-    info.expandable = b->expandable;
   });
   return info;
 }
@@ -125,6 +124,16 @@ uintptr_t CachingAllocator::base_allocation(uintptr_t address, size_t* segment_b
     base = d.engine.base_allocation(b, segment_bytes);
   });
   return base;
+}
+
+bool CachingAllocator::share_expandable(uintptr_t address, std::string* out, size_t* offset) {
+  bool shared = false;
+  with_block(address, -1, false, "share_expandable", [&](Device& d, Block* b) {
+    if (!b->expandable) return;
+    *offset = b->address - d.engine.share_expandable(b, out);
+    shared = true;
+  });
+  return shared;
 }
 
 [[noreturn]] void CachingAllocator::throw_retired() { throw AllocatorRetired(); }

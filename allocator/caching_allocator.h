@@ -68,13 +68,18 @@ class CachingAllocator {
   struct BlockInfo {
     size_t size = 0;  // bytes, rounded (as statistics count them)
     int device = 0;   // the device whose pool holds the block
-    bool expandable = false;  // in an expandable segment
   };
   // Size and device of the block behind an address; throws
   // InvalidPointerError.
   BlockInfo block_info(uintptr_t address);
   // Segment start and size for an address; throws InvalidPointerError.
   uintptr_t base_allocation(uintptr_t address, size_t* segment_bytes);
+  // CUDA IPC of a block in an expandable segment, under its device's lock
+  // (DeviceBackend::share_pages): false when the block at `address` is in
+  // no expandable segment; else the description is appended to `out` and
+  // *offset is the block's offset from the first shared page. Throws
+  // InvalidPointerError, BackendError.
+  bool share_expandable(uintptr_t address, std::string* out, size_t* offset);
 
   // device -1: every device. `pool`: see DeviceCachingAllocator::empty_cache.
   void empty_cache(int device = -1, const ContextPtr& context = nullptr, PoolId pool = {});

@@ -185,6 +185,11 @@ class DeviceCachingAllocator {
   // Throws InvalidPointerError for a block of an expandable segment (as
   // native: such memory cannot be shared by an IPC handle).
   uintptr_t base_allocation(const Block* block, size_t* segment_bytes) const;
+  // DeviceBackend::share_pages for an allocated block in an expandable
+  // segment; returns the first shared page's address.
+  uintptr_t share_expandable(const Block* block, std::string* out) {
+    return backend_.share_pages(device_, block->address, block->size, out);
+  }
 
   // Bytes reserved from the device now.
   size_t reserved_bytes() const { return reserved_bytes_; }

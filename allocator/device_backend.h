@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "allocator/errors.h"
@@ -87,6 +88,17 @@ class DeviceBackend : public SegmentSource {
   virtual void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream) {
     (void)device, (void)address, (void)bytes, (void)page_bytes, (void)stream;
     throw_no_expandable();
+  }
+
+  // CUDA IPC of expandable segments (native's ExpandableSegment::share):
+  // appends to `out` what another process needs to map the pages under
+  // [address, address + bytes) of `device` (opaque bytes; the CUDA backend
+  // writes native's) and returns the first shared page's address. Called
+  // under the device's lock, so the pages cannot go meanwhile. Throws
+  // BackendError; a backend without IPC keeps this default, which does.
+  virtual uintptr_t share_pages(int device, uintptr_t address, size_t bytes, std::string* out) {
+    (void)device, (void)address, (void)bytes, (void)out;
+    throw BackendError("cachealloc: this device backend cannot share expandable segments");
   }
 
   // CUDA graph capture topology, for graph_capture_record_stream_reuse

@@ -24,9 +24,16 @@ void StreamEvents::check(absl::flat_hash_set<const Block*>& waiting,
 
 std::vector<uint64_t> StreamEvents::free_markers(const Block* block) {
   std::vector<uint64_t> markers;
-  if (!backend_.capture_dependencies(device_, block->stream, markers)) return {};
-  for (StreamId s : block->stream_uses)
-    if (!backend_.capture_dependencies(device_, s, markers)) return {};
+  // The block is already freed when this runs: a failed query (a stream
+  // destroyed since its use, say) must not lose it. It waits for the
+  // capture to end instead, as when a stream is not capturing.
+  try {
+    if (!backend_.capture_dependencies(device_, block->stream, markers)) return {};
+    for (StreamId s : block->stream_uses)
+      if (!backend_.capture_dependencies(device_, s, markers)) return {};
+  } catch (const BackendError&) {
+    return {};
+  }
   // A node may be a dependency of several of the streams: keep it once.
   std::sort(markers.begin(), markers.end());
   markers.erase(std::unique(markers.begin(), markers.end()), markers.end());

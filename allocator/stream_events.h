@@ -154,8 +154,8 @@ class StreamEvents {
   StreamEventQueues queues_;
   // native: record_free_markers. The capture dependencies of the block's
   // allocation stream and of every stream that used it; none when any of
-  // those streams is not capturing (the block then waits for the capture
-  // to end).
+  // those streams is not capturing or the backend cannot tell (the block
+  // then waits for the capture to end). Never throws BackendError.
   std::vector<uint64_t> free_markers(const Block* block);
 
   // A freed block whose events wait for the routes to end (defer): it is

@@ -27,9 +27,16 @@ struct CaptureState {
 CaptureState capture_state(StreamId stream) {
   CaptureState st;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  // CUDA 13 merged the _v2 form (and edge data) into the plain name.
+#if CUDART_VERSION >= 13000
   check(cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(stream), &status, &st.id,
                                  nullptr, &st.deps, nullptr, &st.num_deps),
         "cudaStreamGetCaptureInfo");
+#else
+  check(cudaStreamGetCaptureInfo_v2(reinterpret_cast<cudaStream_t>(stream), &status, &st.id,
+                                    nullptr, &st.deps, &st.num_deps),
+        "cudaStreamGetCaptureInfo_v2");
+#endif
   // An invalidated capture has failed already; its graph never runs, so no
   // block needs to wait for it (native asserts this does not happen).
   st.capturing = status == cudaStreamCaptureStatusActive;
@@ -40,13 +47,22 @@ uint64_t id_of(cudaGraphNode_t node) { return reinterpret_cast<uint64_t>(node); 
 
 std::vector<cudaGraphNode_t> parents_of(cudaGraphNode_t node) {
   size_t count = 0;
+#if CUDART_VERSION >= 13000
   check(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count),
         "cudaGraphNodeGetDependencies");
+#else
+  check(cudaGraphNodeGetDependencies(node, nullptr, &count), "cudaGraphNodeGetDependencies");
+#endif
   std::vector<cudaGraphNode_t> parents(count);
   if (count > 0) {
+#if CUDART_VERSION >= 13000
     std::vector<cudaGraphEdgeData> edges(count);
     check(cudaGraphNodeGetDependencies(node, parents.data(), edges.data(), &count),
           "cudaGraphNodeGetDependencies");
+#else
+    check(cudaGraphNodeGetDependencies(node, parents.data(), &count),
+          "cudaGraphNodeGetDependencies");
+#endif
     parents.resize(count);
   }
   return parents;
@@ -68,6 +84,9 @@ bool CaptureTopology::follows(StreamId stream, const std::vector<uint64_t>& node
     ancestors_.erase(stream);
     return false;
   }
+  // Work captured next would depend on nothing, so nothing orders it after
+  // the markers, whatever an earlier walk found (native returns early too).
+  if (st.num_deps == 0) return false;
   Ancestors& known = ancestors_[stream];
   if (known.capture_id != st.id) known = Ancestors{st.id, {}};
   // Depth-first walk up from the stream's dependencies, stopping at nodes

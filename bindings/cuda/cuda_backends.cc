@@ -190,8 +190,8 @@ class CudaRuntimeBackend final : public CudaBackendBase {
 
   VmmPages& pages() { return pages_; }
 
-  // CUDA IPC of expandable segments (cuda_backends.h).
-  uintptr_t share(int device, uintptr_t address, size_t bytes, std::string* out) {
+  // CUDA IPC of expandable segments (share here, open/close: cuda_backends.h).
+  uintptr_t share_pages(int device, uintptr_t address, size_t bytes, std::string* out) override {
     DeviceScope scope(device);
     return pages_.share(device, address, bytes, out);
   }
@@ -203,18 +203,17 @@ class CudaRuntimeBackend final : public CudaBackendBase {
     imported_.emplace(base, std::move(pages));
     return base;
   }
-  void close_shared(uintptr_t base) {
+  bool close_shared(uintptr_t base) {
     ImportedPages pages;
     {
       std::lock_guard<std::mutex> lock(imported_mutex_);
       auto it = imported_.find(base);
-      if (it == imported_.end())
-        throw BackendError("cachealloc: closing a shared expandable segment at " +
-                           std::to_string(base) + ", which is not one opened here");
+      if (it == imported_.end()) return false;
       pages = std::move(it->second);
       imported_.erase(it);
     }
     close_imported_pages(*vmm_driver_, pages);
+    return true;
   }
 
  private:
@@ -309,17 +308,13 @@ void cuda_enable_peer_access(DeviceBackend& backend, int dev, int dev_to_access)
     runtime->pages().add_peer(dev_to_access, dev);
 }
 
-uintptr_t cuda_share_expandable(DeviceBackend& backend, int device, uintptr_t address,
-                                size_t bytes, std::string* out) {
-  return expandable_ipc_backend(backend).share(device, address, bytes, out);
-}
-
 uintptr_t cuda_open_shared_expandable(DeviceBackend& backend, int device, std::string_view bytes) {
   return expandable_ipc_backend(backend).open_shared(device, bytes);
 }
 
-void cuda_close_shared_expandable(DeviceBackend& backend, uintptr_t base) {
-  expandable_ipc_backend(backend).close_shared(base);
+bool cuda_close_shared_expandable(DeviceBackend& backend, uintptr_t base) {
+  auto* runtime = dynamic_cast<CudaRuntimeBackend*>(&backend);
+  return runtime && runtime->close_shared(base);
 }
 
 }  // namespace cachealloc

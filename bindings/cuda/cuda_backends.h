@@ -35,15 +35,11 @@ std::unique_ptr<DeviceBackend> make_cuda_async_backend();
 void cuda_enable_peer_access(DeviceBackend& backend, int dev, int dev_to_access);
 
 // CUDA IPC of expandable segments, as native 2.11 (cudaMalloc backend
-// only; BackendError otherwise). Share: appends native's description of the
-// pages under [address, address + bytes) of `device` to `out` (after the
-// version and type bytes; VmmPages::share) and returns the first shared
-// page's address. Open: maps a description from another process on
-// `device` and returns its base (shared_pages.h). Close: unmaps what open
-// returned.
-uintptr_t cuda_share_expandable(DeviceBackend& backend, int device, uintptr_t address,
-                                size_t bytes, std::string* out);
+// only; BackendError otherwise; sharing is DeviceBackend::share_pages, with
+// native's description, VmmPages::share). Open: maps a description from
+// another process on `device` and returns its base (shared_pages.h).
+// Close: unmaps what open returned; false when `backend` did not open it.
 uintptr_t cuda_open_shared_expandable(DeviceBackend& backend, int device, std::string_view bytes);
-void cuda_close_shared_expandable(DeviceBackend& backend, uintptr_t base);
+bool cuda_close_shared_expandable(DeviceBackend& backend, uintptr_t base);
 
 }  // namespace cachealloc

@@ -145,15 +145,20 @@ ImportedPages import_shared_pages(VmmDriver& driver, int device, std::string_vie
 }
 
 void close_imported_pages(VmmDriver& driver, const ImportedPages& pages) noexcept {
-  try {
-    // Kernels may still use the pages; unmapping does not wait for them.
-    driver.synchronize_device(pages.device);
-    for (size_t k = 0; k < pages.handles.size(); ++k)
-      driver.unmap(pages.device, pages.base + k * pages.page_bytes, pages.page_bytes);
-    driver.free_range(pages.device, pages.base, pages.bytes());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "cachealloc: closing a shared expandable segment: %s\n", e.what());
-  }
+  // Each step is tried whatever the one before did (a failed wait, after a
+  // kernel fault, must not leave the range mapped and reserved for good).
+  auto attempt = [](auto&& step) {
+    try {
+      step();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "cachealloc: closing a shared expandable segment: %s\n", e.what());
+    }
+  };
+  // Kernels may still use the pages; unmapping does not wait for them.
+  attempt([&] { driver.synchronize_device(pages.device); });
+  for (size_t k = 0; k < pages.handles.size(); ++k)
+    attempt([&] { driver.unmap(pages.device, pages.base + k * pages.page_bytes, pages.page_bytes); });
+  attempt([&] { driver.free_range(pages.device, pages.base, pages.bytes()); });
   release_all(driver, pages.device, pages.handles);
 }
 

@@ -164,17 +164,7 @@ DeviceBackend& cuda_backend(Generation& g) {
 #endif
 
 bool Runtime::share_expandable(uintptr_t address, std::string* out, size_t* offset) {
-  Generation& g = current();
-  const CachingAllocator::BlockInfo info = g.allocator.block_info(address);
-  if (!info.expandable) return false;
-#ifdef CACHEALLOC_WITH_CUDA
-  const uintptr_t start = cuda_share_expandable(cuda_backend(g), info.device, address, info.size, out);
-  *offset = address - start;
-  return true;
-#else
-  (void)out, (void)offset;
-  throw BackendError("cachealloc: built without CUDA: nothing to share");
-#endif
+  return current().allocator.share_expandable(address, out, offset);
 }
 
 uintptr_t Runtime::open_shared_expandable(int device, std::string_view bytes) {
@@ -188,7 +178,16 @@ uintptr_t Runtime::open_shared_expandable(int device, std::string_view bytes) {
 
 void Runtime::close_shared_expandable(uintptr_t base) {
 #ifdef CACHEALLOC_WITH_CUDA
-  cuda_close_shared_expandable(cuda_backend(current()), base);
+  // Opened by this generation's backend or by a retired one (retired
+  // generations live on; a re-initialization does not wait for the other
+  // process's tensors to be let go).
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  for (auto it = generations_.rbegin(); it != generations_.rend(); ++it)
+    if (!(*it)->backends.empty() && (*it)->backends.front() &&
+        cuda_close_shared_expandable(*(*it)->backends.front(), base))
+      return;
+  throw BackendError("cachealloc: closing a shared expandable segment at " + std::to_string(base) +
+                     ", which is not one opened here");
 #else
   (void)base;
   throw BackendError("cachealloc: built without CUDA: nothing to close");

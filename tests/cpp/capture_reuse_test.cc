@@ -15,6 +15,7 @@
 #include <set>
 #include <vector>
 
+#include "allocator/errors.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {
@@ -45,8 +46,10 @@ class CapturingDevice : public SimulatedDevice {
   }
   void end_capture() { deps_.clear(), parents_.clear(); }
   int follows_calls = 0;
+  StreamId broken_stream = 0;  // queries about it fail (a destroyed stream)
 
   bool capture_dependencies(int, StreamId s, std::vector<uint64_t>& out) override {
+    if (s == broken_stream) throw BackendError("cudaStreamGetCaptureInfo: invalid resource handle");
     auto it = deps_.find(s);
     if (it == deps_.end()) return false;
     out.insert(out.end(), it->second.begin(), it->second.end());
@@ -186,6 +189,25 @@ TEST(CaptureReuse, TheSettingChangedAtRunTimeAppliesToLaterFrees) {
   h.engine.end_allocate_to_pool(kGraphPool);
   h.device.end_capture();
   h.engine.check_invariants();
+}
+
+TEST(CaptureReuse, AFailedQueryAtTheFreeLeavesTheBlockWaitingForTheCaptureToEnd) {
+  CaptureHarness h("graph_capture_record_stream_reuse:True");
+  h.begin();
+  h.device.broken_stream = kStreamB;
+  h.free_used_on_b();  // its markers cannot be read: none
+  h.engine.check_invariants();  // waiting, not lost
+  h.device.wait(kStreamA, kStreamB);
+  Block* next = h.engine.malloc(kMiB, kStreamA);
+  EXPECT_EQ(next->address, kBase + kMiB);  // not reused during the capture
+  EXPECT_EQ(h.device.follows_calls, 0);
+  h.engine.free(next);
+  h.engine.end_allocate_to_pool(kGraphPool);
+  h.device.end_capture();
+  Block* after = h.engine.malloc(kMiB, kStreamA);  // the deferred free goes in now
+  h.engine.free(after);
+  h.engine.check_invariants();
+  EXPECT_TRUE(h.engine.idle());
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator/errors.h"
 #include "bindings/cuda/vmm_driver.h"
 
 namespace cachealloc::testing {
@@ -109,7 +110,11 @@ class ScoringDriver final : public VmmDriver {
     imported_from_.push_back(original);
     return h;
   }
-  void synchronize_device(int) override { order_.push_back("sync device"); }
+  void synchronize_device(int) override {
+    order_.push_back("sync device");
+    if (fail_device_sync_) throw BackendError("cudaDeviceSynchronize: an illegal memory access");
+  }
+  bool fail_device_sync_ = false;
 
   size_t free_bytes_ = size_t{1} << 30;  // physical memory left
   int fail_create_in_ = 0;
