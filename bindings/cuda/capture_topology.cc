@@ -4,16 +4,10 @@
 
 #include <string>
 
-#include "allocator/errors.h"
+#include "bindings/cuda/cuda_runtime_call.h"
 
 namespace cachealloc {
 namespace {
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw BackendError(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(err) +
-                       ": " + cudaGetErrorString(err));
-}
 
 // A stream's capture state; `deps` (count `num_deps`) stay valid until the
 // next capture call on the stream.
@@ -29,11 +23,11 @@ CaptureState capture_state(StreamId stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   // CUDA 13 merged the _v2 form (and edge data) into the plain name.
 #if CUDART_VERSION >= 13000
-  check(cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(stream), &status, &st.id,
+  check_cuda(cudaStreamGetCaptureInfo(reinterpret_cast<cudaStream_t>(stream), &status, &st.id,
                                  nullptr, &st.deps, nullptr, &st.num_deps),
         "cudaStreamGetCaptureInfo");
 #else
-  check(cudaStreamGetCaptureInfo_v2(reinterpret_cast<cudaStream_t>(stream), &status, &st.id,
+  check_cuda(cudaStreamGetCaptureInfo_v2(reinterpret_cast<cudaStream_t>(stream), &status, &st.id,
                                     nullptr, &st.deps, &st.num_deps),
         "cudaStreamGetCaptureInfo_v2");
 #endif
@@ -48,19 +42,19 @@ uint64_t id_of(cudaGraphNode_t node) { return reinterpret_cast<uint64_t>(node); 
 std::vector<cudaGraphNode_t> parents_of(cudaGraphNode_t node) {
   size_t count = 0;
 #if CUDART_VERSION >= 13000
-  check(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count),
+  check_cuda(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count),
         "cudaGraphNodeGetDependencies");
 #else
-  check(cudaGraphNodeGetDependencies(node, nullptr, &count), "cudaGraphNodeGetDependencies");
+  check_cuda(cudaGraphNodeGetDependencies(node, nullptr, &count), "cudaGraphNodeGetDependencies");
 #endif
   std::vector<cudaGraphNode_t> parents(count);
   if (count > 0) {
 #if CUDART_VERSION >= 13000
     std::vector<cudaGraphEdgeData> edges(count);
-    check(cudaGraphNodeGetDependencies(node, parents.data(), edges.data(), &count),
+    check_cuda(cudaGraphNodeGetDependencies(node, parents.data(), edges.data(), &count),
           "cudaGraphNodeGetDependencies");
 #else
-    check(cudaGraphNodeGetDependencies(node, parents.data(), &count),
+    check_cuda(cudaGraphNodeGetDependencies(node, parents.data(), &count),
           "cudaGraphNodeGetDependencies");
 #endif
     parents.resize(count);

@@ -10,35 +10,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "allocator/errors.h"
 #include "bindings/cuda/capture_topology.h"
+#include "bindings/cuda/cuda_runtime_call.h"
 #include "bindings/cuda/shared_pages.h"
 #include "bindings/cuda/cuda_vmm_driver.h"
 #include "bindings/cuda/vmm_pages.h"
 
 namespace cachealloc {
 namespace {
-
-void check(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw BackendError(std::string("CUDA error in ") + what + ": " +
-                       cudaGetErrorName(err) + ": " + cudaGetErrorString(err));
-}
-
-// Makes `device` current for the scope; restores the previous one.
-class DeviceScope {
- public:
-  explicit DeviceScope(int device) {
-    check(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
-    switched_ = previous_ != device;
-  }
-  ~DeviceScope() {
-    if (switched_) cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-};
 
 cudaStream_t as_stream(StreamId s) { return reinterpret_cast<cudaStream_t>(s); }
 
@@ -49,7 +27,7 @@ int stream_device(StreamId stream, int fallback) {
   const auto s = as_stream(stream);
   if (s == nullptr || s == cudaStreamLegacy || s == cudaStreamPerThread) return fallback;
   int device = fallback;
-  check(cudaStreamGetDevice(s, &device), "cudaStreamGetDevice");
+  check_cuda(cudaStreamGetDevice(s, &device), "cudaStreamGetDevice");
   return device;
 }
 
@@ -64,11 +42,11 @@ class CudaEvents {
   EventId record(int device, StreamId stream) {
     DeviceScope scope(stream_device(stream, device));
     cudaEvent_t ev = nullptr;
-    check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+    check_cuda(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     const cudaError_t err = cudaEventRecord(ev, as_stream(stream));
     if (err != cudaSuccess) {
       (void)cudaEventDestroy(ev);  // not handed out: ours to release
-      check(err, "cudaEventRecord");
+      check_cuda(err, "cudaEventRecord");
     }
     return reinterpret_cast<EventId>(ev);
   }
@@ -78,21 +56,21 @@ class CudaEvents {
       (void)cudaGetLastError();
       return false;
     }
-    check(err, "cudaEventQuery");
+    check_cuda(err, "cudaEventQuery");
     return true;
   }
   void synchronize(EventId id) {
-    check(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(id)), "cudaEventSynchronize");
+    check_cuda(cudaEventSynchronize(reinterpret_cast<cudaEvent_t>(id)), "cudaEventSynchronize");
   }
   void destroy(EventId id) {
-    check(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(id)), "cudaEventDestroy");
+    check_cuda(cudaEventDestroy(reinterpret_cast<cudaEvent_t>(id)), "cudaEventDestroy");
   }
 };
 
 DeviceMemoryInfo memory_info_of(int device) {
   DeviceScope scope(device);
   size_t free_bytes = 0, total_bytes = 0;
-  check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo");
   return DeviceMemoryInfo{free_bytes, total_bytes};
 }
 
@@ -127,7 +105,7 @@ class CudaBackendBase : public DeviceBackend {
 class RelaxedCaptureMode {
  public:
   RelaxedCaptureMode() {
-    check(cudaThreadExchangeStreamCaptureMode(&mode_), "cudaThreadExchangeStreamCaptureMode");
+    check_cuda(cudaThreadExchangeStreamCaptureMode(&mode_), "cudaThreadExchangeStreamCaptureMode");
   }
   ~RelaxedCaptureMode() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
   RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
@@ -158,12 +136,12 @@ class CudaRuntimeBackend final : public CudaBackendBase {
       (void)cudaGetLastError();  // clear the sticky-free error state
       return 0;
     }
-    check(err, "cudaMalloc");
+    check_cuda(err, "cudaMalloc");
     return reinterpret_cast<uintptr_t>(p);
   }
   void release(int device, uintptr_t address, size_t) override {
     DeviceScope scope(device);
-    check(cudaFree(reinterpret_cast<void*>(address)), "cudaFree");
+    check_cuda(cudaFree(reinterpret_cast<void*>(address)), "cudaFree");
   }
 
   // Reserved as native reserves (cuMemAddressReserve with alignment 0: the
@@ -237,7 +215,7 @@ class CudaAsyncBackend final : public CudaBackendBase {
     // On a capturing stream cudaMallocAsync would become a node of the
     // graph (memory the graph owns and frees), not a segment of this cache.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    check(cudaStreamIsCapturing(as_stream(stream), &capture), "cudaStreamIsCapturing");
+    check_cuda(cudaStreamIsCapturing(as_stream(stream), &capture), "cudaStreamIsCapturing");
     if (capture != cudaStreamCaptureStatusNone)
       throw BackendError(
           "cudaMallocAsync backend: cannot reserve a segment on a capturing stream (CUDA graph "
@@ -248,7 +226,7 @@ class CudaAsyncBackend final : public CudaBackendBase {
       (void)cudaGetLastError();
       return 0;
     }
-    check(err, "cudaMallocAsync");
+    check_cuda(err, "cudaMallocAsync");
     std::lock_guard<std::mutex> lock(mutex_);
     stream_of_[reinterpret_cast<uintptr_t>(p)] = stream;
     return reinterpret_cast<uintptr_t>(p);
@@ -264,7 +242,7 @@ class CudaAsyncBackend final : public CudaBackendBase {
       stream = it->second;
       stream_of_.erase(it);
     }
-    check(cudaFreeAsync(reinterpret_cast<void*>(address), as_stream(stream)), "cudaFreeAsync");
+    check_cuda(cudaFreeAsync(reinterpret_cast<void*>(address), as_stream(stream)), "cudaFreeAsync");
   }
 
  private:
@@ -298,7 +276,7 @@ void cuda_enable_peer_access(DeviceBackend& backend, int dev, int dev_to_access)
     if (err == cudaErrorPeerAccessAlreadyEnabled) {
       (void)cudaGetLastError();
     } else {
-      check(err, "cudaDeviceEnablePeerAccess");
+      check_cuda(err, "cudaDeviceEnablePeerAccess");
     }
   }
   // cudaDeviceEnablePeerAccess does not reach memory mapped with cuMemMap:

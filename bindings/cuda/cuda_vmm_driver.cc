@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocator/errors.h"
+#include "bindings/cuda/cuda_runtime_call.h"
 #include "bindings/cuda/driver_api.h"
 
 namespace cachealloc {
@@ -23,44 +24,18 @@ CUmemAllocationHandleType driver_handle_type(ShareableHandle type) {
   return CU_MEM_HANDLE_TYPE_NONE;
 }
 
-void check_runtime(cudaError_t err, const char* what) {
-  if (err != cudaSuccess)
-    throw BackendError(std::string("CUDA error in ") + what + ": " + cudaGetErrorName(err) + ": " +
-                       cudaGetErrorString(err));
-}
-
-// Makes `device` current for the scope (the driver's primary context of
-// that device is then current too); restores the previous device.
-class CurrentDevice {
- public:
-  explicit CurrentDevice(int device) {
-    check_runtime(cudaGetDevice(&previous_), "cudaGetDevice");
-    if (previous_ != device) check_runtime(cudaSetDevice(device), "cudaSetDevice");
-    switched_ = previous_ != device;
-  }
-  ~CurrentDevice() {
-    if (switched_) (void)cudaSetDevice(previous_);
-  }
-  CurrentDevice(const CurrentDevice&) = delete;
-  CurrentDevice& operator=(const CurrentDevice&) = delete;
-
- private:
-  int previous_ = 0;
-  bool switched_ = false;
-};
-
 class CudaVmmDriver final : public VmmDriver {
  public:
   uintptr_t reserve(int device, size_t bytes, size_t alignment) override {
     const DriverApi& api = DriverApi::get();
-    CurrentDevice current(device);
+    DeviceScope current(device);
     CUdeviceptr base = 0;
     check_driver(api.cuMemAddressReserve(&base, bytes, alignment, 0, 0), "cuMemAddressReserve");
     return static_cast<uintptr_t>(base);
   }
   void free_range(int device, uintptr_t base, size_t bytes) override {
     const DriverApi& api = DriverApi::get();
-    CurrentDevice current(device);
+    DeviceScope current(device);
     check_driver(api.cuMemAddressFree(static_cast<CUdeviceptr>(base), bytes), "cuMemAddressFree");
   }
   VmmStatus create(int device, size_t bytes, ShareableHandle type, uint64_t* handle,
@@ -117,8 +92,8 @@ class CudaVmmDriver final : public VmmDriver {
     // cudaStreamSynchronize, never a call that could take Python's GIL (the
     // caller holds the device lock; native avoids the same deadlock).
     // Stream 0 is the legacy default stream of the current device.
-    CurrentDevice current(device);
-    check_runtime(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
+    DeviceScope current(device);
+    check_cuda(cudaStreamSynchronize(reinterpret_cast<cudaStream_t>(stream)),
                   "cudaStreamSynchronize");
   }
   void export_handle(int, uint64_t handle, ShareableHandle type, std::string* out) override {
@@ -137,7 +112,7 @@ class CudaVmmDriver final : public VmmDriver {
     out->append(reinterpret_cast<const char*>(&fd), sizeof fd);
   }
   uint64_t import_handle(int device, const void* shareable, ShareableHandle type) override {
-    CurrentDevice current(device);
+    DeviceScope current(device);
     CUmemGenericAllocationHandle h = 0;
     // A descriptor travels as the pointer's value, a fabric handle by address.
     void* arg = type == ShareableHandle::kFabric
@@ -148,8 +123,8 @@ class CudaVmmDriver final : public VmmDriver {
     return static_cast<uint64_t>(h);
   }
   void synchronize_device(int device) override {
-    CurrentDevice current(device);
-    check_runtime(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    DeviceScope current(device);
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
 
  private:

@@ -152,24 +152,14 @@ void Runtime::enable_peer_access(int dev, int dev_to_access) {
   throw BackendError("enable_peer_access: backend '" + g.backend_name + "' has no peer access");
 }
 
-#ifdef CACHEALLOC_WITH_CUDA
-namespace {
-DeviceBackend& cuda_backend(Generation& g) {
-  if (g.backend_name != "cuda")
-    throw BackendError("cachealloc: expandable segments are shared only by the cudaMalloc "
-                       "backend, not '" + g.backend_name + "'");
-  return *g.backends.front();
-}
-}  // namespace
-#endif
-
 bool Runtime::share_expandable(uintptr_t address, std::string* out, size_t* offset) {
   return current().allocator.share_expandable(address, out, offset);
 }
 
 uintptr_t Runtime::open_shared_expandable(int device, std::string_view bytes) {
 #ifdef CACHEALLOC_WITH_CUDA
-  return cuda_open_shared_expandable(cuda_backend(current()), device, bytes);
+  // The backend refuses unless it is the cudaMalloc one (cuda_backends.h).
+  return cuda_open_shared_expandable(*current().backends.front(), device, bytes);
 #else
   (void)device, (void)bytes;
   throw BackendError("cachealloc: built without CUDA: nothing to open");
