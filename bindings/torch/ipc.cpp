@@ -84,18 +84,28 @@ OpenedSegment::~OpenedSegment() {
   C10_CUDA_CHECK_WARN(cudaIpcCloseMemHandle(base));
 }
 
+// The handle's type (kCudaMallocHandle or kExpandableHandle), its version
+// checked; a bare 64-byte handle (torch before the version byte) is a
+// cudaMalloc one.
+char handle_type(const std::string& handle) {
+  if (handle.size() == kRawHandleBytes) return kCudaMallocHandle;
+  TORCH_CHECK(handle.size() >= 2, "cachealloc: a CUDA IPC handle of ", handle.size(),
+              " bytes is too short to be one");
+  TORCH_CHECK(handle[0] <= kHandleVersion,
+              "received sharable handle from a future version of torch that this version does not "
+              "know how to handle");
+  TORCH_CHECK(handle[1] == kCudaMallocHandle || handle[1] == kExpandableHandle,
+              "unexpected or illformed shareable handle type");
+  return handle[1];
+}
+
+// The cudaIpcMemHandle_t of a handle of type kCudaMallocHandle.
 cudaIpcMemHandle_t parse_handle(const std::string& handle) {
   cudaIpcMemHandle_t out;
   if (handle.size() == kRawHandleBytes) {  // from a torch before the version byte
     std::memcpy(&out, handle.data(), kRawHandleBytes);
     return out;
   }
-  TORCH_CHECK(handle.size() >= 2, "cachealloc: a CUDA IPC handle of ", handle.size(),
-              " bytes is too short to be one");
-  TORCH_CHECK(handle[0] <= kHandleVersion,
-              "received sharable handle from a future version of torch that this version does not "
-              "know how to handle");
-  TORCH_CHECK(handle[1] == kCudaMallocHandle, "unexpected or illformed shareable handle type");
   TORCH_CHECK(handle.size() == 2 + kRawHandleBytes, "cachealloc: a CUDA IPC handle of ",
               handle.size(), " bytes; expected ", 2 + kRawHandleBytes);
   std::memcpy(&out, handle.data() + 2, kRawHandleBytes);
@@ -107,20 +117,20 @@ cudaIpcMemHandle_t parse_handle(const std::string& handle) {
 CCA::ShareableHandle share_ipc_handle(void* ptr) {
   refuse_async("shareIpcHandle");
   {
-    std::string bytes(2, '\0');
+    // [version][type] then the description: a few hundred bytes, written
+    // in place; one retry with the length asked for when it is more.
+    std::string bytes(2 + 1024, '\0');
     bytes[0] = kHandleVersion;
     bytes[1] = kExpandableHandle;
     size_t length = 0, offset = 0;
-    // A description is a few hundred bytes; one retry with the size asked.
-    std::string desc(1024, '\0');
-    int rc = cachealloc_share_expandable(ptr, desc.data(), desc.size(), &length, &offset);
-    if (rc == -1 && length > desc.size()) {
-      desc.resize(length);
-      rc = cachealloc_share_expandable(ptr, desc.data(), desc.size(), &length, &offset);
+    int rc = cachealloc_share_expandable(ptr, bytes.data() + 2, bytes.size() - 2, &length, &offset);
+    if (rc == -1 && length > bytes.size() - 2) {
+      bytes.resize(2 + length);
+      rc = cachealloc_share_expandable(ptr, bytes.data() + 2, length, &length, &offset);
     }
     TORCH_CHECK(rc != -1, cachealloc_last_error());
-    if (rc == 0) {
-      bytes.append(desc.data(), length);
+    if (rc == 0) {  // in an expandable segment
+      bytes.resize(2 + length);
       return {static_cast<ptrdiff_t>(offset), std::move(bytes)};
     }
   }
@@ -139,8 +149,7 @@ CCA::ShareableHandle share_ipc_handle(void* ptr) {
 
 std::shared_ptr<void> open_ipc_handle(const std::string& handle) {
   refuse_async("getIpcDevPtr");
-  const bool expandable = handle.size() >= 2 && handle.size() != kRawHandleBytes &&
-                          handle[0] <= kHandleVersion && handle[1] == kExpandableHandle;
+  const bool expandable = handle_type(handle) == kExpandableHandle;
   cudaIpcMemHandle_t raw{};
   if (!expandable) raw = parse_handle(handle);
   IpcCache& c = cache();
