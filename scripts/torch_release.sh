@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Fetches one released torch version's headers and Python sources, for
+# compile checks and per-version comparisons against versions that are not
+# installed. Uses the macOS arm64 wheel from PyPI: a CPU build of about
+# 80 MB whose include/ holds the same c10/cuda and torch/csrc/cuda headers as
+# the Linux CUDA wheels (headers are installed whatever the build), and whose
+# torch/*.py files are the version's Python API. Nothing is installed.
+#
+#   bash scripts/torch_release.sh 2.12.0        # prints the extracted root
+#
+# The extracted tree is cached under $CACHEALLOC_TORCH_CACHE (default
+# ~/.cache/cachealloc/torch/VERSION): torch/include/... and torch/**/*.py.
+# A second call for the same version downloads nothing.
+set -euo pipefail
+version=${1:?usage: torch_release.sh VERSION (e.g. 2.12.0)}
+case "$version" in
+  [0-9]*.[0-9]*.[0-9]*) ;;
+  *) echo "torch_release.sh: '$version' is not a release version like 2.12.0" >&2; exit 2 ;;
+esac
+cache=${CACHEALLOC_TORCH_CACHE:-$HOME/.cache/cachealloc/torch}
+root=$cache/$version
+if [ ! -f "$root/.complete" ]; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  # Wheels from 2.12 on are tagged macosx_14_0. PIP_CONFIG_FILE=/dev/null:
+  # a machine-wide pip cap on torch's version must not stop a header read.
+  PIP_CONFIG_FILE=/dev/null python3 -m pip download -q --no-deps --only-binary=:all: \
+    --platform macosx_11_0_arm64 --platform macosx_14_0_arm64 \
+    --python-version 3.12 --implementation cp -d "$tmp" "torch==$version" >&2
+  rm -rf "$root"
+  mkdir -p "$root"
+  # Headers and Python sources only: the native libraries are macOS builds.
+  unzip -q -o "$tmp"/torch-*.whl 'torch/include/*' 'torch/*.py' 'torch/*.pyi' -d "$root" >&2
+  touch "$root/.complete"
+fi
+echo "$root"
