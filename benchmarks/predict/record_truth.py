@@ -70,6 +70,8 @@ def worker(spec: dict) -> dict:
             with mt:
                 for _ in range(spec["steps"]):
                     step()
+                    # per-module stats allow one iteration; the peak survives this
+                    mt.reset_mod_stats()
             peak = mt.get_tracker_snapshot("peak")
             out["memtracker_peak"] = {str(d): dict(v) for d, v in peak.items()}
             out["memtracker_peak_total"] = max(
