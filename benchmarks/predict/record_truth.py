@@ -73,7 +73,8 @@ def worker(spec: dict) -> dict:
                     # per-module stats allow one iteration; the peak survives this
                     mt.reset_mod_stats()
             peak = mt.get_tracker_snapshot("peak")
-            out["memtracker_peak"] = {str(d): dict(v) for d, v in peak.items()}
+            out["memtracker_peak"] = {str(d): {str(getattr(k, "value", k)): n for k, n in v.items()}
+                                      for d, v in peak.items()}
             out["memtracker_peak_total"] = max(
                 v.get("Total", 0) for d, v in peak.items() if str(d).startswith("cuda"))
         else:
