@@ -137,6 +137,11 @@ class RecordingMode(TorchDispatchMode):
             # .item(), bool(t), printing a value: no data on the fake device.
             self.rec.placeholders += 1
             return _placeholder(args[0].dtype)
+        if func is aten._to_copy.default and getattr(args[0], "constant", None) is not None:
+            # FakeTensorMode keeps the real value of small tensors made from
+            # Python numbers and computes copies of them for real, which a
+            # copy to "cuda" cannot do: forget the value (only the size counts).
+            args[0].constant = None
         try:
             out = func(*args, **kwargs)
         except (torch._subclasses.fake_tensor.DynamicOutputShapeException,

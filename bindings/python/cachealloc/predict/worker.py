@@ -73,7 +73,11 @@ def main(argv):
                 spec = importlib.util.spec_from_file_location("_cachealloc_predict_builder", path)
                 mod = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(mod)
-                step = getattr(mod, func)(ns.size)
+                # FUNC names a function, or a key of the module's WORKLOADS dict.
+                build = getattr(mod, func, None) or getattr(mod, "WORKLOADS", {}).get(func)
+                if build is None:
+                    raise SystemExit(f"{path} has no function or WORKLOADS entry {func!r}")
+                step = build(ns.size)
                 for _ in range(ns.steps):
                     step()
                     steps[0] += 1
