@@ -73,8 +73,8 @@ def test_largest_is_exact_on_a_known_step(tmp_path):
 
 def test_unmodified_script_through_the_command(tmp_path):
     page = tmp_path / "answer.html"
-    proc = _predict_cmd("--gpu", "A100-40GB", "--steps", "2", "--size", "64", "--batch-arg",
-                        "--batch-size", "--json", "--html", str(page), "--no-advise", "--",
+    proc = _predict_cmd("--gpu", "A100-40GB", "--steps", "2", "--size", "64", "--batch-arg=--batch-size",
+                        "--json", "--html", str(page), "--no-advise", "--",
                         "python", str(STEPS / "tiny_train.py"), "--steps", "1000")
     assert proc.returncode == 0, proc.stderr
     ans = json.loads(proc.stdout)
@@ -104,23 +104,29 @@ def test_refusals_name_the_problem(tmp_path):
 
 
 def _gpu_recording():
-    files = sorted(DATA.glob("*.pickle.gz")) if DATA.exists() else []
-    return files
+    return (DATA / "encoder_small.json").exists()
+
+
+def _alloc_sizes(path):
+    return [e["size"] for e in _events(path) if e["action"] == "alloc"]
 
 
 @pytest.mark.skipif(not _gpu_recording(), reason="no GPU recording bundled in tests/data/predict")
 def test_prediction_matches_gpu_recording(tmp_path):
-    """The GPU recording (tests/data/predict, native allocator on an H100,
-    torch 2.11) against the fake device's recording of the same step: the
-    allocation sizes must agree exactly, in order, except the explained
-    differences listed in the recording's JSON beside it."""
-    from cachealloc import predict
-    meta_path = DATA / "recording.json"
-    meta = json.loads(meta_path.read_text())
-    trace = DATA / meta["trace"]
-    gpu = predict.resolve_gpu(meta.get("gpu", "H100-80GB"))
-    rec = predict.record(f"{REPO / 'benchmarks' / 'predict' / 'workloads.py'}:{meta['workload']}",
-                         gpu, size=meta["batch"], steps=meta["steps"], workdir=tmp_path)
-    want = [e["size"] for e in _events(trace) if e["action"] == "alloc"]
-    got = [e["size"] for e in _events(rec.trace) if e["action"] == "alloc"]
+    """The GPU recording (tests/data/predict/encoder_small.*: native
+    allocator, H200, torch 2.11, history started before the model was built)
+    against the fake device's recording of the same step."""
+    from cachealloc import lab, predict
+    meta = json.loads((DATA / "encoder_small.json").read_text())
+    gpu = predict.resolve_gpu("H200-141GB", memory=meta["device_total_memory"])
+    rec = predict.record(f"{REPO / meta['builder']}:{meta['workload']}", gpu, size=meta["batch"],
+                         steps=meta["steps"], workdir=tmp_path)
+    want = _alloc_sizes(DATA / "encoder_small.pickle.gz")
+    got = _alloc_sizes(rec.trace)
     assert got == want
+    # And so the replayed peaks are the GPU's, under both policies.
+    for conf, name in (("", "encoder_small"), ("expandable_segments:True", "encoder_small_expandable")):
+        truth = json.loads((DATA / f"{name}.json").read_text())
+        row = lab.compare(rec.trace, [conf])[0]
+        assert row["peak_allocated"] == truth["max_memory_allocated"]
+        assert row["peak_reserved"] == truth["max_memory_reserved"]

@@ -64,41 +64,109 @@ def _script_of(command: Sequence[str]) -> List[str]:
     return cmd
 
 
-def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
-           size: Optional[int] = None, batch_arg: Optional[str] = None,
-           batch_env: Optional[str] = None, workdir=None) -> Recorded:
-    workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
-    tag = f"s{size}" if size is not None else "run"
-    trace = workdir / f"predicted-{tag}.pickle"
-    summary = workdir / f"predicted-{tag}.json"
-    gpu_json = json.dumps({"name": gpu.name, "total_memory": gpu.total_memory,
-                           "capability": list(gpu.capability),
-                           "multi_processor_count": gpu.multi_processor_count,
-                           "context_bytes": gpu.context_bytes, "product": gpu.product})
-    cmd = [sys.executable, str(WORKER), "--gpu-json", gpu_json, "--out", str(trace),
-           "--summary", str(summary), "--steps", str(steps)]
-    env = dict(os.environ)
-    env.pop("CUDA_VISIBLE_DEVICES", None)
+def _gpu_json(gpu: Gpu) -> str:
+    return json.dumps({"name": gpu.name, "total_memory": gpu.total_memory,
+                       "capability": list(gpu.capability),
+                       "multi_processor_count": gpu.multi_processor_count,
+                       "context_bytes": gpu.context_bytes, "product": gpu.product})
+
+
+def _request(target, size, batch_arg, batch_env):
+    """(builder or None, script argv, extra env) for one size."""
     if isinstance(target, str):
         if ":" not in target:
             raise ValueError(f"builder {target!r} must be FILE.py:FUNCTION")
         if size is None:
             raise ValueError("a builder needs a size")
-        cmd += ["--builder", target, "--size", str(size)]
-    else:
-        script = _script_of(target)
-        if size is not None:
-            if batch_arg:
-                script = size_argv(script, batch_arg, size)
-            elif batch_env:
-                env[batch_env] = str(size)
-            else:
-                raise ValueError("searching a script's size needs --batch-arg or --batch-env")
-        cmd += ["--"] + script
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode == 3:
+        return target, [], {}
+    script = _script_of(target)
+    env = {}
+    if size is not None:
+        if batch_arg:
+            script = size_argv(script, batch_arg, size)
+        elif batch_env:
+            env[batch_env] = str(size)
+        else:
+            raise ValueError("searching a script's size needs --batch-arg or --batch-env")
+    return None, script, env
+
+
+def _result(status, summary: pathlib.Path, trace: pathlib.Path, log: str) -> Recorded:
+    if status == 3:
         raise PredictionRefused(json.loads(summary.read_text())["refused"])
-    if proc.returncode != 0:
-        raise RecordError("the step failed on the fake device (exit %d):\n%s"
-                          % (proc.returncode, proc.stderr[-4000:]))
+    if status != 0 or not summary.exists():
+        raise RecordError("the step failed on the fake device (exit %s):\n%s" % (status, log[-4000:]))
     return Recorded(trace, json.loads(summary.read_text()))
+
+
+def _worker_env():
+    env = dict(os.environ)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
+           size: Optional[int] = None, batch_arg: Optional[str] = None,
+           batch_env: Optional[str] = None, workdir=None) -> Recorded:
+    """One recording in a fresh worker process."""
+    workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
+    tag = f"s{size}" if size is not None else "run"
+    trace, summary = workdir / f"predicted-{tag}.pickle", workdir / f"predicted-{tag}.json"
+    builder, script, extra = _request(target, size, batch_arg, batch_env)
+    cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--out", str(trace),
+           "--summary", str(summary), "--steps", str(steps)]
+    cmd += ["--builder", builder, "--size", str(size)] if builder else ["--"] + script
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(_worker_env(), **extra))
+    return _result(proc.returncode, summary, trace, proc.stderr)
+
+
+class Session:
+    """One worker process serving many recordings of one target (a size
+    search): torch is imported once. The script's output goes to a log file
+    in workdir."""
+
+    def __init__(self, target, gpu: Gpu, *, steps=3, batch_arg=None, batch_env=None, workdir=None):
+        self.target, self.batch_arg, self.batch_env = target, batch_arg, batch_env
+        self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
+        builder, _, _ = _request(target, 1, batch_arg, batch_env)
+        read_fd, write_fd = os.pipe()
+        cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--steps", str(steps),
+               "--reply-fd", str(write_fd)]
+        if builder:
+            cmd += ["--builder", builder]
+        self.log_path = self.workdir / "worker.log"
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=self._log,
+                                     text=True, env=_worker_env(), pass_fds=(write_fd,))
+        os.close(write_fd)
+        self._reply = os.fdopen(read_fd, "r")
+
+    def record(self, size: int) -> Recorded:
+        _, script, extra = _request(self.target, size, self.batch_arg, self.batch_env)
+        trace = self.workdir / f"predicted-s{size}.pickle"
+        summary = self.workdir / f"predicted-s{size}.json"
+        req = {"size": size, "out": str(trace), "summary": str(summary), "argv": script, "env": extra}
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        line = self._reply.readline()
+        status = int(line) if line.strip() else "worker died"
+        self._log.flush()
+        return _result(status, summary, trace, self.log_path.read_text())
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reply.close()
+        self._log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

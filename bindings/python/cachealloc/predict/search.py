@@ -19,7 +19,7 @@ from typing import Callable, Dict, Optional
 
 from .. import lab
 from .gpus import Gpu
-from .record import record
+from .record import Session, record
 
 NATIVE_CONFIGS = {"classic": "", "expandable": "expandable_segments:True"}
 
@@ -99,13 +99,21 @@ def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_siz
     limit = gpu.usable(memory_fraction)
     probes: Dict[int, dict] = {}
     progress = progress or Progress(False)
+    session = Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
+                      workdir=workdir)
+    try:
+        return _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0)
+    finally:
+        session.close()
+
+
+def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0):
 
     def probe(size: int) -> dict:
         if size not in probes:
             progress.update(len(probes) + 1, max(len(probes) + 2, 2 * len(probes).bit_length() + 4),
                             f"size={size}")
-            rec = record(target, gpu, steps=steps, size=size, batch_arg=batch_arg,
-                         batch_env=batch_env, workdir=workdir)
+            rec = session.record(size)
             probes[size] = measure(rec.trace, limit)
         return probes[size]
 

@@ -36,17 +36,40 @@ def main(argv):
     import argparse
     p = argparse.ArgumentParser()
     p.add_argument("--gpu-json", required=True)
-    p.add_argument("--out", required=True)
-    p.add_argument("--summary", required=True)
+    p.add_argument("--out")
+    p.add_argument("--summary")
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--builder")
     p.add_argument("--size", type=int)
+    # Serve many recordings from one process (one torch import): requests
+    # are JSON lines on stdin ({"size", "out", "summary", "argv", "env"}),
+    # each answered by its exit status as a line on file descriptor --reply-fd.
+    p.add_argument("--reply-fd", type=int)
     p.add_argument("script", nargs="*")
     ns = p.parse_args(argv)
-    t0 = time.perf_counter()
     _load_guard()
     sys.path.insert(0, str(HERE.parent.parent))
     import torch  # noqa: F401  (after the guard)
+    if ns.reply_fd is None:
+        return record_one(ns, ns.size, ns.out, ns.summary, ns.script)
+    reply = os.fdopen(ns.reply_fd, "w", buffering=1)
+    for line in sys.stdin:
+        req = json.loads(line)
+        os.environ.update(req.get("env") or {})
+        try:
+            status = record_one(ns, req.get("size"), req["out"], req["summary"], req.get("argv") or [])
+        except BaseException as e:  # the script failed: report, keep serving
+            import traceback
+            traceback.print_exc()
+            status = 1
+        reply.write(f"{status}\n")
+    return 0
+
+
+def record_one(ns, size, out, summary_path, script):
+    import gc
+    t0 = time.perf_counter()
+    import torch
     from cachealloc.predict import gpu_model, trace_writer
     from cachealloc.predict.fake_device import FakeCudaDevice
     from cachealloc.predict.gpus import Gpu
@@ -55,7 +78,7 @@ def main(argv):
     g = json.loads(ns.gpu_json)
     gpu = Gpu(g["name"], g["total_memory"], tuple(g["capability"]), g["multi_processor_count"],
               g["context_bytes"], g.get("product", ""))
-    summary = {"refused": None, "steps": 0, "torch": torch.__version__}
+    summary = {"refused": None, "steps": 0, "torch": torch.__version__, "size": size}
     steps = [0]
 
     def hook(opt, args, kwargs):
@@ -65,7 +88,6 @@ def main(argv):
 
     dev = FakeCudaDevice(gpu)
     status = 0
-    t_setup = time.perf_counter()
     try:
         with dev:
             if ns.builder:
@@ -77,17 +99,18 @@ def main(argv):
                 build = getattr(mod, func, None) or getattr(mod, "WORKLOADS", {}).get(func)
                 if build is None:
                     raise SystemExit(f"{path} has no function or WORKLOADS entry {func!r}")
-                step = build(ns.size)
+                step = build(size)
                 for _ in range(ns.steps):
                     step()
                     steps[0] += 1
+                del step, build, mod
             else:
                 import runpy
                 from torch.optim.optimizer import register_optimizer_step_post_hook
                 handle = register_optimizer_step_post_hook(hook)
-                sys.argv = list(ns.script)
+                sys.argv = list(script)
                 try:
-                    runpy.run_path(ns.script[0], run_name="__main__")
+                    runpy.run_path(script[0], run_name="__main__")
                 except _StepsDone:
                     pass
                 except SystemExit as e:
@@ -101,13 +124,14 @@ def main(argv):
     except _StepsDone:
         pass
     summary["steps"] = steps[0]
-    summary["record_seconds"] = time.perf_counter() - t_setup
+    summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__)
-    trace_writer.write(ns.out, dev.recording.events)
-    summary["seconds"] = time.perf_counter() - t0
-    with open(ns.summary, "w") as f:
+    trace_writer.write(out, dev.recording.events)
+    with open(summary_path, "w") as f:
         json.dump(summary, f)
+    del dev
+    gc.collect()
     return status
 
 
