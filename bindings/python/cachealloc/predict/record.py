@@ -78,6 +78,8 @@ def _request(target, size, batch_arg, batch_env):
             raise ValueError(f"builder {target!r} must be FILE.py:FUNCTION")
         if size is None:
             raise ValueError("a builder needs a size")
+        if not pathlib.Path(target.rpartition(":")[0]).is_file():
+            raise ValueError(f"builder file {target.rpartition(':')[0]!r} not found")
         return target, [], {}
     script = _script_of(target)
     env = {}
