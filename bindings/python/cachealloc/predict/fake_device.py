@@ -158,6 +158,11 @@ class FakeCudaDevice:
         for name, value in patches.items():
             self._set(c, name, value)
         self._set(torch.nn.Module, "_apply", _overwrite_apply)
+        # torch 2.11's FakeTensor primes a real GPU context (a real 1-element
+        # tensor) when torch.cuda.is_available() says True: none exists here.
+        import torch._subclasses.fake_tensor as fake_tensor_mod
+        if hasattr(fake_tensor_mod, "init_gpu_context"):
+            self._set(fake_tensor_mod, "init_gpu_context", lambda device=None: None)
 
         def refuse_compile(*a, **k):
             raise PredictionRefused(
