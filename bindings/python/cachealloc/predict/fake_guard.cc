@@ -14,6 +14,14 @@ C10_REGISTER_GUARD_IMPL(CUDA, FakeCudaGuard);
 
 extern "C" int cachealloc_fake_cuda_guard_loaded() { return 1; }
 
+// A CUDA build registers its real guard when libtorch_cuda loads, which is
+// after this library: called once torch is imported, this puts the fake one
+// back (the real guard would ask a driver that sees no GPU).
+extern "C" int cachealloc_fake_cuda_guard_register() {
+  static c10::impl::DeviceGuardImplRegistrar again(c10::DeviceType::CUDA, new FakeCudaGuard());
+  return 1;
+}
+
 // CUDA hooks that say a CUDA device exists, so that at::getAccelerator()
 // (which autograd's engine asks when a backward pass starts) names CUDA, as
 // on a GPU. They report no primary context, so the engine asks the fake guard

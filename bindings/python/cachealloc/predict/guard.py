@@ -78,6 +78,16 @@ def load() -> None:
     if "torch" in sys.modules:
         raise GuardError("the fake device must be set up before torch is imported "
                          "(run the recording through cachealloc.predict, which starts a fresh process)")
-    lib = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)
-    if lib.cachealloc_fake_cuda_hooks_active() != 1:
+    global _lib
+    _lib = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)
+    if _lib.cachealloc_fake_cuda_hooks_active() != 1:
         raise GuardError("the fake CUDA hooks did not take effect")
+
+
+def after_torch_import() -> None:
+    """Puts the fake CUDA guard back over a CUDA build's own (registered when
+    torch imported libtorch_cuda)."""
+    _lib.cachealloc_fake_cuda_guard_register()
+
+
+_lib = None

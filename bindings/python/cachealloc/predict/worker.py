@@ -25,6 +25,7 @@ def _load_guard():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     mod.load()
+    return mod
 
 
 class _StepsDone(BaseException):
@@ -47,9 +48,10 @@ def main(argv):
     p.add_argument("--reply-fd", type=int)
     p.add_argument("script", nargs="*")
     ns = p.parse_args(argv)
-    _load_guard()
+    guard = _load_guard()
     sys.path.insert(0, str(HERE.parent.parent))
     import torch  # noqa: F401  (after the guard)
+    guard.after_torch_import()
     if ns.reply_fd is None:
         return record_one(ns, ns.size, ns.out, ns.summary, ns.script)
     reply = os.fdopen(ns.reply_fd, "w", buffering=1)
