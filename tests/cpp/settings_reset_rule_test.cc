@@ -7,7 +7,7 @@
 // segment size; CUDAAllocatorConfig::parseArgs resets nothing. One test per
 // key, each of which fails when the key is kept or reset the other way.
 // Then large_segment_size_mb's own rules, and the engine-level cases the
-// GPU probes check (tests/gpu/settings_probe.py).
+// GPU probes check (tests/gpu/large_segment_script.py).
 #include <gtest/gtest.h>
 
 #include <algorithm>
