@@ -72,7 +72,10 @@ void answer(Advice& advice, const AdviseOptions& options) {
                     std::to_string(advice.configs_run) + " configs needs " + b(smallest) + "." +
                     limit_part;
   } else {
-    advice.headline = "Set " + env + ": it needs " + b(rec.min.min_limit) + " instead of " +
+    // The line to copy is printed on a line of its own (lab_advise.cc): a
+    // value followed by ':' in the sentence was easy to copy with the colon.
+    advice.headline = "Set PYTORCH_CUDA_ALLOC_CONF to the line shown; it needs " +
+                      b(rec.min.min_limit) + " instead of " +
                       b(base.min.min_limit) + " (" +
                       (top_saving >= 0 ? percent(top_saving) + " less" : percent(-top_saving) + " more") +
                       ")" +

@@ -135,7 +135,11 @@ void print_table(const LabInput& in, const AdviseArgs& args, const Advice& a) {
   constexpr size_t kLabelWidth = 72;
   std::printf("trace %s, device %d: %zu events -> %zu requests\n\n", in.path.c_str(),
               in.stream.device, in.stream.recorded_events, in.stream.requests.size());
-  std::printf("%s\n%s\n", a.headline.c_str(), a.reason.c_str());
+  std::printf("%s\n", a.headline.c_str());
+  if (!a.nothing_helps && a.recommended != a.baseline)  // the line to copy, alone
+    std::printf("\n    PYTORCH_CUDA_ALLOC_CONF=%s\n\n",
+                a.env_line.empty() ? "''" : a.env_line.c_str());
+  std::printf("%s\n", a.reason.c_str());
   for (const std::string& note : a.notes) std::printf("note: %s\n", note.c_str());
   size_t width = 6;
   for (const AdviseCandidate& c : a.ranked) width = std::max(width, c.short_label(kLabelWidth).size());

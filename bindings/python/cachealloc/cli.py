@@ -6,6 +6,9 @@
         the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
         CACHEALLOC_BACKEND), which the start-up hook of the installed
         package honours (_cachealloc_autoinstall.py).
+    cachealloc predict [...] -- python train.py ...
+        will it fit: the step run on a fake CUDA device, in Python
+        (predict/cli.py; see `cachealloc predict --help`).
     cachealloc replay|compare|min-memory ...
         the compiled tool (tool.tool_path()), run in this process's place.
 """
@@ -55,6 +58,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["run"]:
         return run(args[1:])
+    if args[:1] == ["predict"]:
+        from .predict.cli import main as predict_main
+        return predict_main(args[1:])
     try:
         tool = str(tool_path())
     except ToolNotFound as e:
@@ -63,6 +69,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         status = subprocess.run([tool, *args]).returncode
         print("\nswitching cachealloc on without code changes:\n" + RUN_USAGE, end="")
+        print("\nwill it fit, predicted on a CPU: cachealloc predict --help")
         return status
     os.execv(tool, [tool, *args])
 

@@ -1,0 +1,337 @@
+"""Records the GPU's truth for the memory predictor: for each workload in
+workloads.py, under native classic and native expandable_segments:True,
+
+- peak allocated / peak reserved / all memory_stats after N training steps
+  at the base batches (each a fresh process, history recorded);
+- MemTracker's (torch.distributed._tools.mem_tracker) peak for the same
+  steps, as the baseline predictor;
+- the largest batch under a memory fraction (each probe a fresh process),
+  for both policies, and the physical limit: the largest batch whose peak
+  ALLOCATED (measured without a fraction) fits in fraction * total memory;
+- the bundled small-transformer recording (snapshot with history + its
+  .json) for the predictor's CPU test.
+
+Probes run concurrently: several processes per GPU, each with its own
+fraction, admitted only while the sum of what they may hold fits the card,
+on every visible GPU. Fresh processes are the point: one OOM or one cached
+segment must not leak into the next probe.
+
+Usage on the GPU machine:
+    python benchmarks/predict/record_truth.py run --out DIR [--workloads a,b]
+(one worker: `python record_truth.py worker --spec JSON`; the driver starts
+these itself.)"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from threading import Condition
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CONFS = {"classic": "", "expandable": "expandable_segments:True"}
+BASE_BATCHES = (2, 4)
+STEPS = 3
+TARGET_BATCH = 12      # the fraction is chosen so the physical limit lands near here
+GIB = 1 << 30
+
+
+# --- worker: one fresh process, one measurement -------------------------------------
+
+def worker(spec: dict) -> dict:
+    import torch
+    sys.path.insert(0, HERE)
+    import workloads
+
+    dev = torch.device("cuda")
+    torch.cuda.init()
+    out = {"spec": spec, "torch": torch.__version__,
+           "device": torch.cuda.get_device_name(0),
+           "device_total_memory": torch.cuda.get_device_properties(0).total_memory,
+           "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", "")}
+    if spec.get("fraction"):
+        torch.cuda.set_per_process_memory_fraction(spec["fraction"], 0)
+    if spec.get("history"):
+        torch.cuda.memory._record_memory_history(max_entries=spec.get("max_entries", 1_000_000),
+                                                 stacks="python")
+    kwargs = spec.get("kwargs", {})
+    t0 = time.time()
+    try:
+        step = workloads.WORKLOADS[spec["workload"]](spec["batch"], device=dev, **kwargs)
+        if spec.get("memtracker"):
+            from torch.distributed._tools.mem_tracker import MemTracker
+            mt = MemTracker()
+            mt.track_external(step.model, step.optimizer)
+            with mt:
+                for _ in range(spec["steps"]):
+                    step()
+                    # per-module stats allow one iteration; the peak survives this
+                    mt.reset_mod_stats()
+            peak = mt.get_tracker_snapshot("peak")
+            out["memtracker_peak"] = {str(d): {str(getattr(k, "value", k)): n for k, n in v.items()}
+                                      for d, v in peak.items()}
+            out["memtracker_peak_total"] = max(
+                v.get("Total", 0) for d, v in peak.items() if str(d).startswith("cuda"))
+        else:
+            for _ in range(spec["steps"]):
+                step()
+        torch.cuda.synchronize()
+        out["ok"] = True
+    except torch.OutOfMemoryError as e:
+        out["ok"] = False
+        out["oom"] = str(e).splitlines()[0][:300]
+    except RuntimeError as e:  # a library's own allocation failure (cuBLAS, cuDNN)
+        if "out of memory" not in str(e).lower() and "ALLOC_FAILED" not in str(e):
+            raise
+        out["ok"] = False
+        out["oom"] = "RuntimeError: " + str(e).splitlines()[0][:300]
+    out["seconds"] = round(time.time() - t0, 2)
+    out["max_memory_allocated"] = torch.cuda.max_memory_allocated()
+    out["max_memory_reserved"] = torch.cuda.max_memory_reserved()
+    out["memory_stats"] = dict(torch.cuda.memory_stats())
+    segs = torch.cuda.memory_snapshot()
+    out["segments_expandable"] = sorted({bool(s.get("is_expandable", False)) for s in segs})
+    if spec.get("history"):
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        raw = pickle.dumps(snap)
+        with gzip.open(spec["history"], "wb") as f:
+            f.write(raw)
+        out["n_events"] = sum(len(t) for t in snap.get("device_traces", []))
+    return out
+
+
+# --- driver -------------------------------------------------------------------------
+
+class Pool:
+    """Admits a job to a GPU only while the GPU's committed bytes (the sum of
+    what its running jobs may hold, plus a CUDA context each) stay under the
+    card's budget, and at most `cpus` jobs run at once."""
+
+    def __init__(self, ngpu: int, budget: int, cpus: int):
+        self.free = [budget] * ngpu
+        self.running = 0
+        self.cpus = cpus
+        self.cv = Condition()
+
+    def acquire(self, need: int) -> int:
+        with self.cv:
+            while True:
+                if self.running < self.cpus:
+                    g = max(range(len(self.free)), key=lambda i: self.free[i])
+                    if self.free[g] >= need:
+                        self.free[g] -= need
+                        self.running += 1
+                        return g
+                self.cv.wait()
+
+    def release(self, g: int, need: int) -> None:
+        with self.cv:
+            self.free[g] += need
+            self.running -= 1
+            self.cv.notify_all()
+
+
+def run_job(pool: Pool, spec: dict, need: int, logdir: str) -> dict:
+    g = pool.acquire(need)
+    try:
+        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(g), OMP_NUM_THREADS="2",
+                   PYTORCH_ALLOC_CONF=CONFS[spec["conf"]])
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        tag = "{workload}_{conf}_b{batch}_f{fraction}{mt}".format(
+            mt="_mt" if spec.get("memtracker") else "", **spec)
+        p = subprocess.run([sys.executable, os.path.abspath(__file__), "worker",
+                            "--spec", json.dumps(spec)], env=env,
+                           capture_output=True, text=True, timeout=200)
+        with open(os.path.join(logdir, tag + ".log"), "w") as f:
+            f.write(p.stdout + "\n--- stderr\n" + p.stderr)
+        lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+        if p.returncode != 0 or not lines:
+            return {"spec": spec, "ok": None, "error": p.stderr[-2000:], "gpu": g}
+        r = json.loads(lines[-1][7:])
+        r["gpu"] = g
+        return r
+    finally:
+        pool.release(g, need)
+
+
+def main_run(args) -> None:
+    import torch
+    os.makedirs(args.out, exist_ok=True)
+    logdir = os.path.join(args.out, "logs")
+    hist = os.path.join(args.out, "history")
+    os.makedirs(logdir, exist_ok=True)
+    os.makedirs(hist, exist_ok=True)
+    ngpu = torch.cuda.device_count()
+    total = torch.cuda.get_device_properties(0).total_memory
+    name = torch.cuda.get_device_name(0)
+    ctx = GIB  # a CUDA context plus cuBLAS/cuDNN handles, counted generously
+    pool = Pool(ngpu, total - 3 * GIB, args.cpus)
+    ex = ThreadPoolExecutor(max_workers=64)
+    names = args.workloads.split(",")
+    t0 = time.time()
+    result = {"device": name, "device_total_memory": total, "torch": torch.__version__,
+              "steps": STEPS, "base_batches": list(BASE_BATCHES), "workloads": {}}
+
+    def submit(spec, need):
+        return ex.submit(run_job, pool, spec, need, logdir)
+
+    # Phase A: truth at the base batches (both policies, history kept), MemTracker,
+    # and the bundled small recording.
+    futs = {}
+    for w in names:
+        for b in BASE_BATCHES:
+            for c in CONFS:
+                spec = dict(workload=w, batch=b, conf=c, fraction=None, steps=STEPS,
+                            history=os.path.join(hist, f"{w}_{c}_b{b}.pickle.gz")
+                            if b == BASE_BATCHES[-1] else None)
+                futs[(w, "truth", c, b)] = submit(spec, 12 * GIB)
+            spec = dict(workload=w, batch=b, conf="classic", fraction=None, steps=STEPS,
+                        memtracker=True)
+            futs[(w, "memtracker", "classic", b)] = submit(spec, 12 * GIB)
+    bundle = {}
+    if args.bundle:
+        for c in CONFS:
+            spec = dict(workload="encoder_small", batch=4, conf=c, fraction=None, steps=STEPS,
+                        history=os.path.join(args.out, f"encoder_small_{c}.pickle.gz"),
+                        max_entries=200_000)
+            bundle[c] = submit(spec, 4 * GIB)
+    for w in names:
+        R = result["workloads"][w] = {"truth": {c: {} for c in CONFS}, "memtracker": {}}
+        for b in BASE_BATCHES:
+            for c in CONFS:
+                R["truth"][c][str(b)] = futs[(w, "truth", c, b)].result()
+            R["memtracker"][str(b)] = futs[(w, "memtracker", "classic", b)].result()
+    for c, f in bundle.items():
+        result.setdefault("bundle", {})[c] = f.result()
+    print(f"phase A done in {time.time() - t0:.0f} s", flush=True)
+    gpu = name.replace("NVIDIA ", "").replace(" ", "_")
+    path = os.path.join(args.out, f"predict_truth_{gpu}.json")
+    with open(path, "w") as f:  # partial, in case phase B runs out of time
+        json.dump(result, f, indent=1, sort_keys=True, default=str)
+
+    # Phase B: pick each workload's fraction from the base peaks, then probe a
+    # window of batches around the estimated limit (rounds extend the window
+    # until every config has a passing batch followed by a failing one).
+    plans = {}
+    for w in names:
+        R = result["workloads"][w]
+        t = R["truth"]["classic"]
+        a = [t[str(b)].get("max_memory_allocated") for b in BASE_BATCHES]
+        if None in a or not all(t[str(b)].get("ok") for b in BASE_BATCHES):
+            R["error"] = "base runs failed"
+            continue
+        slope = (a[1] - a[0]) / (BASE_BATCHES[1] - BASE_BATCHES[0])
+        est = lambda b, a0=a[0], s=slope: a0 + s * (b - BASE_BATCHES[0])
+        frac = round(est(TARGET_BATCH + 0.5) / total, 4)
+        R["fraction"] = frac
+        R["limit_bytes"] = int(frac * total)
+        R["alloc_per_sample_est"] = slope
+        plans[w] = dict(est=est, frac=frac, probes={c: {} for c in ("classic", "expandable", "physical")})
+
+    def probe_spec(w, c, b):
+        frac = plans[w]["frac"]
+        if c == "physical":
+            return dict(workload=w, batch=b, conf="classic", fraction=None, steps=STEPS), \
+                int(plans[w]["est"](b) * 1.3) + ctx
+        return dict(workload=w, batch=b, conf=c, fraction=frac, steps=STEPS), int(frac * total) + ctx
+
+    def limit(probes):
+        """The largest probed batch that fits, if the next batch up was probed
+        and does not fit; else None (the window must grow)."""
+        bs = sorted(probes)
+        for i, b in enumerate(bs):
+            if not probes[b]["fits"]:
+                if i == 0 or bs[i - 1] != b - 1:
+                    return None
+                return b - 1
+        return None
+
+    todo = {(w, c): list(range(TARGET_BATCH - 4, TARGET_BATCH + 3))
+            for w in plans for c in ("classic", "expandable", "physical")}
+    for rnd in range(4):
+        if not todo:
+            break
+        fs = {}
+        for (w, c), bs in todo.items():
+            for b in bs:
+                if b >= 1 and b not in plans[w]["probes"][c]:
+                    fs[(w, c, b)] = submit(*probe_spec(w, c, b))
+        for (w, c, b), f in fs.items():
+            r = f.result()
+            # Under a fraction, fitting is running without OOM; for the physical
+            # limit (run without one) it is peak allocated <= the fraction's bytes.
+            r["fits"] = bool(r.get("ok")) and (
+                c != "physical" or r["max_memory_allocated"] <= result["workloads"][w]["limit_bytes"])
+            plans[w]["probes"][c][b] = r
+        nxt = {}
+        for (w, c) in todo:
+            P = plans[w]["probes"][c]
+            if any(P[b].get("ok") is None for b in P):
+                continue  # a crashed probe: leave it for the report
+            if limit(P) is not None:
+                continue
+            oks = [b for b in P if P[b]["fits"]]
+            bad = [b for b in P if not P[b]["fits"]]
+            if not bad:
+                nxt[(w, c)] = list(range(max(P) + 1, max(P) + 7))
+            elif not oks:
+                lo = min(P)
+                nxt[(w, c)] = list(range(max(1, lo // 2), lo))
+            else:  # a gap: fill every batch between the last pass and first fail
+                nxt[(w, c)] = [b for b in range(min(bad), max(oks) + 1) if b not in P] or \
+                    list(range(min(bad) - 3, min(bad)))
+        todo = nxt
+        print(f"phase B round {rnd} done at {time.time() - t0:.0f} s; pending {sorted(todo)}",
+              flush=True)
+    for w, p in plans.items():
+        R = result["workloads"][w]
+        R["largest_batch"] = {c: limit(p["probes"][c]) for c in p["probes"]}
+        R["probes"] = {c: {str(b): {k: v for k, v in r.items() if k != "memory_stats"}
+                           for b, r in sorted(p["probes"][c].items())}
+                       for c, P in p["probes"].items()}
+    result["seconds"] = round(time.time() - t0, 1)
+    with open(path, "w") as f:
+        json.dump(result, f, indent=1, sort_keys=True, default=str)
+    print("wrote", path, flush=True)
+    summary(result)
+
+
+def summary(result: dict) -> None:
+    print(f"{'workload':10} {'conf':10} {'b':>2} {'peak alloc':>14} {'peak reserved':>14} "
+          f"{'memtracker':>14}")
+    for w, R in result["workloads"].items():
+        for c in CONFS:
+            for b, r in R["truth"][c].items():
+                mt = R["memtracker"].get(b, {}).get("memtracker_peak_total", "")
+                print(f"{w:10} {c:10} {b:>2} {r.get('max_memory_allocated', '?'):>14} "
+                      f"{r.get('max_memory_reserved', '?'):>14} {mt if c == 'classic' else '':>14}")
+        if "largest_batch" in R:
+            print(f"{w:10} fraction {R['fraction']} ({R['limit_bytes'] / GIB:.2f} GiB): "
+                  f"largest batch {R['largest_batch']}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--out", required=True)
+    r.add_argument("--workloads", default="gpt2,resnet50,encoder,llama,vit")
+    r.add_argument("--cpus", type=int, default=14)
+    r.add_argument("--no-bundle", dest="bundle", action="store_false")
+    w = sub.add_parser("worker")
+    w.add_argument("--spec", required=True)
+    args = ap.parse_args()
+    if args.cmd == "worker":
+        print("RESULT " + json.dumps(worker(json.loads(args.spec)), default=str), flush=True)
+    else:
+        main_run(args)
+
+
+if __name__ == "__main__":
+    main()

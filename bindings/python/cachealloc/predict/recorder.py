@@ -1,0 +1,163 @@
+"""Records every storage a step creates and frees on the fake CUDA device,
+in program order, as the caching allocator would be asked for it.
+
+A TorchDispatchMode sits above FakeTensorMode and sees each aten op (backward
+and optimizer ops included: autograd propagates dispatch modes to its
+threads). After an op, each output tensor on device "cuda" whose storage is
+new is an allocation of storage.nbytes() bytes (what at::empty asks the
+allocator for; the engine rounds it as native does); zero-byte storages are
+not requests (native returns a null pointer without recording). A free is
+the storage's death: a weakref finalizer on the storage's Python object
+(PyTorch keeps one Python object per live storage), which CPython's
+reference counting runs at the moment the last tensor using it dies, so frees
+land in program order between the allocations.
+
+The events are (ALLOC, id, bytes, stream) and (FREE, id, 0, stream); ids are
+dense and never reused. What a GPU allocates that no op output shows
+(cuBLAS workspaces) is added here from gpu_model; the attention kernel is
+chosen in fake_device.
+"""
+from __future__ import annotations
+
+import threading
+import traceback
+import weakref
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import gpu_model
+
+aten = torch.ops.aten
+ALLOC, FREE = 0, 1
+
+# Ops that run a cuBLAS GEMM (and so take the (thread, stream) workspace).
+_GEMM_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
+             aten.addbmm.default, aten._addmm_activation.default, aten.addmv.default,
+             aten.mv.default}
+
+
+class PredictionRefused(RuntimeError):
+    """The step does something the fake device cannot predict; the message
+    names the line of the user's code."""
+
+
+def user_line(skip_prefixes=None) -> str:
+    """file:line of the innermost frame outside torch and cachealloc."""
+    import os
+    torch_dir = os.path.dirname(torch.__file__)
+    here = os.path.dirname(os.path.dirname(__file__))
+    for frame in reversed(traceback.extract_stack()):
+        f = frame.filename
+        if f.startswith(torch_dir) or f.startswith(here) or f.startswith("<frozen"):
+            continue
+        return f"{f}:{frame.lineno}: {frame.line or ''}".strip()
+    return "(unknown line)"
+
+
+class Recording:
+    """The event list and the bookkeeping of live storages."""
+
+    def __init__(self, gpu):
+        self.events = []            # (kind, id, bytes, stream)
+        self.lines = []             # user line per ALLOC event index (when kept)
+        self._next_id = 1
+        self._live = {}             # id(storage object) -> allocation id
+        self.stream = 0             # current stream number (fake_device sets it)
+        self.gpu = gpu
+        self.workspace_bytes = gpu_model.cublas_workspace_bytes(gpu.capability)
+        self._workspaces = set()    # (thread kind, stream) that hold a cuBLAS workspace
+        self._main_thread = threading.get_ident()
+        self.active = True
+        self.placeholders = 0       # .item() calls answered with a placeholder
+
+    def alloc(self, nbytes: int, stream: int) -> int:
+        aid = self._next_id
+        self._next_id += 1
+        self.events.append((ALLOC, aid, int(nbytes), stream))
+        return aid
+
+    def free(self, aid: int, stream: int) -> None:
+        if self.active:
+            self.events.append((FREE, aid, 0, stream))
+
+    def track(self, t) -> None:
+        if not isinstance(t, torch.Tensor) or t.device.type != "cuda":
+            return
+        s = t.untyped_storage()
+        key = id(s)
+        if key in self._live:
+            return
+        nbytes = s.nbytes()
+        if nbytes == 0:
+            return
+        aid = self.alloc(nbytes, self.stream)
+        self._live[key] = aid
+        stream = self.stream
+        weakref.finalize(s, self._died, key, aid, stream)
+
+    def _died(self, key, aid, stream):
+        self._live.pop(key, None)
+        self.free(aid, stream)
+
+    def gemm(self) -> None:
+        """A cuBLAS call: its (thread, stream) gets a workspace the first time."""
+        in_backward = (threading.get_ident() != self._main_thread or
+                       torch._C._current_autograd_node() is not None)
+        key = ("backward" if in_backward else "main", self.stream)
+        if key not in self._workspaces:
+            self._workspaces.add(key)
+            self.alloc(self.workspace_bytes, self.stream)  # kept for the process's life
+
+    def stats(self) -> dict:
+        allocs = sum(1 for e in self.events if e[0] == ALLOC)
+        return {"allocations": allocs, "frees": len(self.events) - allocs,
+                "cublas_workspaces": len(self._workspaces),
+                "item_placeholders": self.placeholders}
+
+
+def _placeholder(dtype):
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point or dtype.is_complex:
+        return 1.0
+    return 1
+
+
+class RecordingMode(TorchDispatchMode):
+    """Pushed after (above) FakeTensorMode: sees every op first."""
+
+    def __init__(self, recording: Recording):
+        super().__init__()
+        self.rec = recording
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is aten._local_scalar_dense.default:
+            # .item(), bool(t), printing a value: no data on the fake device.
+            self.rec.placeholders += 1
+            return _placeholder(args[0].dtype)
+        if func is aten._to_copy.default and getattr(args[0], "constant", None) is not None:
+            # FakeTensorMode keeps the real value of small tensors made from
+            # Python numbers and computes copies of them for real, which a
+            # copy to "cuda" cannot do: forget the value (only the size counts).
+            args[0].constant = None
+        try:
+            out = func(*args, **kwargs)
+        except (torch._subclasses.fake_tensor.DynamicOutputShapeException,
+                torch._subclasses.fake_tensor.DataDependentOutputException) as e:
+            raise PredictionRefused(
+                f"{func} has an output shape that depends on the data, which the fake device "
+                f"does not have: at {user_line()}") from e
+        if isinstance(out, torch.Tensor):
+            self.rec.track(out)
+        elif isinstance(out, (tuple, list)):
+            for t in out:
+                if isinstance(t, torch.Tensor):
+                    self.rec.track(t)
+                elif isinstance(t, (tuple, list)):
+                    for u in t:
+                        self.rec.track(u)
+        if func in _GEMM_OPS and isinstance(args[0], torch.Tensor) and args[0].device.type == "cuda":
+            self.rec.gemm()
+        return out

@@ -1,0 +1,68 @@
+"""Words an answer: text that leads with the answer and puts the settings
+line on a line of its own (ready to copy), and an HTML page doing the same."""
+from __future__ import annotations
+
+import html
+
+
+def gib(n) -> str:
+    return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
+
+
+def settings_block(line) -> list:
+    if line is None:
+        return []
+    if line == "":
+        return ["Use the defaults (no PYTORCH_CUDA_ALLOC_CONF needed). Line to use:", "",
+                "unset PYTORCH_CUDA_ALLOC_CONF", ""]
+    return ["Settings to use (copy the line below):", "", f"PYTORCH_CUDA_ALLOC_CONF={line}", ""]
+
+
+def fits_text(a: dict) -> str:
+    head = ("FITS" if a["fits"] else "DOES NOT FIT") + f" on {a['gpu']}"
+    if a.get("size") is not None:
+        head += f" at size {a['size']}"
+    lines = [head + f": the allocator can get {gib(a['limit'])} "
+             f"(total {gib(a['total_memory'])} - {gib(a['context_bytes_assumed'])} assumed CUDA context"
+             + (f", memory fraction {a['memory_fraction']}" if a.get("memory_fraction") else "") + ")", ""]
+    lines += settings_block(a.get("settings"))
+    lines.append(f"{'config':12} {'peak allocated':>15} {'peak reserved':>14} {'needs (min)':>12}  fits")
+    for name, c in a["configs"].items():
+        lines.append(f"{name:12} {gib(c['peak_allocated']):>15} {gib(c['peak_reserved']):>14} "
+                     f"{gib(c['min_memory']):>12}  {'yes' if c['fits'] else 'no'}")
+    if a.get("best"):
+        b = a["best"]
+        lines.append(f"{'advisor best':12} {'':>15} {'':>14} {gib(b['min_memory']):>12}  "
+                     f"{'yes' if b['min_memory'] is not None and b['min_memory'] <= a['limit'] else 'no'}"
+                     f"  ({b['line'] or 'defaults'})")
+        lines.append("")
+        lines.append("How much each setting saves (advisor, smallest memory without OOM):")
+        for row in b["configs"][:8]:
+            lines.append(f"  {gib(row['min_memory']):>10}  {row['line'] or 'defaults'}")
+    lines += ["", f"recorded {a['recording']['allocations']} allocations in {a['steps']} step(s); "
+              f"{a['recording']['item_placeholders']} .item() placeholder(s)", "modelled:"]
+    lines += ["  " + m for m in a["modelled"]]
+    lines.append(f"predicted in {a['seconds']:.1f} s; trace: {a['trace']}")
+    return "\n".join(lines) + "\n"
+
+
+def largest_text(a: dict) -> str:
+    L = a["largest"]
+    lines = [f"LARGEST SIZE THAT FITS on {a['gpu']}: {a['largest_fitting']} "
+             f"(allocator limit {gib(a['limit'])}, {gib(a['context_bytes_assumed'])} assumed CUDA context)", ""]
+    lines += settings_block(a["settings"])
+    lines += [f"  classic (defaults):        {L['classic']}",
+              f"  expandable_segments:True:  {L['expandable']}",
+              f"  physical limit (peak allocated fits): {L['physical']}",
+              f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes"]
+    return "\n".join(lines) + "\n"
+
+
+def page(a: dict, text: str) -> str:
+    answer = text.split("\n", 1)[0]
+    ok = a.get("fits", a.get("largest_fitting", 0) > 0)
+    color = "#1a7f37" if ok else "#cf222e"
+    return ("<!doctype html><html><head><meta charset='utf-8'><title>cachealloc predict</title></head>"
+            f"<body style='font-family:sans-serif;max-width:60em;margin:2em auto'>"
+            f"<h1 style='color:{color}'>{html.escape(answer)}</h1>"
+            f"<pre>{html.escape(text.split(chr(10), 1)[1] if chr(10) in text else '')}</pre></body></html>")

@@ -1,0 +1,37 @@
+"""Builders for tests/python/test_predict.py: FUNC(size) returns one step."""
+import torch
+
+
+def program_order(size):
+    """Known requests, in a known order (sizes in bytes)."""
+    def step():
+        x = torch.empty(size, dtype=torch.float32, device="cuda")   # alloc 4*size
+        y = x * 2                                                  # alloc 4*size
+        del x                                                      # free x
+        z = y.sum()                                                # alloc 4
+        del y                                                      # free y
+        return z                                                   # z dies here: free
+    return step
+
+
+def blocks(size):
+    """A size MiB buffer kept, plus a size MiB temporary per step:
+    peak allocated is exactly 2 * size MiB."""
+    keep = torch.empty(size << 20, dtype=torch.uint8, device="cuda")
+
+    def step():
+        tmp = keep + 1
+        del tmp
+    return step
+
+
+def compiled(size):
+    return torch.compile(torch.nn.Linear(size, size))
+
+
+def data_dependent(size):
+    x = torch.ones(size, device="cuda")
+
+    def step():
+        return x.nonzero()  # the line the refusal must name
+    return step
