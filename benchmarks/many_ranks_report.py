@@ -115,7 +115,6 @@ def _link_or_copy(src: pathlib.Path, dst: pathlib.Path) -> None:
         os.link(src, dst)
     except OSError:
         shutil.copyfile(src, dst)
-    return time.monotonic() - start
 
 
 def main():
@@ -155,7 +154,9 @@ def main():
         print(f"advised: {advice.get('recommendation')!r} worst rank {advice.get('worst_rank')} "
               f"needs {advice.get('worst_min_memory')}")
     finally:
-        shutil.rmtree(run_dir.parent / "variants", ignore_errors=True) if not ns.keep else None
+        if not ns.keep:
+            shutil.rmtree(run_dir.parent / "variants", ignore_errors=True)
+            shutil.rmtree(run_dir, ignore_errors=True)
         if not ns.keep and not ns.dir:
             shutil.rmtree(base, ignore_errors=True)
 
