@@ -139,6 +139,15 @@ def test_report_command_leads_with_the_highest_rank_and_advises_for_it(run, tmp_
     assert text.count("<tr") == world + 1  # the header and a row per rank
 
 
+def test_the_lab_reads_every_rank_too(run):
+    world, run_dir = run
+    from cachealloc import lab
+
+    result = lab.report_run(run_dir, advise_ranks=0, jobs=1)
+    assert [r["rank"] for r in result["ranks"]] == list(range(world))
+    assert result["advice"] is None
+
+
 def test_report_refuses_a_directory_without_ranks(tmp_path):
     from cachealloc.report.command import main
 
