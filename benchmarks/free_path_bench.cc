@@ -12,11 +12,15 @@
 // reference.
 //
 //   free_path_bench [ROUNDS] [PAIRS_PER_ROUND]
+//   free_path_bench count DEVICE PAIRS    pairs on one device, untimed, for
+//                                          callgrind (count_free_path.sh): the
+//                                          load-independent form of the ratio
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "allocator/caching_allocator.h"
@@ -42,16 +46,29 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-int run(int rounds, long pairs) {
-  // Devices 1 TiB apart, as the runtime's simulated backend lays them out.
+// Devices 1 TiB apart, as the runtime's simulated backend lays them out.
+struct FourDevices {
+  FourDevices() {
+    for (int i = 0; i < kDevices; ++i) {
+      owned.push_back(std::make_unique<SimulatedDevice>(
+          size_t{80} << 30, SimulatedDevice::kDefaultBase + (static_cast<uintptr_t>(i) << 40)));
+      backends.push_back(owned.back().get());
+    }
+  }
   std::vector<std::unique_ptr<SimulatedDevice>> owned;
   std::vector<DeviceBackend*> backends;
-  for (int i = 0; i < kDevices; ++i) {
-    owned.push_back(std::make_unique<SimulatedDevice>(
-        size_t{80} << 30, SimulatedDevice::kDefaultBase + (uintptr_t{i} << 40)));
-    backends.push_back(owned.back().get());
-  }
-  CachingAllocator a(AllocatorConfig{}, backends);
+};
+
+int count(int device, long pairs) {
+  FourDevices devices;
+  CachingAllocator a(AllocatorConfig{}, devices.backends);
+  for (long i = 0; i <= pairs; ++i) a.deallocate(a.allocate(kBytes, device, 0), -1);
+  return 0;
+}
+
+int run(int rounds, long pairs) {
+  FourDevices devices;
+  CachingAllocator a(AllocatorConfig{}, devices.backends);
   const int last = kDevices - 1;
   std::vector<double> first_free, last_free, first_hinted, last_hinted;
   for (int r = 0; r < rounds; ++r) {
@@ -77,6 +94,15 @@ int run(int rounds, long pairs) {
 }  // namespace cachealloc
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::string(argv[1]) == "count") {
+    const int device = std::atoi(argv[2]);
+    const long pairs = std::atol(argv[3]);
+    if (device < 0 || device >= 4 || pairs < 0) {
+      std::fprintf(stderr, "usage: free_path_bench count DEVICE(0-3) PAIRS\n");
+      return 2;
+    }
+    return cachealloc::count(device, pairs);
+  }
   const int rounds = argc > 1 ? std::atoi(argv[1]) : 31;
   const long pairs = argc > 2 ? std::atol(argv[2]) : 200000;
   if (rounds < 1 || pairs < 1) {
