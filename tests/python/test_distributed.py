@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
-from conftest import BUILD, REPO
+# As conftest.py finds them (not imported from it: pytest may have loaded
+# tests/gpu's conftest under that name).
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 
 torch = pytest.importorskip("torch")
 import torch.distributed as dist  # noqa: E402
