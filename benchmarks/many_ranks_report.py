@@ -137,10 +137,18 @@ def main():
         from cachealloc.report import report
 
         page = base / "report.html"
+        import resource
+
+        def cpu():
+            return sum(getattr(resource.getrusage(who), f) for who in
+                       (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN) for f in ("ru_utime", "ru_stime"))
+
+        cpu_start = cpu()
         start = time.monotonic()
         with open(os.devnull, "w") as quiet:
             result = report(run_dir, html=page, advise_ranks=8, jobs=ns.jobs, out=quiet)
         took = time.monotonic() - start
+        cpu_took = cpu() - cpu_start
         events = {r["events"] for r in result["ranks"]}
         page_bytes = page.stat().st_size
         advice = result["advice"] or {}
@@ -151,6 +159,9 @@ def main():
               f"{'met' if page_bytes <= 5_000_000 else 'NOT met'}")
         print(f"time {took:.1f} s on {ns.jobs} workers (target <= 600 s): "
               f"{'met' if took <= 600 else 'NOT met'}")
+        print(f"CPU time {cpu_took:.0f} s (workers and advisor processes included): on {ns.jobs} "
+              f"cores of its own the report needs about {cpu_took / ns.jobs:.0f} s; load average "
+              f"during the run {os.getloadavg()[0]:.1f}")
         print(f"advised: {advice.get('recommendation')!r} worst rank {advice.get('worst_rank')} "
               f"needs {advice.get('worst_min_memory')}")
     finally:
