@@ -54,9 +54,23 @@ bool CachingAllocator::with_block_on(Device& d, uintptr_t address, bool take, Fn
 template <typename Fn>
 void CachingAllocator::with_block_elsewhere(uintptr_t address, int hint, bool take,
                                             const char* what, Fn& fn) {
-  for (int i = 0; i < device_count(); ++i)
-    if (i != hint && with_block_on(*devices_[static_cast<size_t>(i)], address, take, fn))
+  // A free without a device (PyTorch's deleter) asks the directory first:
+  // one lock and probe whatever the device count. Its answer is checked by
+  // with_block_on, so a stale one only costs the search below.
+  int known = -1;
+  if (hint < 0) {
+    known = directory_.lookup(address);
+    if (known >= 0 && known < device_count() &&
+        with_block_on(*devices_[static_cast<size_t>(known)], address, take, fn))
       return;
+  }
+  for (int i = 0; i < device_count(); ++i) {
+    if (i == hint || i == known) continue;
+    if (with_block_on(*devices_[static_cast<size_t>(i)], address, take, fn)) {
+      directory_.learn(address, i);
+      return;
+    }
+  }
   // Retirement is for good and covers every device: one device's flag
   // (read under its lock) tells.
   {

@@ -15,6 +15,7 @@
 
 #include "allocator/config.h"
 #include "allocator/device_allocator.h"
+#include "allocator/device_directory.h"
 #include "allocator/device_mutex.h"
 #include "allocator/hot_inline.h"
 #include "allocator/pointer_table.h"
@@ -140,7 +141,8 @@ class CachingAllocator {
   [[noreturn]] void bad_device(int device) const;
   // Finds the device holding `address` and runs fn(device, block) locked;
   // with `take`, the address leaves the device's table first. Looks on
-  // device `hint` first (unless -1), then on the others; throws
+  // device `hint` first (unless -1: then on the device directory_ names),
+  // then on the others, teaching directory_ where it was found; throws
   // InvalidPointerError naming `what` when no device holds it.
   template <typename Fn>
   CACHEALLOC_HOT_INLINE void with_block(uintptr_t address, int hint, bool take,
@@ -166,6 +168,9 @@ class CachingAllocator {
   // instead of a subtraction and shift of the vector's bounds.
   unsigned device_count_ = 0;
   const ContextPtr no_context_;  // always null
+  // Where device-less frees look first (see DeviceDirectory): what keeps
+  // them O(1) in the device count.
+  DeviceDirectory directory_;
 };
 
 }  // namespace cachealloc

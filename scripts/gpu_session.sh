@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|all
+#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,12 @@ case "$stage" in
     TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
     (cmake -S benchmarks/gpu -B /tmp/gpu-bench -DCMAKE_PREFIX_PATH="$TP" -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" >/tmp/gpu-bench.cfg 2>&1 \
       && cmake --build /tmp/gpu-bench -j16 2>&1 | tail -3 && /tmp/gpu-bench/pair_bench 1000000) 2>&1 | tee "$OUT/pair_bench.log" || tail -30 /tmp/gpu-bench.cfg
+    ;;
+  multigpu)
+    # Issue 34 on 2 GPUs (about 6 minutes): DDP/FSDP2 under both allocators,
+    # history and the per-site peak analysis, NCCL user buffers, the report.
+    # MULTI_GPU_REPEATS (default 1), MULTI_GPU_BUDGET (seconds, default 270).
+    python3 -m pytest -v -s -rs tests/gpu/test_multi_gpu_suite.py 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -60
     ;;
   ab)
     # A/B step time only: AB_WORKLOADS, AB_ROUNDS, AB_STEPS, AB_CPUS (pin).

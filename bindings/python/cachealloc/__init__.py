@@ -23,6 +23,8 @@ This file only gathers the public names. Where they live:
   profiler    exact memory per scope, monitoring, leak checks
   torch_glue, glue_build   the PyTorch glue: found, or compiled for the running torch
   tool, cli, autoinstall   the command line and the no-code-change switch
+  rank_files, snapshot_dir, distributed, report   many ranks: per-rank snapshots in a
+                           run directory, gather_stats, `cachealloc report RUN_DIR`
 """
 from ._native import CacheallocError, OutOfMemoryError, lib, library_path
 from .history import dump_snapshot, record_memory_history, snapshot, snapshot_bytes
@@ -32,7 +34,7 @@ from .raw import _free, _malloc
 from .stats import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated,
                     memory_reserved, memory_stats, memory_summary, reset_accumulated_memory_stats,
                     reset_peak_memory_stats, set_per_process_memory_fraction)
-from . import lab, profiler  # noqa: E402  (subpackages last: they use the names above)
+from . import distributed, lab, profiler, rank_files  # noqa: E402  (subpackages last: they use the names above)
 
 __version__ = "0.1.0"
 
@@ -42,5 +44,5 @@ __all__ = [
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "empty_cache", "set_per_process_memory_fraction", "memory_summary",
     "record_memory_history", "snapshot", "snapshot_bytes", "dump_snapshot", "library_path", "lab",
-    "profiler", "MemPool", "use_mem_pool",
+    "profiler", "MemPool", "use_mem_pool", "distributed", "rank_files",
 ]

@@ -1,14 +1,18 @@
 """The `cachealloc` command that `pip install` puts on PATH.
 
-    cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
+    cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--] COMMAND [ARGS...]
         runs COMMAND with cachealloc as PyTorch's CUDA allocator in every
         Python process it starts (torchrun's workers too), with no change to
         the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
         CACHEALLOC_BACKEND), which the start-up hook of the installed
-        package honours (_cachealloc_autoinstall.py).
+        package honours (_cachealloc_autoinstall.py). --snapshot-dir: each
+        rank writes its snapshot into DIR/rank-NNNNN/ (snapshot_dir.py).
     cachealloc predict [...] -- python train.py ...
         will it fit: the step run on a fake CUDA device, in Python
         (predict/cli.py; see `cachealloc predict --help`).
+    cachealloc report RUN_DIR [--html PAGE] [--json FILE] [--advise-ranks N]
+        every rank's peaks, the live blocks at each peak by allocation
+        site, and one advised config for the worst ranks (report/).
     cachealloc replay|compare|min-memory ...
         the compiled tool (tool.tool_path()), run in this process's place.
 """
@@ -23,11 +27,13 @@ from typing import List, Optional
 from .tool import ToolNotFound, tool_path
 
 RUN_USAGE = """\
-cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
+cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--] COMMAND [ARGS...]
     Runs COMMAND with cachealloc as PyTorch's CUDA allocator in every Python
     process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
     --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
-    --backend: cuda (default), async, simulated[:BYTES[:DEVICES]].
+    --backend: cuda (default), async, simulated[:BYTES[:DEVICES]];
+    --snapshot-dir: run directory; every rank records history and writes its
+    snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR).
 """
 
 
@@ -38,13 +44,19 @@ def run(args: List[str]) -> int:
                                      description="Run a command with cachealloc switched on.")
     parser.add_argument("--conf", help="allocator config, PYTORCH_CUDA_ALLOC_CONF syntax")
     parser.add_argument("--backend", help="cuda, async or simulated[:BYTES[:DEVICES]]")
+    parser.add_argument("--snapshot-dir", help="run directory for every rank's snapshot")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
     if not command:
         parser.error("no COMMAND given")
     env = dict(os.environ, CACHEALLOC_AUTO="1")
-    for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend)):
+    if ns.snapshot_dir is not None:
+        if not ns.snapshot_dir:
+            parser.error("--snapshot-dir needs a directory")
+        ns.snapshot_dir = os.path.abspath(ns.snapshot_dir)  # workers may change directory
+    for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend),
+                        ("CACHEALLOC_SNAPSHOT_DIR", ns.snapshot_dir)):
         if value is not None:
             env[name] = value
     try:
@@ -60,7 +72,12 @@ def main(argv: Optional[List[str]] = None) -> int:
         return run(args[1:])
     if args[:1] == ["predict"]:
         from .predict.cli import main as predict_main
+
         return predict_main(args[1:])
+    if args[:1] == ["report"]:
+        from .report.command import main as report_main
+
+        return report_main(args[1:])
     try:
         tool = str(tool_path())
     except ToolNotFound as e:

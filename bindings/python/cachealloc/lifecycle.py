@@ -41,7 +41,7 @@ def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
 
 
 def install(conf: Optional[str] = None, backend: Optional[str] = None,
-            torch_glue: bool = True) -> None:
+            torch_glue: bool = True, snapshot_dir=None) -> None:
     """Makes cachealloc PyTorch's CUDA allocator.
 
     With the PyTorch glue (libcachealloc_torch.so, compiled against the
@@ -68,10 +68,16 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     config; nothing is set up then. Once installed, calling it again
     changes nothing: without a conf or backend, or with the ones in force,
     it returns; with others it raises RuntimeError naming both.
+
+    snapshot_dir: a run directory; history is then recorded and this rank's
+    snapshot written into it at exit and on demand (snapshot_dir.py, with
+    the per-rank names of rank_files.py). Its errors (ValueError, OSError)
+    come after the allocator is installed.
     """
     global _mode, _pluggable
     if _mode != "not installed":
         _check_installed_settings(conf, backend)
+        _configure_snapshot_dir(snapshot_dir)
         return
     import torch
 
@@ -85,6 +91,7 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
                 "or pass backend='simulated' to use cachealloc through its own API only")
         init(conf, backend)
         _mode = "plain"
+        _configure_snapshot_dir(snapshot_dir)
         return
     if torch.cuda.is_initialized():
         raise RuntimeError(
@@ -119,6 +126,15 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
         sharing.refuse_cuda_ipc(sharing.ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
     # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
     install_settings_hook()
+    _configure_snapshot_dir(snapshot_dir)
+
+
+def _configure_snapshot_dir(run_dir) -> None:
+    if run_dir is None:
+        return
+    from . import snapshot_dir  # it uses mode() from here: imported once installed
+
+    snapshot_dir.configure(run_dir)
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:

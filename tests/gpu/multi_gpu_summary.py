@@ -1,0 +1,94 @@
+"""Summary of multi_gpu_suite.sh's runs: per mode and rank, every
+memory_stats key of cachealloc's runs against native's run-to-run range,
+losses, and step time as a ratio to native; the NCCL user-buffer checks.
+
+    python tests/gpu/multi_gpu_summary.py RESULTS_DIR   (prints; writes summary.json)
+"""
+import json
+import pathlib
+import statistics
+import sys
+
+WARM_UP = 3  # steps left out of step time (allocation and NCCL set-up)
+
+
+def runs(folder):
+    """{run: {rank: result}} for folder/RUN/rank-N.json."""
+    out = {}
+    for run in sorted(p for p in folder.glob("*") if p.is_dir()):
+        ranks = {int(f.stem.split("-")[1]): json.loads(f.read_text()) for f in run.glob("rank-*.json")}
+        if ranks:
+            out[run.name] = ranks
+    return out
+
+
+def compare(native, ours):
+    ranks = sorted(set().union(*[r.keys() for r in native.values()]))
+    result = {}
+    for rank in ranks:
+        n_runs = [r[rank] for r in native.values() if rank in r]
+        o_runs = [r[rank] for r in ours.values() if rank in r]
+        keys = n_runs[0]["memory_stats"].keys()
+        outside, unstable = {}, []
+        for k in keys:
+            lo = min(r["memory_stats"][k] for r in n_runs)
+            hi = max(r["memory_stats"][k] for r in n_runs)
+            if lo != hi:
+                unstable.append(k)
+            bad = [r["memory_stats"].get(k) for r in o_runs
+                   if not lo <= r["memory_stats"].get(k, lo - 1) <= hi]
+            if bad:
+                outside[k] = {"native": [lo, hi], "cachealloc": bad}
+        step = lambda rs: statistics.median(t for r in rs for t in r["step_seconds"][WARM_UP:])
+        loss_spread = max(abs(a - b) for r in n_runs for a, b in zip(r["losses"], n_runs[0]["losses"]))
+        loss_diff = max(abs(a - b) for r in o_runs for a, b in zip(r["losses"], n_runs[0]["losses"]))
+        result[rank] = {
+            "native_runs": len(n_runs), "cachealloc_runs": len(o_runs),
+            "peak_reserved": {"native": sorted({r["memory_stats"]["reserved_bytes.all.peak"] for r in n_runs}),
+                              "cachealloc": [r["memory_stats"]["reserved_bytes.all.peak"] for r in o_runs]},
+            "peak_allocated": {"native": sorted({r["memory_stats"]["allocated_bytes.all.peak"] for r in n_runs}),
+                               "cachealloc": [r["memory_stats"]["allocated_bytes.all.peak"] for r in o_runs]},
+            "keys_outside_native_range": outside, "keys_native_unstable": unstable,
+            "loss_native_spread": loss_spread, "loss_max_diff_to_native": loss_diff,
+            "step_ms": {"native": step(n_runs) * 1e3, "cachealloc": step(o_runs) * 1e3},
+            "step_ratio": step(o_runs) / step(n_runs),
+        }
+    return result
+
+
+def main():
+    root = pathlib.Path(sys.argv[1])
+    summary = {}
+    for mode_dir in sorted(p for p in root.glob("*") if (p / "native").is_dir() and (p / "cachealloc").is_dir()):
+        native, ours = runs(mode_dir / "native"), runs(mode_dir / "cachealloc")
+        if not native or not ours:
+            print(f"{mode_dir.name}: missing runs (native {len(native)}, cachealloc {len(ours)})")
+            continue
+        summary[mode_dir.name] = compare(native, ours)
+        for rank, r in summary[mode_dir.name].items():
+            print(f"{mode_dir.name} rank {rank}: runs {r['native_runs']}+{r['cachealloc_runs']}; "
+                  f"peak reserved native {r['peak_reserved']['native']} cachealloc "
+                  f"{r['peak_reserved']['cachealloc']}; peak allocated native "
+                  f"{r['peak_allocated']['native']} cachealloc {r['peak_allocated']['cachealloc']}; "
+                  f"keys outside native's range {len(r['keys_outside_native_range'])} "
+                  f"(native unstable {len(r['keys_native_unstable'])}); step "
+                  f"{r['step_ms']['native']:.1f} / {r['step_ms']['cachealloc']:.1f} ms ratio "
+                  f"{r['step_ratio']:.3f}; loss diff {r['loss_max_diff_to_native']:.4f} "
+                  f"(native spread {r['loss_native_spread']:.4f})")
+    for a in ("native", "cachealloc"):
+        f = root / f"user_buffer_{a}.json"
+        if f.exists():
+            data = json.loads(f.read_text())
+            summary[f"user_buffer_{a}"] = data
+            for rank, results in enumerate(data["ranks"]):
+                for r in results:
+                    print(f"user buffers {a} rank {rank} {r['setting']}: "
+                          f"allreduce_ok {r.get('allreduce_ok')} pool segments (n, bytes, expandable) "
+                          f"{r.get('pool_segments')} default {r.get('default_segments')}")
+        else:
+            print(f"user buffers {a}: no result")
+    (root / "summary.json").write_text(json.dumps(summary, indent=1))
+
+
+if __name__ == "__main__":
+    main()
