@@ -397,7 +397,9 @@ void stress(const StressConfig& c) {
               static_cast<unsigned long long>(ms), seen.c_str());
   if (c.faults) {
     // The injections fired: host memory ran out and the device refused.
-    if (c.host_faults) EXPECT_GT(sh.errors["host oom"], 0) << seen;
+    if (c.host_faults) {
+      EXPECT_GT(sh.errors["host oom"], 0) << seen;
+    }
     EXPECT_GT(sh.errors["oom"], 0) << seen;
   }
 }
