@@ -75,6 +75,9 @@ class BlockPool {
     remember(it);
     return inserted;
   }
+  // See FreeIndex::reserve_for_insert: the next insert() or replace() then
+  // cannot throw.
+  void reserve_for_insert() { index_.reserve_for_insert(); }
   // Removes a block from the index; returns false if it was not there.
   bool erase(Block* b) {
     ++shape_version_;

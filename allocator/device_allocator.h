@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <new>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -219,6 +220,8 @@ class DeviceCachingAllocator {
   std::vector<SegmentView> segments() const;
   // Throws InvariantViolation describing the first broken rule (block.h).
   void check_invariants() const;
+  // Events some observer dropped because host memory ran out (see emit).
+  uint64_t observer_failures() const { return observer_failures_; }
 
  private:
   // A request that missed the cache, for the miss path (reserve_segment).
@@ -384,9 +387,19 @@ class DeviceCachingAllocator {
   bool gc_active() const {
     return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
   }
+  // An observer that runs out of host memory (a history ring growing)
+  // drops that event, and the others still see it: the engine is mid-way
+  // through an operation here and must finish it, so the exception stops
+  // at this loop (counted in observer_failures()).
   void emit(EngineEvent& e) {
     e.device = device_;
-    for (EngineObserver* o : observers_) o->on_event(e);
+    for (EngineObserver* o : observers_) {
+      try {
+        o->on_event(e);
+      } catch (const std::bad_alloc&) {
+        ++observer_failures_;
+      }
+    }
   }
 
   static constexpr size_t kSmallSizeForPool = 1048576;
@@ -398,6 +411,8 @@ class DeviceCachingAllocator {
   bool power2_divisions_;
   DeviceBackend& backend_;
   std::vector<EngineObserver*> observers_;
+  // Events an observer dropped for want of host memory (emit).
+  uint64_t observer_failures_ = 0;
 
   BlockPool large_blocks_{false};  // free blocks of large segments
   BlockPool small_blocks_{true};   // free blocks of small segments

@@ -194,6 +194,10 @@ void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& c
 Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split,
                                                bool expandable_aware) {
+  // The insert at the end must not fail once neighbours were absorbed (a
+  // free block outside its pool is lost): nodes are taken first, and a
+  // std::bad_alloc here leaves everything as it was.
+  pool.reserve_for_insert();
   const size_t requested = block->requested_size;
   Block* const prev = block->prev && block->prev->is_free() ? block->prev : nullptr;
   Block* const next = block->next && block->next->is_free() ? block->next : nullptr;

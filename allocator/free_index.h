@@ -150,6 +150,17 @@ class BasicFreeIndex {
     return {iterator(leaf, pos), true};
   }
 
+  // Makes the next insert() unable to throw for want of nodes in any tree of
+  // height <= kSpareNodes (a leaf and every ancestor splitting, plus a new
+  // root: far more entries than a device has free blocks). Throws
+  // std::bad_alloc, index unchanged. For callers that change other state
+  // before they insert (a free merging its neighbours). O(1); allocates only
+  // when the spares ran low.
+  void reserve_for_insert() {
+    if (spare_leaves_.count() < 1 || spare_inners_.count() < kSpareNodes) [[unlikely]]
+      reserve_spares(1, kSpareNodes);
+  }
+
   // Removes the entry at `it` (not end()). Returns the iterator to the entry
   // that followed it. O(kLeafCapacity) unless the leaf underflows; then
   // O(log n). Invalidates iterators. Never throws.

@@ -1,5 +1,6 @@
 #include "pickle/pickle_input.h"
 
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -139,7 +140,9 @@ class GzipFileInput final : public PickleInput {
 }  // namespace
 
 std::unique_ptr<PickleInput> pickle_input_from_memory(std::string_view bytes) {
-  return std::make_unique<MemoryInput>(bytes);
+  auto in = std::make_unique<MemoryInput>(bytes);
+  in->set_stored_size(bytes.size());
+  return in;
 }
 
 std::unique_ptr<PickleInput> open_pickle_file(const std::string& path) {
@@ -148,9 +151,15 @@ std::unique_ptr<PickleInput> open_pickle_file(const std::string& path) {
   std::vector<unsigned char> first(kReadChunk);
   bool eof = false;
   const size_t n = fill_from(f.get(), path, first, 0, 2, eof);
+  struct stat st;
+  const bool sized = fstat(fileno(f.get()), &st) == 0 && S_ISREG(st.st_mode);
+  std::unique_ptr<PickleInput> in;
   if (gzip_magic_at(first.data(), n))
-    return std::make_unique<GzipFileInput>(std::move(f), path, std::move(first), n);
-  return std::make_unique<PlainFileInput>(std::move(f), path, std::move(first), n);
+    in = std::make_unique<GzipFileInput>(std::move(f), path, std::move(first), n);
+  else
+    in = std::make_unique<PlainFileInput>(std::move(f), path, std::move(first), n);
+  if (sized) in->set_stored_size(static_cast<uint64_t>(st.st_size));
+  return in;
 }
 
 }  // namespace cachealloc

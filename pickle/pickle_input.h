@@ -27,6 +27,14 @@ class PickleInput {
   // The input's total size in bytes when known before reading (bytes in
   // memory), for exact "N bytes left" messages; nullopt for a stream.
   virtual std::optional<uint64_t> total() const { return std::nullopt; }
+  // The input's size as stored, in bytes: a file's size on disk (gzipped or
+  // not), or the bytes in memory; nullopt when unknown (a pipe). The
+  // reader's cap on one value is tied to it (pickle_reader.h).
+  std::optional<uint64_t> stored_size() const { return stored_size_; }
+  void set_stored_size(uint64_t bytes) { stored_size_ = bytes; }
+
+ private:
+  std::optional<uint64_t> stored_size_;
 };
 
 // Bytes already in memory, handed over as one chunk. `bytes` must outlive

@@ -126,6 +126,22 @@ class Reader {
     const PickleMemoryBudget b = pickle_memory_budget();
     budget_ = b.bytes;
     budget_source_ = b.source;
+    // See kValueCapPerStoredByte. An input of unknown size gets the
+    // minimum; a set budget variable replaces the cap.
+    if (const char* env = std::getenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"); env && *env) {
+      value_cap_ = budget_;
+      value_cap_source_ = b.source;
+    } else {
+      const uint64_t stored = in.stored_size().value_or(0);
+      value_cap_ = std::max(kMinValueCap, stored > UINT64_MAX / kValueCapPerStoredByte
+                                              ? UINT64_MAX
+                                              : stored * kValueCapPerStoredByte);
+      value_cap_source_ = std::to_string(kValueCapPerStoredByte) + " x the input's " +
+                          (in.stored_size() ? std::to_string(stored) + " bytes as stored"
+                                            : std::string("unknown size")) +
+                          ", at least " + std::to_string(kMinValueCap) +
+                          "; set CACHEALLOC_PICKLE_MEMORY_LIMIT to raise it";
+    }
   }
 
   // Parses the whole input. Running out of memory while the estimate is
@@ -233,6 +249,9 @@ class Reader {
   // that arrive, so a length beyond the input allocates only what it holds.
   std::string take(uint64_t n) {
     if (const auto l = left(); l && n > *l) truncated(n, *l);
+    if (n > value_cap_)
+      fail("a value of " + std::to_string(n) + " bytes is over the cap of " +
+           std::to_string(value_cap_) + " bytes for one value (" + value_cap_source_ + ")");
     charge(n);
     std::string s;
     if (total_) s.reserve(n);
@@ -472,6 +491,8 @@ class Reader {
   uint64_t used_ = 0;
   uint64_t budget_ = 0;
   std::string budget_source_;
+  uint64_t value_cap_ = 0;  // bytes one value may take (take())
+  std::string value_cap_source_;
   std::vector<size_t> marks_;  // Stack sizes at each open MARK.
   std::vector<Slot> memo_;
   std::unordered_map<uint64_t, Slot> memo_sparse_;

@@ -62,6 +62,19 @@ struct PickleMemoryBudget {
 };
 PickleMemoryBudget pickle_memory_budget();
 
+// No single value (a string's or an int's bytes) may be longer than
+// kValueCapPerStoredByte times the input's stored size (a file's size on
+// disk, gzipped or not), and never less than kMinValueCap, unless
+// CACHEALLOC_PICKLE_MEMORY_LIMIT is set: the cap is then that budget. Real
+// snapshots hold frame names and file paths, never a 2 GiB string, and a
+// gzipped input shrinks repeated bytes about a thousandfold: without the
+// cap a 9 MB .pickle.gz holding one 2 GiB string reads for seconds and
+// takes gigabytes before the budget refuses it; with it, the string's
+// length (read before its bytes) is refused at once, with a PickleError
+// naming the cap and the variable that raises it.
+constexpr uint64_t kValueCapPerStoredByte = 16;
+constexpr uint64_t kMinValueCap = uint64_t{64} << 20;  // 64 MiB
+
 // Parses one pickle that spans all of `bytes`. Throws PickleError, also
 // when the values and `bytes` would need more memory than
 // pickle_memory_budget(), and when memory runs out before the budget does

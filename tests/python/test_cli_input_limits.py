@@ -48,9 +48,10 @@ def replay_peak_rss(cli, trace, budget="200000000"):
 BOMBS = {
     # The issue's bomb: 2 GiB of zeros (took 2.1 GB before it was refused).
     "zeros": (b"", b"\0", "no PROTO header"),
-    # A 2 GB string announced in front of the zeros (took 4.2 GB).
+    # A 2 GB string announced in front of the zeros (took 4.2 GB): refused
+    # by the cap on one value (here the budget) before any of it is read.
     "string_header": (b"\x80\x04\x8d" + (2 * GiB).to_bytes(8, "little"), b"\0",
-                      "loading needs more than 200000000 bytes of memory"),
+                      "over the cap of 200000000 bytes for one value"),
     # A list of Nones: every byte a value, 48 bytes each by the estimate.
     "list_of_nones": (b"\x80\x04](", b"N", "loading needs more than 200000000 bytes of memory"),
 }
@@ -95,3 +96,52 @@ def test_running_out_of_memory_under_ulimit_is_named_not_a_bare_bad_alloc(cli, t
     assert "std::bad_alloc" not in proc.stderr
     assert "out of memory at offset" in proc.stderr and "NONE" in proc.stderr, proc.stderr
     assert "CACHEALLOC_PICKLE_MEMORY_LIMIT" in proc.stderr
+
+
+def default_budget_env():
+    """The environment without CACHEALLOC_PICKLE_MEMORY_LIMIT: the default."""
+    return {k: v for k, v in os.environ.items() if k != "CACHEALLOC_PICKLE_MEMORY_LIMIT"}
+
+
+def test_the_default_refuses_a_2gib_string_in_a_9mb_file_at_once(cli, tmp_path):
+    # The issue's file: 9.4 MB of .pickle.gz (level-1 gzip of "a"s) holding
+    # one 2 GiB string. With the budget alone (3/4 of RAM) it took 4.2 GB
+    # and 17 s; the cap on one value (16 x the stored size, at least 64 MiB)
+    # refuses its length before a byte of it is read.
+    head = b"\x80\x04\x8d" + (2 * GiB).to_bytes(8, "little")
+    block = gzip.compress(b"a" * MiB, compresslevel=1, mtime=0)
+    path = tmp_path / "one_string.pickle.gz"
+    with open(path, "wb") as f:
+        f.write(gzip.compress(head, compresslevel=1, mtime=0))
+        for _ in range(2048):
+            f.write(block)
+    size = path.stat().st_size
+    assert 8_000_000 < size < 10_000_000, size
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS, str(cli), "replay", str(path)],
+                          capture_output=True, text=True, env=default_budget_env(), timeout=60)
+    code, rss_kb = map(int, proc.stdout.split())
+    assert code == 2, proc.stderr
+    assert f"a value of {2 * GiB} bytes is over the cap of {16 * size} bytes" in proc.stderr
+    assert "CACHEALLOC_PICKLE_MEMORY_LIMIT to raise it" in proc.stderr, proc.stderr
+    assert rss_kb * 1024 < 100 * MiB, rss_kb
+
+
+def test_the_budget_variable_raises_the_cap_on_one_value(cli, tmp_path):
+    # A 100 MiB string in a ~100 kB file: over the default cap (64 MiB),
+    # read whole under CACHEALLOC_PICKLE_MEMORY_LIMIT=1GB (then refused for
+    # what it is: not a snapshot).
+    n = 100 * MiB
+    path = tmp_path / "long_string.pickle.gz"
+    with open(path, "wb") as f:
+        f.write(gzip.compress(b"\x80\x04\x8d" + n.to_bytes(8, "little"), mtime=0))
+        block = gzip.compress(b"a" * MiB, mtime=0)
+        for _ in range(n // MiB):
+            f.write(block)
+        f.write(gzip.compress(b".", mtime=0))
+    default = subprocess.run([str(cli), "replay", str(path)], capture_output=True, text=True,
+                             env=default_budget_env(), timeout=60)
+    assert default.returncode == 2
+    assert f"over the cap of {64 * MiB} bytes" in default.stderr, default.stderr
+    raised = subprocess.run([str(cli), "replay", str(path)], capture_output=True, text=True,
+                            env=dict(os.environ, CACHEALLOC_PICKLE_MEMORY_LIMIT="1GB"), timeout=60)
+    assert "cap" not in raised.stderr, raised.stderr

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# CI's sanitizer runs (.ci/run), each variant built once per run:
+#   1. ThreadSanitizer (build-tsan/): the whole-front stress test
+#      (tests/cpp/front_stress_test.cc: 8-16 threads on 2 and 4 simulated
+#      devices, device faults, the re-init race) and the front's thread
+#      tests (front_parts_test: pointer table, device lock).
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): the C++
+#      suite. Only the C++ test targets are built (no benchmarks, no PyTorch
+#      glue); the Python suite under these sanitizers stays in
+#      scripts/sanitize.sh (by hand).
+# Uses ccache when installed. Prints each step's time. Fails if any step
+# does.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+launcher=()
+if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCACHEALLOC_BUILD_BENCHMARKS=OFF
+        -DCACHEALLOC_WITH_TORCH=OFF "${launcher[@]}")
+step() {  # step NAME COMMAND...: runs it, prints its wall time
+  local name=$1 t0=$SECONDS
+  shift
+  "$@"
+  echo "sanitize_ci: $name took $((SECONDS - t0)) s"
+}
+jobs=$(nproc)
+
+# 1. ThreadSanitizer.
+cmake -S . -B build-tsan "${common[@]}" -DCACHEALLOC_TSAN=ON >/dev/null
+step "tsan build" cmake --build build-tsan -j"$jobs" --target front_stress_test front_parts_test
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+step "tsan front_parts_test" build-tsan/tests/cpp/front_parts_test --gtest_brief=1
+step "tsan front_stress_test" build-tsan/tests/cpp/front_stress_test --gtest_brief=1
+
+# 2. AddressSanitizer + UndefinedBehaviorSanitizer over the C++ suite.
+cmake -S . -B build-asan "${common[@]}" -DCACHEALLOC_SANITIZE=ON >/dev/null
+test_targets=$(sed -n 's/^build \(tests\/cpp\/[A-Za-z0-9_]*\) .*CXX_EXECUTABLE_LINKER.*/\1/p' \
+  build-asan/build.ninja | tr '\n' ' ')
+# shellcheck disable=SC2086
+step "asan build" cmake --build build-asan -j"$jobs" --target tools/all $test_targets
+step "asan ctest" bash -c 'cd build-asan && ASAN_OPTIONS=detect_leaks=1 \
+  ctest --output-on-failure -j"$(nproc)" --timeout 1500'
