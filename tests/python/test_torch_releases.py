@@ -51,6 +51,7 @@ def test_settings_keys_follow_the_release_told(ca, version):
     head, tail = _lines(version, "refusal_text.txt")
     assert l.cachealloc_set_torch_version(version.encode()) == 0
     try:
+        ca.init("", "simulated:8589934592")  # as install(): the version first, then init
         for key in sorted(every - accepted) + ["bogus_key"]:
             assert l.cachealloc_check_allocator_settings(f"{key}:1".encode()) == -1, key
             assert (head + key + tail) in l.cachealloc_last_error().decode()
@@ -59,5 +60,7 @@ def test_settings_keys_follow_the_release_told(ca, version):
         for key, value in new_keys.items():
             if key in accepted:
                 assert l.cachealloc_check_allocator_settings(f"{key}:{value}".encode()) == 0, key
+        if "throw_on_cudamalloc_oom" in accepted:  # valid, but not carried out
+            assert l.cachealloc_check_allocator_settings(b"throw_on_cudamalloc_oom:True") == -2
     finally:
         l.cachealloc_set_torch_version(b"2.11.0")
