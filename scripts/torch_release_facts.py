@@ -17,6 +17,11 @@ that release's own wheel, into tests/data/torch_releases/VERSION/:
                       map of StatArray per pool -> NAME.<pool>.{...}.{...}
   trace_actions.txt   trace entry actions (parseTraceEntryAction's table)
   trace_members.txt   TraceEntry's data members (C++ names)
+  trace_entry_fields.txt the trace entry keys torch documents (the
+                      TraceEntry TypedDict in torch.cuda.memory._snapshot's
+                      docstring: documented, not exhaustive; time_us,
+                      compile_context and user_metadata are written but
+                      not listed there through 2.14)
   snapshot_members.txt SnapshotInfo's data members (c10/cuda/CUDACachingAllocator.h)
   memory_api.txt      torch/cuda/memory.py's functions and their parameters
 
@@ -132,6 +137,17 @@ def trace_actions(header: str) -> list[str]:
     return re.findall(r'\{"(\w+)"', table.group(1))
 
 
+def documented_trace_fields(source: str) -> list[str]:
+    m = re.search(r"class TraceEntry\(TypedDict\):\n(.*?)(?=\n\s*class |\n\s*Args:|\n\s*Returns:|\"\"\")",
+                  source, re.S)
+    if not m:
+        fail("no TraceEntry TypedDict in torch/cuda/memory.py")
+    fields = re.findall(r"^\s{12}(\w+)\s*:", m.group(1), re.M)
+    if "action" not in fields:
+        fail(f"the TraceEntry fields found ({fields}) lack action")
+    return fields
+
+
 def memory_api(source: str) -> list[str]:
     tree = ast.parse(source)
     out = []
@@ -153,6 +169,7 @@ def main() -> None:
     device_h = read(os.path.join(inc, "c10/core/CachingDeviceAllocator.h"))
     caching_h = read(os.path.join(inc, "c10/cuda/CUDACachingAllocator.h"))
     lib = binary_strings(libc10)
+    memory_py = read(os.path.join(tree, "torch/cuda/memory.py"))
 
     cuda_keys = braced_strings(cuda_h, "getKeys")
     if not cuda_keys:
@@ -175,7 +192,8 @@ def main() -> None:
         "trace_actions.txt": trace_actions(device_h),
         "trace_members.txt": members(device_h, "TraceEntry"),
         "snapshot_members.txt": snapshot_members(caching_h),
-        "memory_api.txt": memory_api(read(os.path.join(tree, "torch/cuda/memory.py"))),
+        "trace_entry_fields.txt": documented_trace_fields(memory_py),
+        "memory_api.txt": memory_api(memory_py),
     }
     for name, lines in lists.items():
         with open(os.path.join(out, name), "w", encoding="utf-8") as f:

@@ -64,3 +64,27 @@ def test_settings_keys_follow_the_release_told(ca, version):
             assert l.cachealloc_check_allocator_settings(b"throw_on_cudamalloc_oom:True") == -2
     finally:
         l.cachealloc_set_torch_version(b"2.11.0")
+
+
+# Documented trace entry keys cachealloc's own snapshots (the tool's, and
+# cachealloc.snapshot()) do not write yet: 2.12's pool_id needs the
+# private pool on engine events and history records. Under the glue torch
+# writes pool_id itself, from the entry's pool, which the glue gives as
+# (0, 0).
+TRACE_FIELDS_NOT_WRITTEN = {
+    "2.11.0": set(), "2.12.0": {"pool_id"}, "2.13.0": {"pool_id"}, "2.14.1": {"pool_id"}}
+
+
+@pytest.mark.parametrize("version", sorted(TRACE_FIELDS_NOT_WRITTEN))
+def test_trace_entry_fields_are_the_documented_ones_less_the_named(ca, version):
+    ca.record_memory_history("all", max_entries=1000)
+    kept = ca._malloc(1 << 20)
+    ca._free(ca._malloc(1 << 20))
+    with pytest.raises(Exception):
+        ca._malloc(1 << 40)  # past the 8 GiB simulated device: an oom entry
+    ca._free(kept)
+    (trace,) = ca.snapshot()["device_traces"]
+    ours = set().union(*(entry.keys() for entry in trace))
+    assert {e["action"] for e in trace} >= {"alloc", "free_requested", "oom", "segment_alloc"}
+    documented = set(_lines(version, "trace_entry_fields.txt"))
+    assert documented - ours == TRACE_FIELDS_NOT_WRITTEN[version]
