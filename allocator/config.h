@@ -55,8 +55,9 @@ struct AllocatorConfig {
   // before asking the device. Only False is carried out (True is refused as
   // UnsupportedConfig: cachealloc does not implement the pre-check).
   bool throw_on_cudamalloc_oom = false;
-  // Host (pinned) allocator keys of torch 2.12+ / 2.13+: parsed as native
-  // parses them, never used (cachealloc does not manage pinned memory).
+  // Host (pinned) allocator keys of torch 2.12+ / 2.13+: a boolean and
+  // two non-negative MiB counts, never used (cachealloc does not manage
+  // pinned memory; PyTorch's host allocator reads them from its own parse).
   bool pinned_free_catch_all = false;
   std::optional<size_t> pinned_max_round_threshold_mb;
   std::optional<size_t> pinned_max_cached_size_mb;
