@@ -47,10 +47,6 @@ const std::map<std::string, std::string> kValidValue = {
     {"pinned_max_round_threshold_mb", "64"}, {"pinned_max_cached_size_mb", "128"},
 };
 
-// 2.11 keys whose parse another change brings (issue 32's
-// large_segment_size_mb part); until then refused like an unknown key.
-const std::set<std::string> kPendingKeys = {"large_segment_size_mb"};
-
 struct Release {
   std::string version;
   TorchRelease release;
@@ -84,7 +80,6 @@ TEST(ConfigRelease, EveryKeyTheReleaseAcceptsIsAccepted) {
   for (const auto& r : releases()) {
     ASSERT_GE(r.accepted.size(), 16u) << r.version;
     for (const auto& key : r.accepted) {
-      if (kPendingKeys.count(key)) continue;
       const auto value = kValidValue.find(key);
       ASSERT_NE(value, kValidValue.end())
           << "torch " << r.version << " accepts '" << key << "', which cachealloc does not parse";
