@@ -59,7 +59,9 @@ class Parser {
     while (i_ < tokens_.size()) {
       const std::string key = tokens_[i_++];
       expect(":", key);
-      if (key == "large_segment_size_mb") {
+      if (!release_accepts_key(c.release, key)) {
+        unrecognized(key);
+      } else if (key == "large_segment_size_mb") {
         word(key);  // read and checked above
       } else if (key == "max_split_size_mb") {
         c.max_split_size = split_limit_mib(key, c.large_segment_size);
@@ -104,15 +106,23 @@ class Parser {
         c.pinned_use_background_threads = boolean(key);
       } else if (key == "graph_capture_record_stream_reuse") {
         c.graph_capture_record_stream_reuse = boolean(key);
+      } else if (key == "throw_on_cudamalloc_oom") {
+        c.throw_on_cudamalloc_oom = boolean(key);
+        if (c.throw_on_cudamalloc_oom)
+          unsupported(key, "True is not carried out by cachealloc (a request past the memory "
+                           "fraction still frees cached blocks and retries, as in torch 2.11)");
+      } else if (key == "pinned_free_catch_all") {
+        c.pinned_free_catch_all = boolean(key);
+      } else if (key == "pinned_max_round_threshold_mb") {
+        c.pinned_max_round_threshold_mb = unsigned_int(key);
+      } else if (key == "pinned_max_cached_size_mb") {
+        c.pinned_max_cached_size_mb = unsigned_int(key);
       } else if (key == "per_process_memory_fraction") {
         double v = number(key);
         if (!(v >= 0.0 && v <= 1.0)) fail(key, "must be in [0.0, 1.0], got " + last_);
         c.per_process_memory_fraction = v;
       } else {
-        // Native's wording (AcceleratorAllocatorConfig::parseArgs), then ours.
-        throw ConfigError("Unrecognized key '" + key +
-                          "' in Accelerator allocator config. (cachealloc: unrecognized "
-                          "allocator option in '" + std::string(text_) + "')");
+        unrecognized(key);
       }
       if (i_ < tokens_.size()) expect(",", key);
     }
@@ -120,6 +130,15 @@ class Parser {
   }
 
  private:
+  // Native's wording (AcceleratorAllocatorConfig::parseArgs, the same in
+  // 2.11 through 2.14), then ours naming the release whose keys apply.
+  [[noreturn]] void unrecognized(const std::string& key) {
+    throw ConfigError("Unrecognized key '" + key +
+                      "' in Accelerator allocator config. (cachealloc: unrecognized "
+                      "allocator option for torch " +
+                      std::string(torch_release_name(start_.release)) + " in '" +
+                      std::string(text_) + "')");
+  }
   [[noreturn]] void fail(const std::string& key, const std::string& why) {
     throw ConfigError("allocator option " + key + ": " + why + " (in '" +
                       std::string(text_) + "')");
@@ -273,8 +292,10 @@ std::optional<std::string> register_threads(size_t threads) {
 
 }  // namespace config_rules
 
-AllocatorConfig AllocatorConfig::parse(std::string_view text) {
-  return Parser(text, AllocatorConfig{}, /*at_run_time=*/false).run();
+AllocatorConfig AllocatorConfig::parse(std::string_view text, TorchRelease release) {
+  AllocatorConfig start;
+  start.release = release;
+  return Parser(text, std::move(start), /*at_run_time=*/false).run();
 }
 
 AllocatorConfig AllocatorConfig::with_settings(std::string_view text) const {

@@ -18,6 +18,8 @@
 #include <string>
 #include <string_view>
 
+#include "allocator/config_keys.h"
+
 namespace cachealloc {
 
 enum class BackendKind { kNative, kCudaMallocAsync };
@@ -59,14 +61,33 @@ struct AllocatorConfig {
   size_t pinned_reserve_segment_size_mb = 0;
   bool pinned_use_background_threads = false;
   bool graph_capture_record_stream_reuse = false;
+  // torch 2.12+: with a memory fraction, refuse a request past the limit
+  // before asking the device. Only False is carried out (True is refused as
+  // UnsupportedConfig: cachealloc does not implement the pre-check).
+  bool throw_on_cudamalloc_oom = false;
+  // Host (pinned) allocator keys of torch 2.12+ / 2.13+: a boolean and
+  // two non-negative MiB counts, never used (cachealloc does not manage
+  // pinned memory; PyTorch's host allocator reads them from its own parse).
+  bool pinned_free_catch_all = false;
+  std::optional<size_t> pinned_max_round_threshold_mb;
+  std::optional<size_t> pinned_max_cached_size_mb;
   // Memory fraction applied at start-up; negative = none.
   double per_process_memory_fraction = -1.0;
   BackendKind backend = BackendKind::kNative;
+  // The PyTorch release whose keys the text may name (config_keys.h); a
+  // settings call keeps it.
+  TorchRelease release = TorchRelease::k2_11;
   // The text this config was parsed from ("" for defaults).
   std::string source;
 
-  // Parses `text`. Throws ConfigError. Empty text gives the defaults.
-  static AllocatorConfig parse(std::string_view text);
+  // Parses `text` as PyTorch `release` would (its key set; allocator
+  // decisions stay 2.11's). Throws ConfigError. Empty text gives the
+  // defaults.
+  static AllocatorConfig parse(std::string_view text, TorchRelease release);
+  // The same under process_torch_release().
+  static AllocatorConfig parse(std::string_view text) {
+    return parse(text, process_torch_release());
+  }
   // This config after the run-time settings `text`
   // (torch.cuda.memory._set_allocator_settings), by native 2.11's rule
   // (docs/design.md, "Settings calls"): max_split_size_mb,

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "allocator/config_keys.h"
 #include "allocator/errors.h"
 #include "allocator/hot_inline.h"
 #include "bindings/c_api/c_api_internal.h"
@@ -225,6 +226,17 @@ int cachealloc_init(const char* conf, const char* backend) {
     // From the environment: a bad value is refused naming its variable.
     if (!conf) cachealloc::AllocatorConfig::parse_environment_text(c);
     Runtime::instance().init(c, backend ? backend : "");
+  });
+}
+
+int cachealloc_set_torch_version(const char* version) {
+  return guarded([&] {
+    if (!version) throw std::invalid_argument("cachealloc_set_torch_version: NULL version");
+    const auto release = cachealloc::torch_release_of(version);
+    if (!release)
+      throw std::invalid_argument(std::string("cachealloc_set_torch_version: '") + version +
+                                  "' is not a version like 2.12.0");
+    cachealloc::set_process_torch_release(*release);
   });
 }
 

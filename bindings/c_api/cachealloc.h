@@ -60,6 +60,14 @@ CACHEALLOC_API int cachealloc_try_malloc(ssize_t size, int device, void* stream,
  * allocator's bookkeeping (about 5 KB) stays allocated for the life of the
  * process, since a racing call may still be reading it. */
 CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
+/* The PyTorch release in use ("2.12.0+cu130", torch.__version__), whose
+ * PYTORCH_CUDA_ALLOC_CONF keys every later parse accepts: a key that
+ * release does not know is refused in its words, one it added is accepted
+ * (allocator decisions stay torch 2.11's; allocator/config_keys.h). Call
+ * before cachealloc_init; until called, 2.11. Process-wide, thread-safe.
+ * 0, or -1 (cachealloc_last_error) for NULL or a text that does not start
+ * with MAJOR.MINOR; nothing changes then. */
+CACHEALLOC_API int cachealloc_set_torch_version(const char* version);
 CACHEALLOC_API int cachealloc_is_initialized(void);
 /* The backend in use ("cuda", "async", "simulated:..."); "" before init. */
 CACHEALLOC_API const char* cachealloc_backend_name(void);
@@ -335,7 +343,7 @@ CACHEALLOC_API int cachealloc_config_info(uint64_t* max_split_size, double* gc_t
 CACHEALLOC_API int cachealloc_set_allocator_settings(const char* settings);
 /* The check cachealloc_set_allocator_settings makes, without applying: 0
  * when it would be accepted now; -2 for valid settings cachealloc cannot
- * carry out (none at present), -1 for invalid ones (a change of
+ * carry out (throw_on_cudamalloc_oom:True, torch 2.12+), -1 for invalid ones (a change of
  * backend included, which native refuses too), each with
  * cachealloc_last_error() saying why. */
 CACHEALLOC_API int cachealloc_check_allocator_settings(const char* settings);

@@ -206,6 +206,12 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
   void setUserMetadata(const std::string& metadata) override { t_user_metadata = metadata; }
   std::string getUserMetadata() override { return t_user_metadata; }
+  // torch 2.14 asks whether user metadata reaches trace entries
+  // (torch._C._cuda_memoryMetadataSupported; false would make
+  // _set_memory_metadata warn that it is ignored). It does here. Declared
+  // without `override` on purpose: before 2.14 the base has no such
+  // virtual and this is a plain member; from 2.14 it overrides.
+  bool supportsUserMetadata() { return true; }
 
   void init(int device_count) override {
     if (!cachealloc_is_initialized()) check(cachealloc_init(nullptr, nullptr));

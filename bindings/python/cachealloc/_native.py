@@ -92,6 +92,7 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_try_malloc": (c_int, [ctypes.c_ssize_t, c_int, c_void_p, ctypes.POINTER(c_void_p)]),
         "cachealloc_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
         "cachealloc_init": (c_int, [c_char_p, c_char_p]),
+        "cachealloc_set_torch_version": (c_int, [c_char_p]),
         "cachealloc_is_initialized": (c_int, []),
         "cachealloc_backend_name": (c_char_p, []),
         "cachealloc_config_info": (c_int, [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_double),

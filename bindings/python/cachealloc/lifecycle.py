@@ -81,6 +81,9 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
         return
     import torch
 
+    # The settings language (keys accepted and refused) follows the torch
+    # in use; allocator decisions stay torch 2.11's.
+    check(lib().cachealloc_set_torch_version(torch.__version__.encode()))
     # Every check and every step that can fail comes before init(), so a
     # refusal leaves the process as it was (never half set up).
     if not hasattr(torch._C, "_cuda_customAllocator"):
