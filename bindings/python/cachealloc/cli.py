@@ -6,6 +6,10 @@
         the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
         CACHEALLOC_BACKEND), which the start-up hook of the installed
         package honours (_cachealloc_autoinstall.py).
+    cachealloc doctor
+        what this machine gives cachealloc (torch, glue, CUDA backends,
+        driver, GPUs), ending in one line: ready, or what to fix
+        (doctor.py); exit 0 when ready for GPU use.
     cachealloc replay|compare|min-memory ...
         the compiled tool (tool.tool_path()), run in this process's place.
 """
@@ -25,6 +29,9 @@ cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
     process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
     --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
     --backend: cuda (default), async, simulated[:BYTES[:DEVICES]].
+cachealloc doctor
+    Checks this machine for cachealloc (torch, glue, CUDA, driver, GPUs) and
+    ends with one line: ready, or what to fix.
 """
 
 
@@ -55,6 +62,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["run"]:
         return run(args[1:])
+    if args[:1] == ["doctor"]:
+        from . import doctor
+        return doctor.main()
     try:
         tool = str(tool_path())
     except ToolNotFound as e:
