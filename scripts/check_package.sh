@@ -27,6 +27,8 @@ python3 -m pip wheel -q --no-deps -w "$work/dist" "$repo"
 echo "check_package: compile matrix and wheel built in $((SECONDS - start)) s"
 python3 "$repo/scripts/wheel_manylinux.py" "$work"/dist/*.whl
 whl=$(ls "$work"/dist/*.whl)
+# CHECK_PACKAGE_WHEEL_DIR=DIR keeps a copy (for tests/gpu/wheel_install_check.sh).
+[ -n "${CHECK_PACKAGE_WHEEL_DIR:-}" ] && mkdir -p "$CHECK_PACKAGE_WHEEL_DIR" && cp "$whl" "$CHECK_PACKAGE_WHEEL_DIR/"
 echo "check_package: $(basename "$whl"): $(( $(stat -c %s "$whl") / 1024 )) KiB"
 # The compile matrix's glues are in it, each for its release.
 python3 - "$whl" "$repo/pyproject.toml" <<'PY'

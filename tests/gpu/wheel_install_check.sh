@@ -20,34 +20,46 @@ wheel=$(readlink -f "${1:?usage: wheel_install_check.sh WHEEL}")
 here=$(cd "$(dirname "$0")" && pwd)
 OUT=${OUT:-/tmp/wheel-check}; mkdir -p "$OUT"
 python=$(command -v python3)
+SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
 moved=()
 restore() {
-  for path in "${moved[@]}"; do mv "$path.hidden-by-check" "$path"; done
+  for path in "${moved[@]}"; do $SUDO mv "$path.hidden-by-check" "$path"; done
 }
 trap restore EXIT
 hide() {
   for path in "$@"; do
     if [ -e "$path" ] || [ -L "$path" ]; then
-      mv "$path" "$path.hidden-by-check" && moved+=("$path")
+      $SUDO mv "$path" "$path.hidden-by-check" && moved+=("$path")
     fi
   done
 }
 hide /usr/local/cuda /usr/local/cuda-[0-9]*
 for tool in nvcc g++ c++ gcc cc clang clang++; do
-  while command -v "$tool" >/dev/null 2>&1; do
+  while hash -r && command -v "$tool" >/dev/null 2>&1; do
     hide "$(command -v "$tool")" || break
   done
 done
-unset CUDA_HOME CUDA_PATH CXX CC CACHEALLOC_LIBRARY CACHEALLOC_TORCH_LIBRARY CACHEALLOC_CLI PYTHONPATH
+unset CUDA_HOME CUDA_PATH CXX CC CACHEALLOC_LIBRARY CACHEALLOC_TORCH_LIBRARY CACHEALLOC_CLI PYTHONPATH \
+  CACHEALLOC_AUTO CACHEALLOC_BACKEND CACHEALLOC_CONF CACHEALLOC_CUDART PYTORCH_CUDA_ALLOC_CONF
 export PATH=/usr/bin:/bin CACHEALLOC_CACHE_DIR=$OUT/empty-cache
 echo "hidden: ${moved[*]}" | tee "$OUT/hidden.txt"
 for tool in nvcc g++ c++ gcc cc; do
   command -v "$tool" >/dev/null && { echo "FAIL: $tool is still on PATH"; exit 1; }
 done
 
+# A fresh venv that sees the machine's torch: the site-packages of the
+# python3 found first (itself perhaps a venv) are added through a .pth.
 venv=$(mktemp -d)/venv
-"$python" -m venv --system-site-packages "$venv"
-"$venv/bin/python" -m pip install -q --no-deps --no-index "$wheel" 2>&1 | tee "$OUT/pip.log" || exit 1
+"$python" -m venv --without-pip "$venv" || exit 1
+venv_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+"$python" -c 'import site, sysconfig
+print("\n".join(dict.fromkeys([sysconfig.get_paths()["purelib"], *site.getsitepackages()])))' \
+  >"$venv_site/machine-site-packages.pth"
+# pip comes from the machine's site-packages too; it installs into the venv.
+{ "$venv/bin/python" -m pip install --no-deps --no-index "$wheel" \
+  || "$python" -m pip --python "$venv/bin/python" install --no-deps --no-index "$wheel"; } \
+  >"$OUT/pip.log" 2>&1 || { cat "$OUT/pip.log"; echo "FAIL: pip install --no-deps of the wheel"; exit 1; }
+tail -1 "$OUT/pip.log"
 export PATH=$venv/bin:$PATH
 cd "$(mktemp -d)"  # nothing of a source tree is importable from here
 failed=()
