@@ -3,7 +3,9 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -76,16 +78,29 @@ Runtime open_runtime() {
   return rt;
 }
 
-const Runtime& runtime() {
-  static const Runtime rt = open_runtime();
-  return rt;
+// The loaded runtime (kept for the life of the process), or null with
+// *why set. A failure is not kept: a later call looks again, so importing
+// torch (which loads its runtime) after a failed early look still works.
+const Runtime* runtime(std::string* why = nullptr) {
+  static std::mutex mutex;
+  static std::atomic<const Runtime*> ready{nullptr};
+  if (const Runtime* rt = ready.load(std::memory_order_acquire)) return rt;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const Runtime* rt = ready.load(std::memory_order_relaxed)) return rt;
+  auto rt = std::make_unique<Runtime>(open_runtime());
+  if (!rt->handle) {
+    if (why) *why = rt->problem;
+    return nullptr;
+  }
+  ready.store(rt.release(), std::memory_order_release);
+  return ready.load(std::memory_order_relaxed);
 }
 
 // The symbol to look up for a function declared by the headers as `name`.
 // Two calls changed signature at CUDA 13: the plain names now take edge
 // data, which CUDA 12.3+ offers under a suffixed name.
-const char* symbol_for(const char* name) {
-  const int major = runtime().version / 1000;
+const char* symbol_for(const Runtime& rt, const char* name) {
+  const int major = rt.version / 1000;
   if (major == kHeaderMajor || major == 0) return name;
   if (kHeaderMajor >= 13 && major == 12) {
     if (std::string(name) == "cudaStreamGetCaptureInfo") return "cudaStreamGetCaptureInfo_v3";
@@ -97,43 +112,58 @@ const char* symbol_for(const char* name) {
 // The runtime's function `name`, or null (runtime missing, or too old to
 // have it: the forwarder then reports cudaErrorSharedObjectSymbolNotFound).
 void* lookup(const char* name) {
-  const Runtime& rt = runtime();
-  return rt.handle ? dlsym(rt.handle, symbol_for(name)) : nullptr;
+  const Runtime* rt = runtime();
+  return rt ? dlsym(rt->handle, symbol_for(*rt, name)) : nullptr;
 }
 
 // What the last failed lookup lacked, for cudaGetErrorString's text.
 thread_local std::string missing_text;
 
 cudaError_t missing(const char* name) {
-  const Runtime& rt = runtime();
-  missing_text = rt.handle ? "the CUDA runtime " + rt.path + " (version " +
-                                 std::to_string(rt.version) + ") has no " + symbol_for(name)
-                           : rt.problem;
-  return rt.handle ? cudaErrorSharedObjectSymbolNotFound : cudaErrorSharedObjectInitFailed;
+  std::string why;
+  const Runtime* rt = runtime(&why);
+  missing_text = rt ? "the CUDA runtime " + rt->path + " (version " + std::to_string(rt->version) +
+                          ") has no " + symbol_for(*rt, name)
+                    : why;
+  return rt ? cudaErrorSharedObjectSymbolNotFound : cudaErrorSharedObjectInitFailed;
+}
+
+// Resolves a forwarder's target once found; a miss is looked up again.
+template <typename Fn>
+Fn resolve(std::atomic<Fn>& slot, const char* name) {
+  Fn fn = slot.load(std::memory_order_acquire);
+  if (!fn) {
+    fn = reinterpret_cast<Fn>(lookup(name));
+    if (fn) slot.store(fn, std::memory_order_release);
+  }
+  return fn;
 }
 
 }  // namespace
 
 const std::string& cuda_runtime_library() {
-  const Runtime& rt = runtime();
-  if (!rt.handle) throw BackendError("cachealloc: " + rt.problem);
-  return rt.path;
+  std::string why;
+  const Runtime* rt = runtime(&why);
+  if (!rt) throw BackendError("cachealloc: " + why);
+  return rt->path;
 }
 
 int cuda_runtime_version() {
   cuda_runtime_library();
-  return runtime().version;
+  return runtime()->version;
 }
 
 }  // namespace cachealloc
 
 // One forwarder per runtime function the backends call: same name and
 // signature as the header declares (the compiler checks the match), hidden
-// from other libraries (-fvisibility=hidden), resolved once.
+// from other libraries (-fvisibility=hidden), resolved at the first call
+// that finds the runtime.
 #define CACHEALLOC_FORWARD(ret, name, params, args)                      \
   extern "C" ret name params {                                           \
     using Fn = ret(*) params;                                            \
-    static Fn real = reinterpret_cast<Fn>(cachealloc::lookup(#name));    \
+    static std::atomic<Fn> slot{nullptr};                                \
+    Fn real = cachealloc::resolve(slot, #name);                          \
     if (!real) return cachealloc::missing(#name);                        \
     return real args;                                                    \
   }
@@ -182,7 +212,8 @@ CACHEALLOC_FORWARD(cudaError_t, cudaGraphNodeGetDependencies,
 // Error texts: the runtime's, or the loader's own when it is missing.
 extern "C" const char* cudaGetErrorName(cudaError_t err) {
   using Fn = const char* (*)(cudaError_t);
-  static Fn fn = reinterpret_cast<Fn>(cachealloc::lookup("cudaGetErrorName"));
+  static std::atomic<Fn> slot{nullptr};
+  Fn fn = cachealloc::resolve(slot, "cudaGetErrorName");
   if (fn) return fn(err);
   return err == cudaErrorSharedObjectInitFailed ? "cudaErrorSharedObjectInitFailed"
                                                 : "cudaError";
@@ -190,7 +221,8 @@ extern "C" const char* cudaGetErrorName(cudaError_t err) {
 
 extern "C" const char* cudaGetErrorString(cudaError_t err) {
   using Fn = const char* (*)(cudaError_t);
-  static Fn fn = reinterpret_cast<Fn>(cachealloc::lookup("cudaGetErrorString"));
+  static std::atomic<Fn> slot{nullptr};
+  Fn fn = cachealloc::resolve(slot, "cudaGetErrorString");
   if (fn && !(err == cudaErrorSharedObjectSymbolNotFound && !cachealloc::missing_text.empty()))
     return fn(err);
   return cachealloc::missing_text.c_str();

@@ -1,8 +1,9 @@
 // libcachealloc.so links no CUDA library. The CUDA runtime functions the
 // backends call (cudaMalloc, cudaStreamGetCaptureInfo, ...) are defined in
 // cuda_runtime_loader.cc as forwarders into the libcudart the process uses,
-// found at the first call: the one torch already loaded (CUDA 13 or 12),
-// else $CACHEALLOC_CUDART, else libcudart.so.13 / .12 on the loader's path.
+// found at the first call that finds one ($CACHEALLOC_CUDART if set, else
+// the one torch already loaded, CUDA 13 or 12, else libcudart.so.13 / .12 on
+// the loader's path); a miss is looked for again at the next call.
 // So one build serves torch's cu12 and cu13 wheels, and compiling needs
 // only the CUDA headers (a toolkit's or the nvidia-* wheels'), no libcudart.
 #pragma once
@@ -11,8 +12,8 @@
 
 namespace cachealloc {
 
-// Path of the CUDA runtime library the forwarders call, loading it on the
-// first call (thread-safe). Throws BackendError saying where it looked and
+// Path of the CUDA runtime library the forwarders call, loading it if it
+// is not yet (thread-safe). Throws BackendError saying where it looked and
 // how to point cachealloc at one.
 const std::string& cuda_runtime_library();
 

@@ -95,7 +95,7 @@ sys.exit(1 if problems else 0)
 PY
 if [ ${#failed[@]} -gt 0 ]; then
   echo "wheel_install_check: FAILED: ${failed[*]}"
-  tail -5 "$OUT/cachealloc.err" "$OUT/native.err"
+  tail -n 5 "$OUT/cachealloc.err" "$OUT/native.err"
   exit 1
 fi
 echo "wheel_install_check: passed (doctor ready, glue mode, memory_stats equal native's)"

@@ -55,3 +55,26 @@ def test_the_runtime_found_is_reported_with_its_version():
     path, version = detail.rsplit(" (version ", 1)
     assert "libcudart.so.1" in path and os.path.isfile(path)
     assert int(version.rstrip(")")) >= 12000
+
+
+RETRY = """
+import ctypes, os, sys
+sys.path.insert(0, sys.argv[1])
+import cachealloc
+detail = ctypes.c_char_p()
+os.environ["CACHEALLOC_CUDART"] = sys.argv[2] + ".missing"
+print(cachealloc.lib().cachealloc_cuda_support(ctypes.byref(detail)))
+os.environ["CACHEALLOC_CUDART"] = sys.argv[2]
+print(cachealloc.lib().cachealloc_cuda_support(ctypes.byref(detail)))
+"""
+
+
+def test_a_failed_look_is_not_kept():
+    # As when cachealloc asks before torch has loaded its runtime.
+    status, detail, _ = _probe()
+    if status != 1:
+        pytest.skip(f"no CUDA runtime here, or no CUDA backends: {detail}")
+    path = detail.rsplit(" (version ", 1)[0]
+    out = subprocess.run([sys.executable, "-c", RETRY, str(ROOT / "bindings" / "python"), path],
+                         capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["0", "1"], out.stdout + out.stderr

@@ -132,6 +132,12 @@ def diagnose() -> Tuple[List[str], str, bool]:
         report.say("tool", str(tool_path()))
     except ToolNotFound as e:
         report.say("tool", str(e))
+    # torch first: the CUDA backends use the CUDA runtime torch loads, as
+    # they will under install().
+    try:
+        import torch
+    except ImportError:
+        torch = None
     status, detail = _cuda_support()
     report.say("CUDA backends", {1: f"cuda and async, runtime {detail}",
                                  0: f"built, but {detail}",
@@ -142,10 +148,7 @@ def diagnose() -> Tuple[List[str], str, bool]:
         report.fix("reinstall cachealloc with GPU support (the CUDA headers were missing at build "
                    "time): pip install --no-build-isolation --force-reinstall with torch's CUDA "
                    "build installed, or CUDA_HOME set")
-    try:
-        import torch
-    except ImportError:
-        torch = None
+    if torch is None:
         report.say("torch", "not installed")
         report.fix("install torch (a CUDA build) for GPU use")
     if torch is not None:
