@@ -7,8 +7,8 @@
 # nvidia-* wheels beside the building Python (nvidia/cu13/include for CUDA
 # 13, nvidia/cuda_runtime/include for 12; an isolated pip build still
 # reports the target environment's site-packages through sysconfig).
-# Sets CACHEALLOC_CUDA_INCLUDE (empty when not found) and, for messages,
-# CACHEALLOC_CUDA_LOOKED.
+# Sets CACHEALLOC_CUDA_INCLUDE_FOUND (the folder(s) to include; empty when
+# either header is missing) and, for messages, CACHEALLOC_CUDA_LOOKED.
 set(CACHEALLOC_CUDA_INCLUDE "" CACHE PATH "Folder holding cuda_runtime_api.h and cuda.h")
 set(_candidates ${CACHEALLOC_CUDA_INCLUDE})
 foreach(_var CUDA_HOME CUDA_PATH)
@@ -28,15 +28,29 @@ if(Python3_FOUND)
       "import sysconfig; print(';'.join(sorted({sysconfig.get_paths()[k] for k in ('purelib', 'platlib')})))"
     OUTPUT_VARIABLE _sites OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   foreach(_site ${_sites})
-    # CUDA 13's wheels first: one folder holds the runtime's and driver's headers.
-    list(APPEND _candidates "${_site}/nvidia/cu13/include" "${_site}/nvidia/cuda_runtime/include")
+    # CUDA 13's wheels first: one folder holds the runtime's and driver's
+    # headers; CUDA 12's spread them over nvidia/*/include.
+    file(GLOB _wheel_includes LIST_DIRECTORIES true "${_site}/nvidia/*/include")
+    list(APPEND _candidates "${_site}/nvidia/cu13/include" "${_site}/nvidia/cuda_runtime/include"
+         ${_wheel_includes})
   endforeach()
 endif()
 set(CACHEALLOC_CUDA_LOOKED "${_candidates}")
+# The first folder with the runtime's header, and the first with the
+# driver's (the same one for a toolkit); the list of both when they differ.
 set(CACHEALLOC_CUDA_INCLUDE_FOUND "")
-foreach(_dir ${_candidates})
-  if(EXISTS "${_dir}/cuda_runtime_api.h" AND EXISTS "${_dir}/cuda.h")
-    set(CACHEALLOC_CUDA_INCLUDE_FOUND "${_dir}")
+foreach(_header cuda_runtime_api.h cuda.h)
+  set(_found "")
+  foreach(_dir ${_candidates})
+    if(EXISTS "${_dir}/${_header}")
+      set(_found "${_dir}")
+      break()
+    endif()
+  endforeach()
+  if(NOT _found)
+    set(CACHEALLOC_CUDA_INCLUDE_FOUND "")
     break()
   endif()
+  list(APPEND CACHEALLOC_CUDA_INCLUDE_FOUND "${_found}")
 endforeach()
+list(REMOVE_DUPLICATES CACHEALLOC_CUDA_INCLUDE_FOUND)
