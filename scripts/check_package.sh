@@ -23,7 +23,8 @@ if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; th
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
 start=$SECONDS
-python3 -m pip wheel -q --no-deps -w "$work/dist" "$repo"
+python3 -m pip wheel -q --no-deps -w "$work/dist" \
+  -C cmake.define.CACHEALLOC_GLUE_MATRIX_REQUIRED=ON "$repo"
 echo "check_package: compile matrix and wheel built in $((SECONDS - start)) s"
 python3 "$repo/scripts/wheel_manylinux.py" "$work"/dist/*.whl
 whl=$(ls "$work"/dist/*.whl)

@@ -12,14 +12,24 @@
 # package loads the one matching the running torch (torch_glue.py).
 # Needs: the CUDA headers (cmake/cuda_headers.cmake) and, the first time
 # per version, network access for torch_release.sh (about 80 MB each).
+# What cannot be had is skipped with a warning (a source install offline
+# still works: install() compiles the glue then), or fails the build with
+# CACHEALLOC_GLUE_MATRIX_REQUIRED=ON (CI: scripts/check_package.sh).
 set(CACHEALLOC_GLUE_TORCH_VERSIONS "" CACHE STRING
     "torch releases to prebuild the glue for (e.g. 2.11.0;2.12.0), empty for none")
+option(CACHEALLOC_GLUE_MATRIX_REQUIRED "Fail when a release's glue cannot be built" OFF)
+if(CACHEALLOC_GLUE_MATRIX_REQUIRED)
+  set(_matrix_problem FATAL_ERROR)
+else()
+  set(_matrix_problem WARNING)
+endif()
 if(NOT CACHEALLOC_GLUE_TORCH_VERSIONS)
   return()
 endif()
 if(NOT CACHEALLOC_CUDA_INCLUDE_FOUND)
-  message(FATAL_ERROR "cachealloc: the glue matrix (${CACHEALLOC_GLUE_TORCH_VERSIONS}) needs the "
-                      "CUDA headers, which were not found in: ${CACHEALLOC_CUDA_LOOKED}")
+  message(${_matrix_problem} "cachealloc: the glue matrix (${CACHEALLOC_GLUE_TORCH_VERSIONS}) needs "
+                             "the CUDA headers, which were not found in: ${CACHEALLOC_CUDA_LOOKED}")
+  return()
 endif()
 
 # Empty libraries that carry only torch's sonames, to be named as needed.
@@ -41,8 +51,10 @@ foreach(_version ${CACHEALLOC_GLUE_TORCH_VERSIONS})
     OUTPUT_VARIABLE _release OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE _status)
   if(NOT _status EQUAL 0 OR NOT EXISTS "${_release}/torch/include/c10/cuda/CUDACachingAllocator.h")
-    message(FATAL_ERROR "cachealloc: torch ${_version}'s headers could not be fetched "
-                        "(scripts/torch_release.sh ${_version} exited ${_status})")
+    message(${_matrix_problem} "cachealloc: torch ${_version}'s headers could not be fetched "
+                               "(scripts/torch_release.sh ${_version} exited ${_status}); no "
+                               "prebuilt glue for it")
+    continue()
   endif()
   set(_include ${_release}/torch/include)
   set(_target cachealloc_torch_${_version})
