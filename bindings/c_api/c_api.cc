@@ -20,6 +20,9 @@
 #include "bindings/runtime/runtime.h"
 #include "pickle/pickle_writer.h"
 #include "stats/history.h"
+#ifdef CACHEALLOC_WITH_CUDA
+#include "bindings/cuda/cuda_runtime_loader.h"
+#endif
 
 using cachealloc::Runtime;
 
@@ -243,6 +246,27 @@ int cachealloc_set_torch_version(const char* version) {
 int cachealloc_is_initialized(void) { return Runtime::instance().initialized() ? 1 : 0; }
 
 const char* cachealloc_backend_name(void) { return Runtime::instance().backend_name().c_str(); }
+
+int cachealloc_cuda_support(const char** detail) {
+  thread_local std::string text;
+  int status = -1;
+#ifdef CACHEALLOC_WITH_CUDA
+  try {
+    const std::string& path = cachealloc::cuda_runtime_library();
+    text = path + " (version " + std::to_string(cachealloc::cuda_runtime_version()) + ")";
+    status = 1;
+  } catch (const std::exception& e) {
+    text = e.what();
+    status = 0;
+  }
+#else
+  text = "this build of cachealloc has no CUDA backends: the CUDA headers were not found when it "
+         "was built. Reinstall it with torch's CUDA build present (pip install "
+         "--no-build-isolation --force-reinstall cachealloc), or with CUDA_HOME set to a toolkit";
+#endif
+  if (detail) *detail = text.c_str();
+  return status;
+}
 
 const char* cachealloc_last_error(void) { return last_error.c_str(); }
 

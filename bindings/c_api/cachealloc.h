@@ -71,6 +71,16 @@ CACHEALLOC_API int cachealloc_set_torch_version(const char* version);
 CACHEALLOC_API int cachealloc_is_initialized(void);
 /* The backend in use ("cuda", "async", "simulated:..."); "" before init. */
 CACHEALLOC_API const char* cachealloc_backend_name(void);
+/* Whether this build can use the GPU (for `cachealloc doctor`). Returns 1
+ * when it has the CUDA backends and the CUDA runtime library loads (it is
+ * loaded now if it was not: the one torch loaded, else libcudart.so.13 or
+ * .12, bindings/cuda/cuda_runtime_loader.h); *detail (if not NULL) is then
+ * "PATH (version N)". 0 when it has the backends but no runtime was found,
+ * -1 when it was built without them (no CUDA headers at build time);
+ * *detail then says why and the fix. *detail is owned by the library and
+ * stays valid until the next call from this thread. Thread-safe; never
+ * initializes the allocator. */
+CACHEALLOC_API int cachealloc_cuda_support(const char** detail);
 CACHEALLOC_API const char* cachealloc_last_error(void);
 CACHEALLOC_API int cachealloc_device_count(void);
 

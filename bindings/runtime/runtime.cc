@@ -11,6 +11,7 @@
 #include "stats/snapshot.h"
 #ifdef CACHEALLOC_WITH_CUDA
 #include "bindings/cuda/cuda_backends.h"
+#include "bindings/cuda/cuda_runtime_loader.h"
 #endif
 
 namespace cachealloc {
@@ -95,6 +96,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
           bytes, SimulatedDevice::kDefaultBase + i * stride_tib * kTiB));
   } else if (kind == "cuda" || kind == "async") {
 #ifdef CACHEALLOC_WITH_CUDA
+    cuda_runtime_library();  // throws naming where it looked and the fix
     const int n = cuda_device_count();
     if (n == 0) throw BackendError("backend '" + kind + "': no CUDA device is available");
     // One backend object serves every device (calls carry the device).
@@ -103,7 +105,11 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
     backends.push_back(std::move(shared));
     for (int i = 1; i < n; ++i) backends.push_back(nullptr);  // served by the first
 #else
-    throw BackendError("backend '" + kind + "': this build of cachealloc has no CUDA support");
+    throw BackendError("backend '" + kind + "': this build of cachealloc has no CUDA support (the CUDA "
+                       "headers were not found when it was built). Fix: reinstall it with torch's "
+                       "CUDA build present (pip install --no-build-isolation --force-reinstall "
+                       "cachealloc), or with CUDA_HOME set to a CUDA toolkit; `cachealloc doctor` "
+                       "checks the machine");
 #endif
   } else {
     throw ConfigError("unknown backend '" + kind + "': expected cuda, async or simulated[:BYTES[:DEVICES]]");

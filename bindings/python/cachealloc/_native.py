@@ -95,6 +95,7 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_set_torch_version": (c_int, [c_char_p]),
         "cachealloc_is_initialized": (c_int, []),
         "cachealloc_backend_name": (c_char_p, []),
+        "cachealloc_cuda_support": (c_int, [ctypes.POINTER(c_char_p)]),
         "cachealloc_config_info": (c_int, [ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_double),
                                            ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(c_char_p)]),
         "cachealloc_set_allocator_settings": (c_int, [c_char_p]),

@@ -13,6 +13,10 @@
     cachealloc report RUN_DIR [--html PAGE] [--json FILE] [--advise-ranks N]
         every rank's peaks, the live blocks at each peak by allocation
         site, and one advised config for the worst ranks (report/).
+    cachealloc doctor
+        what this machine gives cachealloc (torch, glue, CUDA backends,
+        driver, GPUs), ending in one line: ready, or what to fix
+        (doctor.py); exit 0 when ready for GPU use.
     cachealloc replay|compare|min-memory ...
         the compiled tool (tool.tool_path()), run in this process's place.
 """
@@ -34,6 +38,9 @@ cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--] COMMAND [
     --backend: cuda (default), async, simulated[:BYTES[:DEVICES]];
     --snapshot-dir: run directory; every rank records history and writes its
     snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR).
+cachealloc doctor
+    Checks this machine for cachealloc (torch, glue, CUDA, driver, GPUs) and
+    ends with one line: ready, or what to fix.
 """
 
 
@@ -78,6 +85,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         from .report.command import main as report_main
 
         return report_main(args[1:])
+    if args[:1] == ["doctor"]:
+        from . import doctor
+
+        return doctor.main()
     try:
         tool = str(tool_path())
     except ToolNotFound as e:

@@ -130,15 +130,30 @@ def command(torch_module, output: str) -> List[str]:
     return cmd
 
 
-def build(torch_module, quiet: bool = False) -> str:
-    """Path of a glue compiled for torch_module, compiling it first when the
-    cache has none. Raises GlueBuildError naming what is missing, or with
-    the compiler's last lines when compiling fails."""
+def _cache_target(torch_module) -> pathlib.Path:
+    """Where the glue compiled for torch_module is (or goes) in the cache."""
     cpps, root, _ = _sources()
     headers = [root / "bindings" / "torch" / name for name in GLUE_HEADERS]
     folder = cache_dir() / _key(torch_module,
                                 cpps + headers + [root / "bindings" / "c_api" / "cachealloc.h"])
-    target = folder / "libcachealloc_torch.so"
+    return folder / "libcachealloc_torch.so"
+
+
+def cached(torch_module) -> Optional[str]:
+    """Path of a glue already compiled for torch_module, or None."""
+    try:
+        target = _cache_target(torch_module)
+    except GlueBuildError:
+        return None
+    return str(target) if target.is_file() else None
+
+
+def build(torch_module, quiet: bool = False) -> str:
+    """Path of a glue compiled for torch_module, compiling it first when the
+    cache has none. Raises GlueBuildError naming what is missing, or with
+    the compiler's last lines when compiling fails."""
+    target = _cache_target(torch_module)
+    folder = target.parent
     if target.is_file():
         return str(target)
     try:

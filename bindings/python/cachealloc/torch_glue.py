@@ -2,10 +2,15 @@
 have been compiled against the running torch release.
 
 Where it comes from, in order: $CACHEALLOC_TORCH_LIBRARY (used as given:
-a mismatch is an error); beside libcachealloc.so (pip puts it there when
-the build saw torch, `pip install --no-build-isolation .`); the source
-checkout's build; else compiled for the running torch into a cache
-(glue_build.py). A copy built for another release is passed over.
+a mismatch is an error); the prebuilt glue for the running release
+(libcachealloc_torch-VERSION.so beside libcachealloc.so: the wheel holds
+one per supported release, bindings/torch/glue_matrix.cmake); the one built
+against the local torch (beside libcachealloc.so when the build saw torch,
+`pip install --no-build-isolation .`, or the source checkout's build);
+else compiled for the running torch into a cache (glue_build.py). A copy
+built for another release is passed over. A torch no prebuilt glue fits,
+on a machine that cannot compile one, is refused naming the releases
+this package has glue for.
 """
 from __future__ import annotations
 
@@ -59,31 +64,85 @@ def load(path: str, running: str):
     return g
 
 
-def _prebuilt() -> list:
-    """Glue libraries built with the package or the checkout, if any."""
+def _folders() -> list:
+    """Where built glue libraries are: beside libcachealloc.so, and the
+    source checkout's build of the glue."""
     found = []
     try:
-        found.append(pathlib.Path(library_path()).parent / "libcachealloc_torch.so")
+        found.append(pathlib.Path(library_path()).parent)
     except FileNotFoundError:
         pass
     build = dev_build_dir()
     if build is not None:
-        found.append(build / "bindings" / "torch" / "libcachealloc_torch.so")
-    return [str(p) for p in found if p.is_file()]
+        found.append(build / "bindings" / "torch")
+    return found
+
+
+_MATRIX_NAME = re.compile(r"libcachealloc_torch-(\d+\.\d+\.\d+)\.so$")
+
+
+def prebuilt_releases() -> dict:
+    """{"2.13.0": path, ...}: the glue prebuilt per torch release (the
+    compile matrix, bindings/torch/glue_matrix.cmake) that came with the
+    package or the checkout's build; the package's copy wins."""
+    found = {}
+    for folder in reversed(_folders()):
+        for path in (sorted(folder.glob("libcachealloc_torch-*.so")) if folder.is_dir() else []):
+            m = _MATRIX_NAME.search(path.name)
+            if m:
+                found[m.group(1)] = str(path)
+    return dict(sorted(found.items(), key=lambda kv: release(kv[0])))
+
+
+def candidates(torch_module) -> list:
+    """[(path, where it came from)] of the glue libraries that may fit
+    torch_module, in the order they are tried; nothing is loaded."""
+    env = os.environ.get("CACHEALLOC_TORCH_LIBRARY")
+    if env:
+        return [(env, "CACHEALLOC_TORCH_LIBRARY")]
+    out = []
+    # The matrix is built with the C++11 string ABI (every supported
+    # release's Linux wheels use it); a torch built otherwise needs its own.
+    if bool(getattr(torch_module._C, "_GLIBCXX_USE_CXX11_ABI", True)):
+        for version, path in prebuilt_releases().items():
+            if release(version) == release(torch_module.__version__):
+                out.append((path, f"prebuilt for torch {version}"))
+    for folder in _folders():
+        local = folder / "libcachealloc_torch.so"
+        if local.is_file():
+            out.append((str(local), "built with the package against the local torch"))
+    cached = glue_build.cached(torch_module)
+    if cached:
+        out.append((cached, "compiled for this torch (cache)"))
+    return out
 
 
 def find_and_load(torch_module):
     """The loaded glue for torch_module (a CUDA build of torch), compiling
     it for this torch when no prebuilt one fits. Raises RuntimeError (or
     glue_build.GlueBuildError) saying why there is none."""
-    env = os.environ.get("CACHEALLOC_TORCH_LIBRARY")
-    if env:
+    tried = candidates(torch_module)
+    if tried and tried[0][1] == "CACHEALLOC_TORCH_LIBRARY":
+        env = tried[0][0]
         if not os.path.isfile(env):
             raise RuntimeError(f"cachealloc: CACHEALLOC_TORCH_LIBRARY={env} does not exist")
         return load(env, torch_module.__version__)
-    for path in _prebuilt():
+    for path, _ in tried:
         try:
             return load(path, torch_module.__version__)
         except RuntimeError:
             continue  # built for another torch: compile one for this torch
-    return load(glue_build.build(torch_module), torch_module.__version__)
+    try:
+        return load(glue_build.build(torch_module), torch_module.__version__)
+    except glue_build.GlueBuildError as e:
+        raise glue_build.GlueBuildError(f"{e}\n{unsupported_message(torch_module)}") from e
+
+
+def unsupported_message(torch_module) -> str:
+    """Says which torch releases have a prebuilt glue here, for a torch
+    that has none."""
+    have = ", ".join(prebuilt_releases()) or "none (a source install)"
+    return (f"cachealloc: no prebuilt PyTorch glue fits torch {torch_module.__version__}; this "
+            f"package has glue prebuilt for torch {have}. Install one of those torch releases, "
+            "or let cachealloc compile the glue (a C++ compiler and the CUDA runtime's headers), "
+            "or pass torch_glue=False (plain mode)")
