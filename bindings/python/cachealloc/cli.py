@@ -1,10 +1,10 @@
 """The `cachealloc` command that `pip install` puts on PATH.
 
-    cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
+    cachealloc run [--conf STR] [--backend NAME] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
         runs COMMAND with cachealloc as PyTorch's CUDA allocator in every
         Python process it starts (torchrun's workers too), with no change to
         the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
-        CACHEALLOC_BACKEND), which the start-up hook of the installed
+        CACHEALLOC_BACKEND, CACHEALLOC_OOM_SNAPSHOT), which the start-up hook of the installed
         package honours (_cachealloc_autoinstall.py).
     cachealloc replay|compare|min-memory ...
         the compiled tool (tool.tool_path()), run in this process's place.
@@ -20,11 +20,13 @@ from typing import List, Optional
 from .tool import ToolNotFound, tool_path
 
 RUN_USAGE = """\
-cachealloc run [--conf STR] [--backend NAME] [--] COMMAND [ARGS...]
+cachealloc run [--conf STR] [--backend NAME] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
     Runs COMMAND with cachealloc as PyTorch's CUDA allocator in every Python
     process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
     --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
     --backend: cuda (default), async, simulated[:BYTES[:DEVICES]].
+    --oom-snapshot DIR: at each out-of-memory error, write a snapshot into DIR
+    and follow PyTorch's message with why it failed and what would avoid it.
 """
 
 
@@ -35,13 +37,16 @@ def run(args: List[str]) -> int:
                                      description="Run a command with cachealloc switched on.")
     parser.add_argument("--conf", help="allocator config, PYTORCH_CUDA_ALLOC_CONF syntax")
     parser.add_argument("--backend", help="cuda, async or simulated[:BYTES[:DEVICES]]")
+    parser.add_argument("--oom-snapshot", metavar="DIR",
+                        help="directory for a snapshot and a diagnosis at each OOM")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
     if not command:
         parser.error("no COMMAND given")
     env = dict(os.environ, CACHEALLOC_AUTO="1")
-    for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend)):
+    for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend),
+                        ("CACHEALLOC_OOM_SNAPSHOT", ns.oom_snapshot)):
         if value is not None:
             env[name] = value
     try:

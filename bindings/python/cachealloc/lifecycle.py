@@ -3,9 +3,10 @@ PyTorch's CUDA allocator), and which mode and backend are in force."""
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Optional
 
-from . import sharing
+from . import oom_recorder, sharing
 from . import torch_glue as torch_glue_module
 from ._native import check, lib, library_path
 from .torch_settings import install_settings_hook
@@ -41,7 +42,7 @@ def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
 
 
 def install(conf: Optional[str] = None, backend: Optional[str] = None,
-            torch_glue: bool = True) -> None:
+            torch_glue: bool = True, oom_snapshot: Optional[str] = None) -> None:
     """Makes cachealloc PyTorch's CUDA allocator.
 
     With the PyTorch glue (libcachealloc_torch.so, compiled against the
@@ -68,10 +69,23 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     config; nothing is set up then. Once installed, calling it again
     changes nothing: without a conf or backend, or with the ones in force,
     it returns; with others it raises RuntimeError naming both.
+
+    oom_snapshot (default: $CACHEALLOC_OOM_SNAPSHOT): a directory; turns
+    the OOM flight recorder on (oom_recorder.py): at each out-of-memory
+    error a snapshot is written there and native's message is followed by
+    why the allocator failed and which settings would have avoided it.
+    ValueError/PermissionError when it cannot be created or written, before
+    anything else is set up.
     """
     global _mode, _pluggable
+    if oom_snapshot is None:
+        oom_snapshot = os.environ.get(oom_recorder.ENV) or None
+    if oom_snapshot is not None:
+        oom_recorder.FlightRecorder(oom_snapshot)  # checks (and creates) the directory first
     if _mode != "not installed":
         _check_installed_settings(conf, backend)
+        if oom_snapshot is not None:
+            oom_recorder.start(oom_snapshot, torch_observer=_mode == "torch-extension")
         return
     import torch
 
@@ -85,6 +99,8 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
                 "or pass backend='simulated' to use cachealloc through its own API only")
         init(conf, backend)
         _mode = "plain"
+        if oom_snapshot is not None:
+            oom_recorder.start(oom_snapshot, torch_observer=False)
         return
     if torch.cuda.is_initialized():
         raise RuntimeError(
@@ -119,6 +135,8 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
         sharing.refuse_cuda_ipc(sharing.ASYNC_BACKEND_MESSAGE, refuse_pickling=False)
     # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
     install_settings_hook()
+    if oom_snapshot is not None:
+        oom_recorder.start(oom_snapshot, torch_observer=torch_glue)
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
