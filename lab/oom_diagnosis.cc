@@ -147,10 +147,14 @@ OomDiagnosis diagnose_oom(const PyValue& snapshot, const DiagnosisOptions& optio
       if (v.best_line != v.current)
         t += "; with " + v.best_line + " " + bytes_text(v.best_needs);
     } else if (!v.fitting.empty()) {
-      for (size_t i = 0; i < v.fitting.size() && i < 2; ++i)
-        t += i == 0 ? "with " + v.fitting[i].first + " this history peaks at " +
-                          bytes_text(v.fitting[i].second) + " and fits"
-                    : "; with " + v.fitting[i].first + " at " + bytes_text(v.fitting[i].second);
+      const auto& [first, first_peak] = v.fitting.front();
+      t += "with " + first + " this history peaks at " + bytes_text(first_peak) + " and fits";
+      // A second, other way: not the first with more keys added.
+      for (size_t i = 1; i < v.fitting.size(); ++i)
+        if (v.fitting[i].first.find(first) == std::string::npos) {
+          t += "; with " + v.fitting[i].first + " at " + bytes_text(v.fitting[i].second);
+          break;
+        }
       t += ". Under the settings in force (" + settings_name(v.current) + ") it needs " +
            bytes_text(v.current_needs) + ". Suggestion: PYTORCH_CUDA_ALLOC_CONF=" +
            v.fitting.front().first;

@@ -33,7 +33,8 @@ const PyValue::List& list_of(const PyValue& v, std::string_view key) {
 bool is_free(const std::string& state) { return state == "inactive"; }
 
 // The frame that names the program's code: the first Python frame outside
-// torch itself, else the first Python frame, else the first frame.
+// torch and cachealloc themselves, else the first Python frame, else the
+// first frame.
 std::string site_of(const PyValue& block) {
   const PyValue::List& frames = list_of(block, "frames");
   const PyValue* chosen = nullptr;
@@ -44,7 +45,7 @@ std::string site_of(const PyValue& block) {
     const bool py = file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0;
     if (!py) continue;
     if (!first_py) first_py = &f;
-    if (file.find("/torch/") == std::string::npos) {
+    if (file.find("/torch/") == std::string::npos && file.find("/cachealloc/") == std::string::npos) {
       chosen = &f;
       break;
     }

@@ -26,6 +26,20 @@ NATIVE_OOM = re.compile(
     rf"\(https://docs\.pytorch\.org/docs/stable/notes/cuda\.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf\)$")
 
 
+_held = []
+
+
+@pytest.fixture(autouse=True)
+def free_held():
+    """Frees what a test kept alive, also when it failed (the next test's
+    re-initialization needs every block back)."""
+    yield
+    import cachealloc
+
+    while _held:
+        cachealloc._free(_held.pop())
+
+
 @pytest.fixture
 def recorder(ca, tmp_path):
     from cachealloc import oom_recorder
@@ -43,7 +57,8 @@ def fragment(ca):
     big = [ca._malloc(100 * MiB) for _ in range(9)]
     for p in big:
         ca._free(p)
-    return [ca._malloc(60 * MiB) for _ in range(9)]  # the pinning site
+    _held.extend(ca._malloc(60 * MiB) for _ in range(9))  # the pinning site
+    return []
 
 
 def oom_of(ca, size):
@@ -58,7 +73,7 @@ def test_message_starts_with_natives_text_word_for_word(ca):
     assert NATIVE_OOM.fullmatch(first), first
     assert first.startswith("CUDA out of memory. Tried to allocate 200.00 MiB. GPU 0 has a total "
                             "capacity of 8.00 GiB of which "), first
-    assert ("1.00 GiB allowed; Of the allocated memory 540.00 MiB is allocated by PyTorch, and "
+    assert ("1024.00 MiB allowed; Of the allocated memory 540.00 MiB is allocated by PyTorch, and "
             "360.00 MiB is reserved by PyTorch but unallocated.") in first, first
     for p in keep:
         ca._free(p)
@@ -67,7 +82,6 @@ def test_message_starts_with_natives_text_word_for_word(ca):
 def test_diagnosis_states_every_figure_exactly(ca, recorder):
     ca.record_memory_history("all", stacks="python")
     keep = fragment(ca)
-    line = sys._getframe().f_lineno - 1 - 0  # fragment()'s 60 MiB line is the site
     text = oom_of(ca, 200 * MiB)
     lines = text.split("\n")
     assert NATIVE_OOM.fullmatch(lines[0]), lines[0]
@@ -75,7 +89,7 @@ def test_diagnosis_states_every_figure_exactly(ca, recorder):
     # The request: 200 MiB is a multiple of 512 bytes and of 2 MiB.
     assert lines[2] == ("- the request: 200.00 MiB (209715200 bytes) asked, rounded to 200.00 MiB "
                         "(209715200 bytes), needing a new segment of 200.00 MiB (209715200 bytes); "
-                        "1.00 GiB (1073741824 bytes) allowed")
+                        "1024.00 MiB (1073741824 bytes) allowed")
     # 9 segments of 100 MiB, 60 MiB live in each: 9 x 40 MiB free.
     assert lines[3] == ("- 360.00 MiB (377487360 bytes) reserved but unallocated, in 9 free blocks; "
                         "the largest free block is 40.00 MiB (41943040 bytes), smaller than the request")
@@ -85,7 +99,7 @@ def test_diagnosis_states_every_figure_exactly(ca, recorder):
     assert lines[5].startswith("- allocation sites pinning the most free bytes")
     site_line = fragment.__code__.co_firstlineno + 7  # `return [ca._malloc(60 * MiB) ...]`
     assert lines[6] == (f"    360.00 MiB (377487360 bytes) in 9 segments, 540.00 MiB live from "
-                        f"python/test_oom_recorder.py:{site_line} (<listcomp>)") or lines[6] == (
+                        f"python/test_oom_recorder.py:{site_line} (<genexpr>)") or lines[6] == (
                         f"    360.00 MiB (377487360 bytes) in 9 segments, 540.00 MiB live from "
                         f"python/test_oom_recorder.py:{site_line} (fragment)"), lines[6]
     # What-if: the history is whole (recorded from the start). Expandable
@@ -100,9 +114,9 @@ def test_diagnosis_states_every_figure_exactly(ca, recorder):
             "Suggestion: PYTORCH_CUDA_ALLOC_CONF=") in whatif, whatif
     assert lines[8].startswith("- snapshot: " + recorder.directory), lines[8]
     assert len(lines) == 9, text
-    for p in keep:
-        ca._free(p)
     # Usable after the OOM: the request fits once the blocks are freed.
+    while _held:
+        ca._free(_held.pop())
     ca._free(ca._malloc(200 * MiB))
 
 
@@ -141,12 +155,13 @@ def test_never_suggests_a_setting_already_on(ca, tmp_path):
     try:
         ca.record_memory_history("all")
         ca.set_per_process_memory_fraction(0.125, 0)
-        keep = [ca._malloc(300 * MiB) for _ in range(3)]
+        _held.extend(ca._malloc(300 * MiB) for _ in range(3))
+        keep = []
         text = oom_of(ca, 300 * MiB)
         assert "with expandable_segments:True this" not in text, text
         assert "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True\n" not in text, text
         # 1.2 GiB of live blocks never fit in 1 GiB: no setting does.
-        assert "no setting fits in 1.00 GiB (1073741824 bytes): the least any needs is" in text, text
+        assert "no setting fits in 1024.00 MiB (1073741824 bytes): the least any needs is" in text, text
         for p in keep:
             ca._free(p)
     finally:
@@ -156,11 +171,12 @@ def test_never_suggests_a_setting_already_on(ca, tmp_path):
 def test_no_setting_fits_says_by_how_much(ca, recorder):
     ca.record_memory_history("all")
     ca.set_per_process_memory_fraction(0.125, 0)
-    keep = [ca._malloc(400 * MiB) for _ in range(2)]
+    _held.extend(ca._malloc(400 * MiB) for _ in range(2))
+    keep = []
     text = oom_of(ca, 400 * MiB)
     # Three 400 MiB blocks alive at once need 1200 MiB under any setting:
     # 176 MiB more than the 1 GiB allowed.
-    assert ("no setting fits in 1.00 GiB (1073741824 bytes): the least any needs is 1.17 GiB "
+    assert ("no setting fits in 1024.00 MiB (1073741824 bytes): the least any needs is 1.17 GiB "
             "(1258291200 bytes)") in text, text
     assert ", 176.00 MiB (184549376 bytes) more;" in text, text
     for p in keep:

@@ -111,7 +111,7 @@ class FlightRecorder:
                 }
             data = pickle.dumps(snap, protocol=4)
             path = self.write(data)
-            text = diagnose(data, path, budget_ms=self.budget_ms)
+            text = diagnose(data, path, budget_ms=self.budget_ms).rstrip("\n")
         except Exception as e:  # the OOM must still be raised, with native's text
             text = f"cachealloc flight recorder: no diagnosis ({type(e).__name__}: {e})"
             path = None
