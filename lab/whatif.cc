@@ -86,6 +86,9 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   const SegmentHint* const hints_end = hint + stream_.hints.size();
 
   const bool bounded = options_.deadline != std::chrono::steady_clock::time_point::max();
+  // Also checked before the first request: a search runs many short replays.
+  if (bounded && std::chrono::steady_clock::now() > options_.deadline)
+    throw WhatIfTimeout("what-if replay not started: past its time bound");
   for (size_t k = 0; k < end; ++k) {
     const Request& q = requests[k];
     if (timed) now_us_ = stream_.time_us[k];
