@@ -41,13 +41,30 @@ class Parser {
   AllocatorConfig run() {
     AllocatorConfig c = start_;
     c.source = std::string(text_);
+    // Native 2.11 reads large_segment_size_mb first, wherever it stands (a
+    // later occurrence wins), because the split limits below are checked
+    // against it; then max_non_split_rounding starts from it on every parse.
+    for (size_t k = 0; k < tokens_.size(); ++k) {
+      if (tokens_[k] != "large_segment_size_mb") continue;
+      i_ = k + 1;
+      const std::string key = tokens_[k];
+      expect(":", key);
+      size_t mib = unsigned_int(key);
+      check(key, config_rules::large_segment_mib(mib));
+      mib = std::min(mib, std::numeric_limits<size_t>::max() / kMiB);
+      c.large_segment_size = mib * kMiB;
+    }
+    c.max_non_split_rounding_size = c.large_segment_size;
+    i_ = 0;
     while (i_ < tokens_.size()) {
       const std::string key = tokens_[i_++];
       expect(":", key);
-      if (key == "max_split_size_mb") {
-        c.max_split_size = split_limit_mib(key);
+      if (key == "large_segment_size_mb") {
+        word(key);  // read and checked above
+      } else if (key == "max_split_size_mb") {
+        c.max_split_size = split_limit_mib(key, c.large_segment_size);
       } else if (key == "max_non_split_rounding_mb") {
-        c.max_non_split_rounding_size = split_limit_mib(key);
+        c.max_non_split_rounding_size = split_limit_mib(key, c.large_segment_size);
       } else if (key == "garbage_collection_threshold") {
         double v = number(key);
         check(key, config_rules::gc_threshold(v));
@@ -154,11 +171,11 @@ class Parser {
     return d;
   }
   // A limit given in MiB, returned in bytes.
-  size_t split_limit_mib(const std::string& key) {
+  size_t split_limit_mib(const std::string& key, size_t large_segment_size) {
     size_t mib = unsigned_int(key);
     // Native clamps to the largest representable byte count.
     mib = std::min(mib, std::numeric_limits<size_t>::max() / kMiB);
-    check(key, config_rules::split_limit(mib * kMiB));
+    check(key, config_rules::split_limit(mib * kMiB, large_segment_size));
     return mib * kMiB;
   }
   size_t division_value(const std::string& key) {
@@ -224,9 +241,16 @@ class Parser {
 
 namespace config_rules {
 
-std::optional<std::string> split_limit(size_t bytes) {
-  if (bytes < kMinSplitBytes)
-    return "too small, must be at least " + std::to_string(kMinSplitBytes / kMiB) + " MiB";
+std::optional<std::string> split_limit(size_t bytes, size_t large_segment_size) {
+  if (bytes < large_segment_size)
+    return "too small, must be at least the large segment size, " +
+           std::to_string(large_segment_size / kMiB) + " MiB";
+  return std::nullopt;
+}
+
+std::optional<std::string> large_segment_mib(size_t mib) {
+  if (mib <= kLargeSegmentFloorMiB)
+    return "must be more than " + std::to_string(kLargeSegmentFloorMiB) + " MiB";
   return std::nullopt;
 }
 

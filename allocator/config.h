@@ -34,7 +34,17 @@ struct AllocatorConfig {
   // of its size. kUnlimitedSplit disables the rule (native default).
   size_t max_split_size = kUnlimitedSplit;
   // Bytes by which an oversize cached block may exceed a large request.
+  // Every parse (start-up or settings call) sets it to large_segment_size
+  // first, as native 2.11 does, so a settings call that does not name
+  // max_non_split_rounding_mb brings it back to the large segment size.
   size_t max_non_split_rounding_size = 20971520;  // 20 MiB
+  // Native's large_segment_size_mb, in bytes: the segment reserved for a
+  // request of (1 MiB, 10 MiB) in the classic policy, and the page size of a
+  // large-pool expandable segment. More than 10 MiB; 20 MiB by default. It
+  // persists across settings calls (only naming it changes it), and it is
+  // read before every other key, wherever it stands in the text, because the
+  // split limits' minimum is this size.
+  size_t large_segment_size = 20971520;
   // Fraction of the allowed memory above which cached blocks are reclaimed
   // (oldest first) before asking the device; 0 = off. Acts only while a
   // memory limit is set, as in native.
@@ -58,11 +68,13 @@ struct AllocatorConfig {
   // Parses `text`. Throws ConfigError. Empty text gives the defaults.
   static AllocatorConfig parse(std::string_view text);
   // This config after the run-time settings `text`
-  // (torch.cuda.memory._set_allocator_settings), by native 2.11's rule:
-  // max_split_size_mb, roundup_power2_divisions and
-  // garbage_collection_threshold return to their defaults unless `text`
-  // names them (AcceleratorAllocatorConfig::parseArgs resets them on every
-  // call); every other key keeps its value unless named. `source` becomes
+  // (torch.cuda.memory._set_allocator_settings), by native 2.11's rule
+  // (docs/design.md, "Settings calls"): max_split_size_mb,
+  // roundup_power2_divisions and garbage_collection_threshold return to
+  // their defaults unless `text` names them, and max_non_split_rounding_mb
+  // returns to the large segment size (AcceleratorAllocatorConfig::parseArgs
+  // does this on every call); every other key, large_segment_size_mb
+  // included, keeps its value unless named. `source` becomes
   // `text`, as native's last_allocator_settings. Throws ConfigError for
   // whatever parse() refuses, and for a backend other than this one (native
   // cannot switch backends once loaded either); the whole text is checked
@@ -106,11 +118,15 @@ struct AllocatorConfig {
 // is refused, or nullopt when it is allowed; the caller adds which key,
 // where it came from and the value as the user wrote it.
 namespace config_rules {
-// Native's smallest max_split_size / max_non_split_rounding: its 20 MiB
-// large buffer.
-inline constexpr size_t kMinSplitBytes = size_t{20} << 20;
-// max_split_size or max_non_split_rounding_size, in bytes.
-std::optional<std::string> split_limit(size_t bytes);
+// Native's smallest large_segment_size_mb is one more than this (MiB): the
+// segment must be larger than the 10 MiB from which segments fit requests.
+inline constexpr size_t kLargeSegmentFloorMiB = 10;
+// max_split_size or max_non_split_rounding_size, in bytes: at least the
+// large segment size in force (native: max_split_size_mb >=
+// large_segment_size / 1 MiB, 20 by default).
+std::optional<std::string> split_limit(size_t bytes, size_t large_segment_size);
+// large_segment_size_mb as a user sets it, in MiB: more than 10.
+std::optional<std::string> large_segment_mib(size_t mib);
 // garbage_collection_threshold as a user sets it: in (0.0, 1.0). NaN is
 // refused. (0.0 means "off" in a config, but cannot be set explicitly.)
 std::optional<std::string> gc_threshold(double fraction);

@@ -104,7 +104,7 @@ Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream,
   r.size = size;
   r.stream = stream;
   r.pool = &pool;
-  r.alloc_size = segment_size_for(r.size);
+  r.alloc_size = segment_size_for(r.size, config_.large_segment_size);
   if (gc_active()) garbage_collect_cached_blocks(ctx);
   if (alloc_block(r, false, ctx)) return r.block;
   if (pools_.has_use_on_oom() && !pool.owner())
@@ -128,7 +128,7 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {
   if (orig_size > kMaxRequestSize) return true;
   const size_t size = rounded_request(orig_size);
-  return limit_.refuses(reserved_bytes_, segment_size_for(size));
+  return limit_.refuses(reserved_bytes_, segment_size_for(size, config_.large_segment_size));
 }
 
 bool DeviceCachingAllocator::would_collect_garbage() const {

@@ -16,8 +16,12 @@
 namespace cachealloc {
 namespace {
 
-// native: kSmallBuffer / kLargeBuffer as page sizes.
-size_t page_bytes_for(const BlockPool& pool) { return pool.is_small() ? kSmallBuffer : kLargeBuffer; }
+// native: kSmallBuffer for the small pool, large_segment_size for the large
+// pool, fixed when the segment is created (a later settings call changes
+// only the segments created after it).
+size_t page_bytes_for(const BlockPool& pool, const AllocatorConfig& config) {
+  return pool.is_small() ? kSmallBuffer : config.large_segment_size;
+}
 
 // A step along an expandable segment in address order: a mapped Block, or
 // the gap (unmapped run) that starts at `gap`.
@@ -144,7 +148,7 @@ Block* DeviceCachingAllocator::try_allocate_expandable_block(const Request& r,
   if (!seg) {
     // A new segment: address space for 1 1/8 of the device's memory, in
     // whole pages, so pages unmapped early can be mapped again at its end.
-    const size_t page = page_bytes_for(*r.pool);
+    const size_t page = page_bytes_for(*r.pool, config_);
     const size_t total = backend_.memory_info(device_).total_bytes;
     const size_t bytes = (total + total / 8 + page - 1) / page * page;
     expandable_.reserve(expandable_.size() + 1);

@@ -13,7 +13,7 @@ namespace cachealloc {
 inline constexpr size_t kMinBlockSize = 512;       // every block is a multiple
 inline constexpr size_t kSmallSize = 1048576;      // largest small-pool request
 inline constexpr size_t kSmallBuffer = 2097152;    // small-pool segment size
-inline constexpr size_t kLargeBuffer = 20971520;   // segment for 1-10 MiB requests
+inline constexpr size_t kLargeBuffer = 20971520;   // default large segment (large_segment_size_mb)
 inline constexpr size_t kMinLargeAlloc = 10485760; // from here segments fit the request
 inline constexpr size_t kRoundLarge = 2097152;     // large segment granularity
 // Requests above this are refused with SizeOverflowError before any rounding
@@ -56,10 +56,12 @@ inline bool has_power2_divisions(const AllocatorConfig& config) {
 // Whether a rounded request is served from the small pool.
 inline bool is_small_request(size_t rounded) { return rounded <= kSmallSize; }
 
-// Bytes to ask the device for when no cached block fits a rounded request.
-inline size_t segment_size_for(size_t rounded) {
+// Bytes to ask the device for when no cached block fits a rounded request;
+// `large_segment` is the config's large_segment_size (kLargeBuffer unless
+// large_segment_size_mb sets it).
+inline size_t segment_size_for(size_t rounded, size_t large_segment) {
   if (rounded <= kSmallSize) return kSmallBuffer;
-  if (rounded < kMinLargeAlloc) return kLargeBuffer;
+  if (rounded < kMinLargeAlloc) return large_segment;
   return kRoundLarge * ((rounded + kRoundLarge - 1) / kRoundLarge);
 }
 

@@ -213,7 +213,7 @@ Advice advise(const RequestStream& stream, const AdviseOptions& options) {
   const std::vector<size_t> axis_index(index.begin() + 2, index.end());
   std::map<AdviseAxis, std::string> winners;
   for (AdviseAxis axis : {AdviseAxis::kExpandable, AdviseAxis::kSplit, AdviseAxis::kRoundup,
-                          AdviseAxis::kGc}) {
+                          AdviseAxis::kLargeSegment, AdviseAxis::kGc}) {
     std::string best = best_of(axis, true, search.candidates(), index[1], axes, axis_index);
     if (!best.empty()) winners[axis] = std::move(best);
   }

@@ -13,6 +13,8 @@ std::vector<AxisValue> first_round(bool with_gc) {
   // mirror (fine for small sizes, whole powers of two from 1 GiB).
   out.push_back({AdviseAxis::kRoundup, "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]"});
   out.push_back({AdviseAxis::kRoundup, "roundup_power2_divisions:[256:8,512:4,1024:2,>:1]"});
+  for (int mib : {12, 16, 32, 64})
+    out.push_back({AdviseAxis::kLargeSegment, "large_segment_size_mb:" + std::to_string(mib)});
   if (with_gc)
     for (const char* t : {"0.6", "0.8", "0.95"})
       out.push_back({AdviseAxis::kGc, std::string("garbage_collection_threshold:") + t});

@@ -8,6 +8,10 @@
 //   roundup_power2_divisions 1, 2, 4, 8, 16 (one count for every size) and
 //     two per-interval lists (coarse for small sizes and fine for large,
 //     and the reverse);
+//   large_segment_size_mb 12, 16, 32, 64 (the segment of a 1-10 MiB
+//     request and the large expandable page: smaller wastes less per
+//     segment, larger packs more mid-size blocks; at most 64 so that every
+//     max_split_size_mb above stays valid beside it);
 //   garbage_collection_threshold 0.6, 0.8, 0.95, only under a memory limit
 //     (native collects only under a memory fraction).
 // Round two combines the best value of each option that beat the defaults
@@ -23,7 +27,7 @@
 
 namespace cachealloc {
 
-enum class AdviseAxis { kExpandable, kSplit, kRoundup, kGc };
+enum class AdviseAxis { kExpandable, kSplit, kRoundup, kLargeSegment, kGc };
 
 struct AxisValue {
   AdviseAxis axis;

@@ -40,9 +40,12 @@ std::string conf_line(const AllocatorConfig& c) {
   std::string s;
   auto add = [&s](const std::string& entry) { s += (s.empty() ? "" : ",") + entry; };
   if (c.expandable_segments) add("expandable_segments:True");
+  if (c.large_segment_size != defaults.large_segment_size)
+    add("large_segment_size_mb:" + std::to_string(c.large_segment_size / kMiB));
   if (c.max_split_size != AllocatorConfig::kUnlimitedSplit) {
     add("max_split_size_mb:" + std::to_string(c.max_split_size / kMiB));
-    if (c.max_non_split_rounding_size != defaults.max_non_split_rounding_size)
+    // Every parse starts the rounding at the large segment size.
+    if (c.max_non_split_rounding_size != c.large_segment_size)
       add("max_non_split_rounding_mb:" + std::to_string(c.max_non_split_rounding_size / kMiB));
   }
   const auto& t = c.roundup_power2_divisions;

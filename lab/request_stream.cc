@@ -74,7 +74,8 @@ bool Extractor::request_could_release(size_t first, size_t request,
     if (reserved_before > threshold) return true;
   }
   if (limit && r.size <= kMaxRequestSize) {
-    const size_t segment = segment_size_for(round_request_size(r.size, config_));
+    const size_t segment =
+        segment_size_for(round_request_size(r.size, config_), config_.large_segment_size);
     if (reserved_before + segment > *limit) return true;
   }
   return false;

@@ -58,6 +58,22 @@ StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
   return (StreamId{1} << 62) + done;
 }
 
+// A snapshot keeps large_segment_size_mb only in its settings text, which a
+// later settings call replaces, so replay may run with the default while the
+// program ran with another size. A segment of a 1-10 MiB request recorded at
+// a size other than the one replayed is that case's mark: say so.
+std::string DeviceReplay::large_segment_hint(const EventDescription& want,
+                                             const EventDescription& have) const {
+  const size_t large = engine_.config().large_segment_size;
+  const bool segment = want.action == have.action &&
+                       (want.action == "segment_alloc" || want.action == "segment_map");
+  if (!segment || have.size != large || want.size == large || want.size < kMinLargeAlloc)
+    return "";
+  return "replayed with a large segment of " + std::to_string(large) +
+         " bytes; if the program set large_segment_size_mb in a settings call that a later "
+         "call replaced, the trace's settings text no longer shows it: pass it with --conf";
+}
+
 std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
                                                 const std::string& note) {
   const auto& got = log_.events;
@@ -69,6 +85,7 @@ std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
     EventDescription have = k < got.size() ? describe(got[k])
                                            : EventDescription{"nothing", 0, 0, 0, note};
     if (k < got.size() && !note.empty()) have.note = note;
+    if (have.note.empty()) have.note = large_segment_hint(want, have);
     // Past the last event: one past the last event's trace index (trace
     // indices count skipped snapshot entries too, so events_.size() could
     // lie before it).
@@ -88,7 +105,8 @@ bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
   if (engine_.would_hit_cache(r.size, r.stream)) return false;
   if (engine_.would_collect_garbage()) return true;
   if (engine_.would_exceed_limit(r.size)) return true;
-  const size_t segment = segment_size_for(round_request_size(r.size, engine_.config()));
+  const size_t segment = segment_size_for(round_request_size(r.size, engine_.config()),
+                                         engine_.config().large_segment_size);
   return backend_.memory().free_bytes() < segment;
 }
 

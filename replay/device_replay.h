@@ -118,6 +118,9 @@ class DeviceReplay {
  private:
   // Compares what the engine emitted with events_[first, last).
   std::optional<Divergence> compare(size_t first, size_t last, const std::string& note);
+  // The note a segment divergence gets when it looks like a large segment
+  // size the trace's settings text does not show; "" otherwise.
+  std::string large_segment_hint(const EventDescription& want, const EventDescription& have) const;
   bool request_would_release(const RecordedEvent& request) const;
   // Where an expandable segment reserved now lies: the address of the
   // first segment_map from the current run on, on the current request's

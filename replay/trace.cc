@@ -184,6 +184,25 @@ AllocatorConfig config_from_settings(const PyValue& settings) {
     if (conf->kind() != PyValue::Kind::kStr) r.wrong_kind("PYTORCH_CUDA_ALLOC_CONF", *conf, "str");
     c.source = conf->as_str();
   }
+  // The dict carries neither large_segment_size nor max_non_split_rounding:
+  // both come from the settings text, which is native's
+  // last_allocator_settings (the environment's text, or the last
+  // _set_allocator_settings call's). max_non_split_rounding is exact from it
+  // (every settings call resets it). large_segment_size persists across
+  // calls, so a text that does not name it gives the default, which is wrong
+  // when an earlier call set it and a later one replaced the text: replay
+  // then diverges at the first 1-10 MiB segment, and the divergence says so
+  // (see large_segment_hint in device_replay.cc).
+  if (!c.source.empty()) {
+    AllocatorConfig from_text;
+    try {
+      from_text = AllocatorConfig::parse(c.source);
+    } catch (const ConfigError& e) {
+      throw ConfigError("trace: " + r.name("PYTORCH_CUDA_ALLOC_CONF") + ": " + e.what());
+    }
+    c.large_segment_size = from_text.large_segment_size;
+    c.max_non_split_rounding_size = from_text.max_non_split_rounding_size;
+  }
   // Native stores its size_t as an int64: -1 is "unlimited" (SIZE_MAX),
   // other negatives are byte counts of 2^63 and up (max_split_size_mb
   // clamped to the largest representable count), so the bits are read back
@@ -191,7 +210,8 @@ AllocatorConfig config_from_settings(const PyValue& settings) {
   const PyValue& split = r.required("max_split_size");
   c.max_split_size = static_cast<size_t>(r.integer("max_split_size", split));
   if (c.max_split_size != AllocatorConfig::kUnlimitedSplit)
-    r.rule_check("max_split_size", config_rules::split_limit(c.max_split_size), shown(split));
+    r.rule_check("max_split_size", config_rules::split_limit(c.max_split_size, c.large_segment_size),
+                 shown(split));
   // 0.0 is how native writes "not set"; any other value obeys the rule a
   // config string's garbage_collection_threshold does.
   const PyValue& gc = r.required("garbage_collection_threshold");

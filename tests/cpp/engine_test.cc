@@ -125,9 +125,10 @@ TEST(SmallPool, SplitsDownTo512ByteRemainders) {
 }
 
 TEST(LargePool, RequestsAbove1MiBBelow10MiBGet20MiBSegments) {
-  EXPECT_EQ(segment_size_for(kMiB), 2 * kMiB);
-  EXPECT_EQ(segment_size_for(kMiB + 512), 20 * kMiB);
-  EXPECT_EQ(segment_size_for(10 * kMiB - 512), 20 * kMiB);
+  EXPECT_EQ(segment_size_for(kMiB, kLargeBuffer), 2 * kMiB);
+  EXPECT_EQ(segment_size_for(kMiB + 512, kLargeBuffer), 20 * kMiB);
+  EXPECT_EQ(segment_size_for(10 * kMiB - 512, kLargeBuffer), 20 * kMiB);
+  EXPECT_EQ(segment_size_for(kMiB + 512, 40 * kMiB), 40 * kMiB);
 
   Harness h;
   Block* a = h.engine.malloc(kMiB + 1, kStreamA);
@@ -141,8 +142,8 @@ TEST(LargePool, RequestsAbove1MiBBelow10MiBGet20MiBSegments) {
 }
 
 TEST(LargePool, RequestsOf10MiBOrMoreGetSegmentsRoundedUpTo2MiB) {
-  EXPECT_EQ(segment_size_for(10 * kMiB), 10 * kMiB);
-  EXPECT_EQ(segment_size_for(10 * kMiB + 512), 12 * kMiB);
+  EXPECT_EQ(segment_size_for(10 * kMiB, kLargeBuffer), 10 * kMiB);
+  EXPECT_EQ(segment_size_for(10 * kMiB + 512, kLargeBuffer), 12 * kMiB);
 
   Harness h;
   Block* a = h.engine.malloc(10 * kMiB, kStreamA);

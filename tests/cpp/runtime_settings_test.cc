@@ -31,8 +31,9 @@ TEST(WithSettings, ResetsSplitRoundupAndGcUnlessNamed) {
   EXPECT_EQ(next.max_split_size, AllocatorConfig::kUnlimitedSplit);
   EXPECT_EQ(next.roundup_power2_divisions, AllocatorConfig{}.roundup_power2_divisions);
   EXPECT_EQ(next.garbage_collection_threshold, 0.0);
-  // The others persist: max_non_split_rounding_mb is not among native's resets.
-  EXPECT_EQ(next.max_non_split_rounding_size, 40 * kMiB);
+  // max_non_split_rounding_mb returns to the large segment size (20 MiB);
+  // the CUDA keys persist.
+  EXPECT_EQ(next.max_non_split_rounding_size, 20 * kMiB);
   EXPECT_TRUE(next.release_lock_on_cudamalloc);
   EXPECT_EQ(next.pinned_num_register_threads, 8u);
   EXPECT_EQ(next.source, "pinned_num_register_threads:8");
