@@ -214,7 +214,13 @@ OomState read_oom_state(const PyValue& snapshot, std::optional<int> device,
 
   // Native's trace entry holds the rounded size; the segment it needed
   // follows from it (classic segments; an expandable segment maps pages).
-  if (r.recorded && r.allocation == 0 && r.rounded > 0) r.allocation = segment_size_for(r.rounded);
+  if (r.recorded && r.allocation == 0 && r.rounded > 0) {
+    AllocatorConfig config;
+    if (const PyValue* settings = snapshot.find("allocator_settings");
+        settings && settings->kind() == PyValue::Kind::kDict)
+      config = config_from_settings(*settings);
+    r.allocation = segment_size_for(r.rounded, config.large_segment_size);
+  }
   if (memory_limit) {
     r.allowed = memory_limit;
     r.allowed_inferred = false;
