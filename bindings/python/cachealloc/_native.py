@@ -135,7 +135,7 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
                                                ctypes.POINTER(c_size)]),
         "cachealloc_release_buffer": (None, [ctypes.POINTER(ctypes.c_char)]),
-        "cachealloc_last_oom": (c_int, [ctypes.POINTER(OomInfoStruct)]),
+        "cachealloc_last_oom": (c_int, [c_void_p]),  # any struct laid out as cachealloc_oom_info
         "cachealloc_diagnose_snapshot": (c_int, [c_char_p, c_size, ctypes.c_int64, ctypes.c_int64,
                                                  c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
                                                  ctypes.POINTER(c_size)]),

@@ -100,7 +100,7 @@ class FlightRecorder:
         try:
             snap = _snapshot_dict()
             info = OomInfoStruct()
-            if lib().cachealloc_last_oom(ctypes.byref(info)) == 0:
+            if lib().cachealloc_last_oom(ctypes.addressof(info)) == 0:
                 snap["cachealloc_oom"] = {
                     "device": info.device, "requested": info.requested, "rounded": info.rounded,
                     "allocation": info.allocation, "device_total": info.device_total,
