@@ -62,7 +62,8 @@ def worker(args):
     total = torch.cuda.get_device_properties(0).total_memory
     torch.cuda.set_per_process_memory_fraction(LIMIT / total, 0)
     out["total_memory"] = total
-    torch.cuda.memory._record_memory_history(max_entries=100000)
+    # Python frames only: C++ frames are symbolized at every snapshot (slow).
+    torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
     if args.native_dump:
         def dump(device, alloc, device_allocated, device_free):
             torch.cuda.memory._dump_snapshot(args.native_dump)
