@@ -78,6 +78,7 @@ void run_whatif_search(const PyValue& snapshot, const OomState& s, const Diagnos
 }  // namespace
 
 std::string bytes_text(size_t bytes) {
+  if (bytes <= 1024) return format_size(bytes);
   return format_size(bytes) + " (" + std::to_string(bytes) + " bytes)";
 }
 
@@ -104,6 +105,9 @@ OomDiagnosis diagnose_oom(const PyValue& snapshot, const DiagnosisOptions& optio
     t += "- no out-of-memory error is recorded in this snapshot: its final state follows\n";
   }
 
+  if (r.recorded && s.entries_after_oom > 0 && s.entries_after_oom < s.history_entries)
+    t += "- this snapshot was taken " + std::to_string(s.entries_after_oom) +
+         " history entries after the OOM: the segments below are its state then, not at the failure\n";
   t += "- " + bytes_text(s.reserved - std::min(s.reserved, s.allocated)) +
        " reserved but unallocated, in " + std::to_string(s.free_blocks) +
        " free blocks; the largest free block is " + bytes_text(s.largest_free);

@@ -189,6 +189,11 @@ OomState read_oom_state(const PyValue& snapshot, std::optional<int> device,
   // trace never allocated.
   const PyValue::List& trace = trace_of(snapshot, r.device);
   s.history_entries = trace.size();
+  if (r.recorded)
+    for (size_t i = trace.size(); i-- > 0;) {
+      if (trace[i].kind() == PyValue::Kind::kDict && str_of(trace[i], "action") == "oom") break;
+      ++s.entries_after_oom;
+    }
   if (!trace.empty()) {
     absl::flat_hash_set<uintptr_t> live;
     std::map<uintptr_t, InitialBlock> at_start;

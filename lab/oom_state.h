@@ -61,6 +61,9 @@ struct OomState {
   std::vector<InitialBlock> live_at_start;
   size_t live_at_start_bytes = 0;
   size_t history_entries = 0;   // the device's trace entries
+  // Entries recorded after the OOM's: the snapshot was taken that much
+  // later, so its segments are not the state at the failure.
+  size_t entries_after_oom = 0;
 };
 
 // Reads the OOM moment of `snapshot`. `device`: which device (default: the

@@ -267,10 +267,23 @@ def test_explain_on_a_native_snapshot_with_oom_events(cli, traces_dir):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "cachealloc diagnosis (device 0):", out.stdout
-    assert lines[1].startswith("- the request: rounded to "), out.stdout
-    assert "reserved but unallocated" in lines[2], out.stdout
-    assert lines[3].startswith("- the live blocks pin "), out.stdout
+    assert lines[1] == ("- the request: rounded to 884.76 MiB (927735296 bytes), needing a new "
+                        "segment of 886.00 MiB (929038336 bytes); 3.96 GiB (4250874675 bytes) allowed"), out.stdout
+    # The program went on after its OOMs and freed everything before the
+    # snapshot: the text says the segments are not the state at the failure.
+    assert lines[2].startswith("- this snapshot was taken "), out.stdout
+    assert any("reserved but unallocated" in l for l in lines), out.stdout
     assert any(l.startswith("- what-if (the recorded history, ") for l in lines), out.stdout
+
+
+def test_diagnose_from_python_equals_explain_on_a_native_snapshot(ca, traces_dir):
+    import gzip
+    from cachealloc import oom_recorder
+
+    data = gzip.open(traces_dir / "oom_frac.pickle.gz").read()
+    text = oom_recorder.diagnose(data, memory_limit=int(0.05 * 85017493504))
+    assert text.startswith("cachealloc diagnosis (device 0):\n- the request: rounded to 884.76 MiB"), text
+    assert "no setting fits in 3.96 GiB (4250874675 bytes): the least any needs is" in text, text
 
 
 def test_explain_refuses_a_file_that_is_not_a_snapshot(cli, tmp_path):
