@@ -62,6 +62,7 @@ class Search {
 void Search::evaluate(AdviseCandidate& c) const {
   MinMemoryOptions mm;
   mm.address_hints = options_.address_hints;
+  mm.deadline = options_.deadline;
   c.min = find_min_memory(stream_, c.config, mm);
   c.seconds = c.min.seconds;
   c.peak_reserved = c.min.peak_reserved_unlimited;
@@ -72,6 +73,7 @@ void Search::evaluate(AdviseCandidate& c) const {
   w.memory_limit = options_.memory_limit;
   w.address_hints = options_.address_hints;
   w.series_points = 1;
+  w.deadline = options_.deadline;
   const WhatIfResult r = run_whatif(stream_, c.config, w);
   c.seconds += r.seconds;
   c.peak_reserved = r.peak_reserved;

@@ -14,6 +14,7 @@
 // merged into one row whose labels list every name ("trace = defaults").
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -36,6 +37,9 @@ struct AdviseOptions {
   unsigned threads = 0;                 // 0: every core the machine has
   // Called (serialized) as each candidate finishes.
   std::function<void(const std::string&)> progress;
+  // Every replay stops there: advise() then throws WhatIfTimeout (the OOM
+  // diagnosis bounds its search this way).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct AdviseCandidate {
@@ -75,7 +79,8 @@ struct Advice {
 };
 
 // Throws std::runtime_error when even native defaults fail with no limit
-// (a request larger than the simulated device).
+// (a request larger than the simulated device), WhatIfTimeout past
+// options.deadline.
 Advice advise(const RequestStream& stream, const AdviseOptions& options);
 
 }  // namespace cachealloc

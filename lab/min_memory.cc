@@ -23,6 +23,7 @@ MinMemoryResult find_min_memory(const RequestStream& stream, const LabConfig& co
   probe_options.address_hints = options.address_hints;
   probe_options.stop_at_first_oom = true;
   probe_options.series_points = 1;
+  probe_options.deadline = options.deadline;
 
   auto runs_clean = [&](std::optional<size_t> limit) {
     probe_options.memory_limit = limit;

@@ -13,6 +13,7 @@
 // L - 1 (an OOM).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <functional>
 
@@ -27,6 +28,8 @@ struct MinMemoryOptions {
   bool address_hints = true;  // see WhatIfOptions
   // Called after each probe with (limit bytes, whether it ran without OOM).
   std::function<void(size_t, bool)> progress;
+  // Every probe stops there (WhatIfOptions::deadline; throws WhatIfTimeout).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct MinMemoryResult {

@@ -118,6 +118,15 @@ RequestStream Extractor::run() {
   const size_t n = events_.size();
   size_t reserved = 0;  // bytes the recorded allocator held, from segment events
   size_t i = 0;
+  const int64_t start_us = n > 0 ? events_.front().time_us : 0;
+  for (const InitialBlock& b : options_.live_at_start) {
+    const uint32_t slot = take_slot();
+    if (!live_.try_emplace(b.address, slot).second)
+      throw TraceFormatError("trace: device " + std::to_string(out_.device) +
+                             ": two blocks live at the start at one address");
+    push(RequestKind::kAlloc, b.size, slot, b.stream, start_us);
+    ++out_.initial_blocks;
+  }
   while (i < n) {
     const size_t j = side_effects_end(events_, i);
     const size_t reserved_before = reserved;

@@ -64,6 +64,7 @@ struct RequestStream {
   // Frees of blocks allocated before the trace's first entry (a trace cut by
   // the history ring): dropped, there is nothing to free.
   size_t unmatched_frees = 0;
+  size_t initial_blocks = 0;         // requests made for options.live_at_start
   AllocatorConfig recorded_config;   // the trace's allocator_settings
   // (request index, recorded stack) of the allocations whose trace entry
   // has frames, in request order; empty unless the trace was parsed with
@@ -74,6 +75,15 @@ struct RequestStream {
 // The recorded stack of the allocation at request `request`, or null.
 const CallContext* context_of(const RequestStream& stream, size_t request);
 
+// A block the program held before the trace's first entry (a trace cut by
+// the history ring): the extraction allocates it first, so that the replay
+// starts from the live state at the oldest record kept.
+struct InitialBlock {
+  uintptr_t address = 0;  // its recorded address (frees in the trace name it)
+  size_t size = 0;        // bytes to ask for (its requested size when known)
+  StreamId stream = 0;
+};
+
 struct ExtractionOptions {
   // The memory limit the trace was recorded under, if any. Without it, a run
   // of segment frees right before a request that reserved a segment counts
@@ -81,6 +91,9 @@ struct ExtractionOptions {
   // frees explained by the request running into the limit (the OOM retry
   // path) are left to the engine, as the lockstep replayer does.
   std::optional<size_t> recorded_limit;
+  // Allocated, in this order, before the trace's first request; frees in
+  // the trace then match them instead of being dropped as unmatched.
+  std::vector<InitialBlock> live_at_start;
 };
 
 // The devices of `trace` that recorded at least one event.

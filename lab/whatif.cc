@@ -85,6 +85,10 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   const SegmentHint* hint = stream_.hints.data();
   const SegmentHint* const hints_end = hint + stream_.hints.size();
 
+  const bool bounded = options_.deadline != std::chrono::steady_clock::time_point::max();
+  // Also checked before the first request: a search runs many short replays.
+  if (bounded && std::chrono::steady_clock::now() > options_.deadline)
+    throw WhatIfTimeout("what-if replay not started: past its time bound");
   for (size_t k = 0; k < end; ++k) {
     const Request& q = requests[k];
     if (timed) now_us_ = stream_.time_us[k];
@@ -177,6 +181,10 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
     }
     if (options_.progress && ((k + 1) & 0xFFFFF) == 0)
       options_.progress(k + 1, stream_.requests.size());
+    if (((k + 1) & 0xFFF) == 0 && bounded && std::chrono::steady_clock::now() > options_.deadline)
+      throw WhatIfTimeout("what-if replay stopped at its time bound after " +
+                          std::to_string(k + 1) + " of " +
+                          std::to_string(stream_.requests.size()) + " requests");
   }
   out.requests = end;
   out.device_allocs = counters_.device_allocs;

@@ -12,9 +12,11 @@
 // vector, no allocation per request beyond the engine's own.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <optional>
 #include <vector>
 
@@ -42,6 +44,15 @@ struct WhatIfOptions {
   bool check_invariants = false;    // engine and device, after every request (slow)
   // Called every 2^20 requests with (requests done, requests total).
   std::function<void(size_t, size_t)> progress;
+  // Past this moment the replay stops and throws WhatIfTimeout (checked
+  // every 4096 requests, so it overruns by at most that many requests).
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+};
+
+// A replay ran past WhatIfOptions::deadline.
+class WhatIfTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 // One bucket of consecutive requests: the largest values seen in it.
@@ -101,8 +112,8 @@ struct WhatIfResult {
 };
 
 // Runs `stream` under `config`. Throws ConfigError (policy rejects the
-// config), SizeOverflowError (a request beyond kMaxRequestSize) or
-// InvariantViolation (check_invariants).
+// config), SizeOverflowError (a request beyond kMaxRequestSize),
+// InvariantViolation (check_invariants) or WhatIfTimeout (deadline).
 WhatIfResult run_whatif(const RequestStream& stream, const LabConfig& config,
                         const WhatIfOptions& options);
 

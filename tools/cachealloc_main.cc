@@ -6,6 +6,7 @@
 //   cachealloc compare TRACE --conf A --conf B ...   (lab/cli/lab_compare.cc)
 //   cachealloc min-memory TRACE --conf A ...         (lab/cli/lab_min_memory.cc)
 //   cachealloc advise TRACE [--memory-limit BYTES]   (lab/cli/lab_advise.cc)
+//   cachealloc explain SNAPSHOT                       (lab/cli/lab_explain.cc)
 //
 // Exit status: 0 clean replay, 1 divergence, 2 bad input (usage, unreadable
 // or malformed trace, bad config).
@@ -70,7 +71,8 @@ constexpr const char* kUsage =
     "other commands (fragmentation lab; see `cachealloc COMMAND --help`):\n"
     "  cachealloc compare TRACE --conf A --conf B ...   what-if replays side by side\n"
     "  cachealloc min-memory TRACE --conf A ...         smallest limit without OOM\n"
-    "  cachealloc advise TRACE [--memory-limit BYTES]   which settings to use\n";
+    "  cachealloc advise TRACE [--memory-limit BYTES]   which settings to use\n"
+    "  cachealloc explain SNAPSHOT                      why it ran out of memory\n";
 
 struct BadUsage : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -224,7 +226,8 @@ int main(int argc, char** argv) {
     if (args[0] == "compare") return compare_main({args.begin() + 1, args.end()});
     if (args[0] == "min-memory") return min_memory_main({args.begin() + 1, args.end()});
     if (args[0] == "advise") return advise_main({args.begin() + 1, args.end()});
-    const std::string near = nearest_word({"replay", "compare", "min-memory", "advise"}, args[0]);
+    if (args[0] == "explain") return explain_main({args.begin() + 1, args.end()});
+    const std::string near = nearest_word({"replay", "compare", "min-memory", "advise", "explain"}, args[0]);
     throw BadUsage("unknown command '" + args[0] + "'" +
                    (near.empty() ? "" : " (did you mean " + near + "?)"));
   } catch (const BadUsage& e) {

@@ -377,6 +377,26 @@ typedef struct cachealloc_oom_info {
 } cachealloc_oom_info;
 CACHEALLOC_API int cachealloc_last_oom(cachealloc_oom_info* out);
 
+/* The OOM flight recorder's diagnosis (why the allocator failed and which
+ * settings would have avoided it) of a snapshot pickle of `length` bytes
+ * (native's schema; cachealloc's OOM snapshots add "cachealloc_oom").
+ * memory_limit: the limit it failed under in bytes, -1 for the recorded or
+ * inferred one. budget_ms: wall-time bound of the what-if search, -1 for
+ * none. snapshot_path (may be NULL): named in the text. On success *out
+ * holds the text (NUL-terminated, *out_length bytes without the NUL), to
+ * free with cachealloc_release_buffer. Any thread; takes no allocator
+ * lock. Returns 0, or -1 (cachealloc_last_error: a malformed pickle...). */
+CACHEALLOC_API int cachealloc_diagnose_snapshot(const char* pickle, size_t length,
+                                                int64_t memory_limit, int64_t budget_ms,
+                                                const char* snapshot_path, char** out,
+                                                size_t* out_length);
+
+/* A note for the OOM error being raised on this thread: an OOM observer
+ * sets it (NULL clears it); the PyTorch glue appends it to the message and
+ * clears it. Per thread. */
+CACHEALLOC_API void cachealloc_set_oom_note(const char* text);
+CACHEALLOC_API const char* cachealloc_oom_note(void);
+
 /* Installs a function that raises the framework's OOM exception; it must
  * throw (used by the PyTorch glue to raise torch.OutOfMemoryError). */
 CACHEALLOC_API void cachealloc_set_oom_handler(void (*handler)(const char* message));

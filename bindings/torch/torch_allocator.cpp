@@ -19,8 +19,14 @@
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <string_view>
+#include <tuple>
 #include <iterator>
 #include <cstring>
 #include <functional>
@@ -444,8 +450,61 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
 
 void delete_fn(void* ptr) { g_allocator->release(ptr, -1); }
 
+// Native's NVML report of the device's processes (reportProcessMemoryInfo
+// in torch 2.11): "Including non-PyTorch memory, this process has X memory
+// in use. " for this process, "Process P has X memory in use. " for each
+// other one, in NVML's order; "" where NVML cannot be loaded or answers an
+// error (native's build without NVML reports nothing either). NVML is
+// opened once, by its soname, as native's DriverAPI does.
+std::string process_memory_report(int device) {
+  struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t, which the unversioned call fills
+    unsigned int pid;
+    unsigned long long used_gpu_memory;
+  };
+  using Init = int (*)();
+  using ByBusId = int (*)(const char*, void**);
+  using Processes = int (*)(void*, unsigned int*, ProcessInfoV1*);
+  static const auto nvml = []() -> std::tuple<ByBusId, Processes> {
+    void* h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return {nullptr, nullptr};
+    auto init = reinterpret_cast<Init>(dlsym(h, "nvmlInit_v2"));
+    auto by_bus = reinterpret_cast<ByBusId>(dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
+    auto procs = reinterpret_cast<Processes>(dlsym(h, "nvmlDeviceGetComputeRunningProcesses"));
+    if (!init || !by_bus || !procs || init() != 0) return {nullptr, nullptr};
+    return {by_bus, procs};
+  }();
+  const auto [by_bus, procs] = nvml;
+  if (!by_bus) return "";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "";
+  char bus_id[80];
+  std::snprintf(bus_id, sizeof bus_id, "%08X:%02X:%02X.0", prop.pciDomainID, prop.pciBusID,
+                prop.pciDeviceID);
+  void* handle = nullptr;
+  if (by_bus(bus_id, &handle) != 0) return "";
+  constexpr int kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
+  std::vector<ProcessInfoV1> list(8);
+  unsigned int count = static_cast<unsigned int>(list.size());
+  int status;
+  while ((status = procs(handle, &count, list.data())) == kInsufficientSize) list.resize(count);
+  if (status != 0) return "";
+  const unsigned int self = static_cast<unsigned int>(getpid());
+  std::string out;
+  for (unsigned int i = 0; i < count; ++i) {
+    out += list[i].pid == self ? std::string("Including non-PyTorch memory, this process")
+                               : "Process " + std::to_string(list[i].pid);
+    out += " has " + c10::CachingAllocator::format_size(list[i].used_gpu_memory) +
+           " memory in use. ";
+  }
+  return out;
+}
+
 void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
-  const std::string message = cachealloc_last_error();
+  std::string message = cachealloc_last_error();
+  // Native's process report goes right after "... of which X is free. ".
+  constexpr std::string_view kAfter = " is free. ";
+  if (const size_t at = message.find(kAfter); at != std::string::npos)
+    message.insert(at + kAfter.size(), process_memory_report(device));
   // As native (DeviceCachingAllocator::malloc): the profiler gets the
   // rounded request and the totals at the failure; observers get the
   // segment size the device refused, the allowed bytes (the capacity when
@@ -463,9 +522,15 @@ void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
     std::lock_guard<std::mutex> lock(observers_mutex_);
     observers = oom_observers_;
   }
+  cachealloc_set_oom_note(nullptr);
   for (const auto& obs : observers)
     obs(oom.device, oom.allocation, oom.limit_set ? oom.allowed : oom.device_total,
         oom.device_free);
+  // The flight recorder (cachealloc.oom_recorder, an observer) leaves its
+  // diagnosis as this thread's note: it follows native's text.
+  const std::string note = cachealloc_oom_note();
+  cachealloc_set_oom_note(nullptr);
+  if (!note.empty()) message += "\n" + note;
   TORCH_CHECK_WITH(OutOfMemoryError, false, message);
 }
 

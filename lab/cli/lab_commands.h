@@ -15,5 +15,7 @@ int compare_main(const std::vector<std::string>& args);
 int min_memory_main(const std::vector<std::string>& args);
 // cachealloc advise TRACE [--memory-limit BYTES] ... (lab_advise.cc)
 int advise_main(const std::vector<std::string>& args);
+// cachealloc explain SNAPSHOT [--memory-limit BYTES] ... (lab_explain.cc)
+int explain_main(const std::vector<std::string>& args);
 
 }  // namespace cachealloc

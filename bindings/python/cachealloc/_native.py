@@ -78,6 +78,14 @@ class ScopeResultStruct(ctypes.Structure):
         "self_peak_reserved")]
 
 
+class OomInfoStruct(ctypes.Structure):
+    """cachealloc_oom_info (cachealloc.h): the calling thread's last OOM,
+    in bytes."""
+    _fields_ = [("device", ctypes.c_int), ("limit_set", ctypes.c_int)] + [
+        (name, ctypes.c_size_t) for name in ("requested", "rounded", "allocation", "device_total",
+                                             "device_free", "allowed", "allocated", "reserved")]
+
+
 class CurrentBytesStruct(ctypes.Structure):
     """cachealloc_current_bytes (cachealloc.h): a device's current bytes."""
     _fields_ = [(name, ctypes.c_int64) for name in ("allocated", "reserved", "active",
@@ -129,6 +137,12 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_snapshot_pickle": (c_int, [ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
                                                ctypes.POINTER(c_size)]),
         "cachealloc_release_buffer": (None, [ctypes.POINTER(ctypes.c_char)]),
+        "cachealloc_last_oom": (c_int, [c_void_p]),  # any struct laid out as cachealloc_oom_info
+        "cachealloc_diagnose_snapshot": (c_int, [c_char_p, c_size, ctypes.c_int64, ctypes.c_int64,
+                                                 c_char_p, ctypes.POINTER(ctypes.POINTER(ctypes.c_char)),
+                                                 ctypes.POINTER(c_size)]),
+        "cachealloc_set_oom_note": (None, [c_char_p]),
+        "cachealloc_oom_note": (c_char_p, []),
         "cachealloc_current_bytes_of": (c_int, [c_int, ctypes.POINTER(CurrentBytesStruct)]),
         "cachealloc_scope_open": (c_int, [c_int, ctypes.POINTER(ctypes.c_uint64)]),
         "cachealloc_scope_close": (c_int, [c_int, ctypes.c_uint64, ctypes.POINTER(ScopeResultStruct)]),

@@ -1,12 +1,13 @@
 """The `cachealloc` command that `pip install` puts on PATH.
 
-    cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--] COMMAND [ARGS...]
+    cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
         runs COMMAND with cachealloc as PyTorch's CUDA allocator in every
         Python process it starts (torchrun's workers too), with no change to
         the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
-        CACHEALLOC_BACKEND), which the start-up hook of the installed
+        CACHEALLOC_BACKEND, CACHEALLOC_OOM_SNAPSHOT), which the start-up hook of the installed
         package honours (_cachealloc_autoinstall.py). --snapshot-dir: each
-        rank writes its snapshot into DIR/rank-NNNNN/ (snapshot_dir.py).
+        rank writes its snapshot into DIR/rank-NNNNN/ (snapshot_dir.py);
+        --oom-snapshot: a snapshot and a diagnosis at each OOM (oom_recorder.py).
     cachealloc predict [...] -- python train.py ...
         will it fit: the step run on a fake CUDA device, in Python
         (predict/cli.py; see `cachealloc predict --help`).
@@ -31,13 +32,15 @@ from typing import List, Optional
 from .tool import ToolNotFound, tool_path
 
 RUN_USAGE = """\
-cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--] COMMAND [ARGS...]
+cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
     Runs COMMAND with cachealloc as PyTorch's CUDA allocator in every Python
     process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
     --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
     --backend: cuda (default), async, simulated[:BYTES[:DEVICES]];
     --snapshot-dir: run directory; every rank records history and writes its
-    snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR).
+    snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR);
+    --oom-snapshot DIR: at each out-of-memory error, write a snapshot into DIR
+    and follow PyTorch's message with why it failed and what would avoid it.
 cachealloc doctor
     Checks this machine for cachealloc (torch, glue, CUDA, driver, GPUs) and
     ends with one line: ready, or what to fix.
@@ -52,6 +55,8 @@ def run(args: List[str]) -> int:
     parser.add_argument("--conf", help="allocator config, PYTORCH_CUDA_ALLOC_CONF syntax")
     parser.add_argument("--backend", help="cuda, async or simulated[:BYTES[:DEVICES]]")
     parser.add_argument("--snapshot-dir", help="run directory for every rank's snapshot")
+    parser.add_argument("--oom-snapshot", metavar="DIR",
+                        help="directory for a snapshot and a diagnosis at each OOM")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     ns = parser.parse_args(args)
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
@@ -63,7 +68,8 @@ def run(args: List[str]) -> int:
             parser.error("--snapshot-dir needs a directory")
         ns.snapshot_dir = os.path.abspath(ns.snapshot_dir)  # workers may change directory
     for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend),
-                        ("CACHEALLOC_SNAPSHOT_DIR", ns.snapshot_dir)):
+                        ("CACHEALLOC_SNAPSHOT_DIR", ns.snapshot_dir),
+                        ("CACHEALLOC_OOM_SNAPSHOT", ns.oom_snapshot)):
         if value is not None:
             env[name] = value
     try:

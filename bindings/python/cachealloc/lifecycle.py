@@ -3,9 +3,10 @@ PyTorch's CUDA allocator), and which mode and backend are in force."""
 from __future__ import annotations
 
 import ctypes
+import os
 from typing import Optional
 
-from . import sharing
+from . import oom_recorder, sharing
 from . import torch_glue as torch_glue_module
 from ._native import check, lib, library_path
 from .torch_settings import install_settings_hook
@@ -41,7 +42,8 @@ def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
 
 
 def install(conf: Optional[str] = None, backend: Optional[str] = None,
-            torch_glue: bool = True, snapshot_dir=None) -> None:
+            torch_glue: bool = True, snapshot_dir=None,
+            oom_snapshot: Optional[str] = None) -> None:
     """Makes cachealloc PyTorch's CUDA allocator.
 
     With the PyTorch glue (libcachealloc_torch.so, compiled against the
@@ -73,11 +75,23 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     snapshot written into it at exit and on demand (snapshot_dir.py, with
     the per-rank names of rank_files.py). Its errors (ValueError, OSError)
     come after the allocator is installed.
+    oom_snapshot (default: $CACHEALLOC_OOM_SNAPSHOT): a directory; turns
+    the OOM flight recorder on (oom_recorder.py): at each out-of-memory
+    error a snapshot is written there and native's message is followed by
+    why the allocator failed and which settings would have avoided it.
+    ValueError/PermissionError when it cannot be created or written, before
+    anything else is set up.
     """
     global _mode, _pluggable
+    if oom_snapshot is None:
+        oom_snapshot = os.environ.get(oom_recorder.ENV) or None
+    if oom_snapshot is not None:
+        oom_recorder.FlightRecorder(oom_snapshot)  # checks (and creates) the directory first
     if _mode != "not installed":
         _check_installed_settings(conf, backend)
         _configure_snapshot_dir(snapshot_dir)
+        if oom_snapshot is not None:
+            oom_recorder.start(oom_snapshot, torch_observer=_mode == "torch-extension")
         return
     import torch
 
@@ -95,6 +109,8 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
         init(conf, backend)
         _mode = "plain"
         _configure_snapshot_dir(snapshot_dir)
+        if oom_snapshot is not None:
+            oom_recorder.start(oom_snapshot, torch_observer=False)
         return
     if torch.cuda.is_initialized():
         raise RuntimeError(
@@ -130,6 +146,8 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     # torch.cuda.memory._set_allocator_settings reaches cachealloc from now on.
     install_settings_hook()
     _configure_snapshot_dir(snapshot_dir)
+    if oom_snapshot is not None:
+        oom_recorder.start(oom_snapshot, torch_observer=torch_glue)
 
 
 def _configure_snapshot_dir(run_dir) -> None:

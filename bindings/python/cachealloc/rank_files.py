@@ -101,3 +101,21 @@ def rank_snapshots(folder) -> List[pathlib.Path]:
     end = folder / "snapshot-end.pickle"
     others = sorted(p for p in folder.glob("snapshot-*.pickle") if p != end)
     return ([end] if end.exists() else []) + others
+
+
+def rank_file_name(kind: str, suffix: str, when: Optional[float] = None,
+                   rank_: Optional[int] = None, pid: Optional[int] = None) -> str:
+    """A file name for a directory that many ranks share (the OOM flight
+    recorder's): "{kind}_rank{RRRR}_{UTC time to the microsecond}Z_pid{pid}{suffix}",
+    so `ls` groups a rank's files in time order and no two processes pick
+    the same name. when: seconds since the epoch (default now); rank_ and
+    pid default to this process's. kind must be a plain word."""
+    import datetime
+
+    if not kind or not all(c.isalnum() or c in "_-" for c in kind):
+        raise ValueError(f"kind must be a plain word, got {kind!r}")
+    stamp = datetime.datetime.fromtimestamp(
+        when if when is not None else datetime.datetime.now().timestamp(), datetime.timezone.utc)
+    r = current_rank() if rank_ is None else rank_
+    p = os.getpid() if pid is None else pid
+    return f"{kind}_rank{r:04d}_{stamp.strftime('%Y%m%dT%H%M%S.%f')}Z_pid{p}{suffix}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from . import oom_recorder
 from ._native import CacheallocError, OutOfMemoryError, check, lib
 from .devices import device_index
 
@@ -42,7 +43,8 @@ def _malloc(size: int, device: Any = 0, stream: int = 0) -> int:
     out = ctypes.c_void_p()
     status = lib().cachealloc_try_malloc(size, index, stream, ctypes.byref(out))
     if status == 1:
-        raise OutOfMemoryError(lib().cachealloc_last_error().decode())
+        message = lib().cachealloc_last_error().decode()
+        raise OutOfMemoryError(message + oom_recorder.note_for_raw_oom())
     check(status)
     return out.value or 0
 

@@ -1,0 +1,181 @@
+"""The OOM flight recorder: at an out-of-memory error, the snapshot, the
+reason and the fix, at the moment it happens.
+
+Opt-in, by any of cachealloc.install(oom_snapshot=DIR), `cachealloc run
+--oom-snapshot DIR` or CACHEALLOC_OOM_SNAPSHOT=DIR (never a
+PYTORCH_CUDA_ALLOC_CONF key: that text stays what native accepts). Then at
+each OOM:
+
+- the snapshot (segments, blocks and the recorded history, with the
+  failure's facts under "cachealloc_oom") is written into DIR atomically
+  (a temporary file renamed into place), one file per OOM named by rank and
+  time (rank_files.py); a process keeps its newest KEEP files (default 8)
+  and deletes its oldest first;
+- native's message is followed by the diagnosis (lab/oom_diagnosis.h): what
+  was reserved but unallocated, the largest free block, the request as the
+  allocator rounded it, the segments live blocks split and pin and the
+  sites pinning the most, and what a what-if replay of the recorded history
+  (bounded to 500 ms, in this process) says would have avoided it.
+
+The history is PyTorch's (torch.cuda.memory._record_memory_history); when
+it is off the diagnosis says so. The allocator stays usable after the OOM.
+
+Under the PyTorch glue the recorder is an OOM observer (called on the
+failing thread, without allocator locks, before the error is raised); it
+leaves its text as that thread's note, which the glue appends to native's
+message. Under cachealloc's own API (raw._malloc) it is called from there.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+import os
+import pickle
+import tempfile
+import threading
+from typing import Optional
+
+from ._native import OomInfoStruct, lib
+from .rank_files import rank_file_name
+
+ENV = "CACHEALLOC_OOM_SNAPSHOT"
+DEFAULT_KEEP = 8
+BUDGET_MS = 500
+
+_recorder: Optional["FlightRecorder"] = None
+
+
+class FlightRecorder:
+    """Writes one snapshot per OOM into `directory` and diagnoses it."""
+
+    def __init__(self, directory: str, keep: int = DEFAULT_KEEP, budget_ms: int = BUDGET_MS):
+        if not isinstance(directory, str) or not directory:
+            raise ValueError(f"oom_snapshot must be a directory path, got {directory!r}")
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"keep must be an int >= 1, got {keep!r}")
+        os.makedirs(directory, exist_ok=True)
+        if not os.access(directory, os.W_OK):
+            raise PermissionError(f"oom_snapshot directory {directory!r} is not writable")
+        self.directory = directory
+        self.keep = keep
+        self.budget_ms = budget_ms
+        self._written: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+        self.last_path: Optional[str] = None
+        self.last_text: Optional[str] = None
+
+    def write(self, data: bytes) -> str:
+        """Writes `data` as the next snapshot file, atomically: readers see
+        the whole file or none. Deletes this process's oldest files beyond
+        `keep`. Returns the path."""
+        name = rank_file_name("oom", ".pickle")
+        path = os.path.join(self.directory, name)
+        fd, tmp = tempfile.mkstemp(prefix="." + name, suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        with self._lock:
+            self._written.append(path)
+            while len(self._written) > self.keep:
+                old = self._written.popleft()
+                try:
+                    os.unlink(old)
+                except FileNotFoundError:
+                    pass
+        return path
+
+    def record(self) -> str:
+        """At an OOM, on the thread that ran out of memory: snapshot, file,
+        diagnosis. Returns the text to follow native's message; never
+        raises (a failure is reported in the text)."""
+        try:
+            snap = _snapshot_dict()
+            info = OomInfoStruct()
+            if lib().cachealloc_last_oom(ctypes.addressof(info)) == 0:
+                snap["cachealloc_oom"] = {
+                    "device": info.device, "requested": info.requested, "rounded": info.rounded,
+                    "allocation": info.allocation, "device_total": info.device_total,
+                    "device_free": info.device_free,
+                    "allowed": info.allowed if info.limit_set else None,
+                    "allocated": info.allocated, "reserved": info.reserved,
+                    "message": lib().cachealloc_last_error().decode(errors="replace"),
+                }
+            data = pickle.dumps(snap, protocol=4)
+            path = self.write(data)
+            text = diagnose(data, path, budget_ms=self.budget_ms).rstrip("\n")
+        except Exception as e:  # the OOM must still be raised, with native's text
+            text = f"cachealloc flight recorder: no diagnosis ({type(e).__name__}: {e})"
+            path = None
+        self.last_path, self.last_text = path, text
+        return text
+
+
+def diagnose(data: bytes, path: Optional[str] = None, memory_limit: Optional[int] = None,
+             budget_ms: Optional[int] = None) -> str:
+    """The diagnosis text of a snapshot pickle (bytes), as `cachealloc
+    explain` prints it. Raises CacheallocError for a malformed pickle."""
+    from ._native import check
+
+    out = ctypes.POINTER(ctypes.c_char)()
+    n = ctypes.c_size_t()
+    check(lib().cachealloc_diagnose_snapshot(
+        data, len(data), -1 if memory_limit is None else memory_limit,
+        -1 if budget_ms is None else budget_ms, path.encode() if path else None,
+        ctypes.byref(out), ctypes.byref(n)))
+    try:
+        return ctypes.string_at(out, n.value).decode(errors="replace")
+    finally:
+        lib().cachealloc_release_buffer(out)
+
+
+def _snapshot_dict() -> dict:
+    from .history import snapshot
+
+    return snapshot()
+
+
+def _observer(device: int, alloc: int, device_allocated: int, device_free: int) -> None:
+    """torch's OOM observer signature; leaves the diagnosis as the note."""
+    recorder = _recorder
+    if recorder is None:
+        return
+    lib().cachealloc_set_oom_note(recorder.record().encode())
+
+
+def start(directory: str, keep: int = DEFAULT_KEEP, torch_observer: bool = True) -> FlightRecorder:
+    """Turns the recorder on (once per process; a second call with another
+    directory raises RuntimeError). torch_observer: attach it to PyTorch's
+    OOM observers (the glue calls them)."""
+    global _recorder
+    if _recorder is not None:
+        if os.path.abspath(_recorder.directory) != os.path.abspath(directory):
+            raise RuntimeError(f"the OOM flight recorder already writes to {_recorder.directory!r}; "
+                               f"it cannot switch to {directory!r}")
+        return _recorder
+    recorder = FlightRecorder(directory, keep)
+    if torch_observer:
+        import torch
+
+        torch._C._cuda_attach_out_of_memory_observer(_observer)
+    _recorder = recorder
+    return recorder
+
+
+def recorder() -> Optional[FlightRecorder]:
+    """The recorder in force, or None."""
+    return _recorder
+
+
+def note_for_raw_oom() -> str:
+    """For cachealloc's own API (raw._malloc): the text to append to the
+    OutOfMemoryError's message, "" when the recorder is off."""
+    return "" if _recorder is None else "\n" + _recorder.record()
