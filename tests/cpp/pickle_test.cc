@@ -597,11 +597,14 @@ TEST(PickleReader, RefusesAStringLengthOverTheBudgetBeforeReadingIt) {
   const std::string path = temp_path("bigstr.pickle.gz");
   write_gzip(path, "\x80\x04\x8d\x00\x94\x35\x77\x00\x00\x00\x00"sv, 1 << 20, 'a');
   ASSERT_EQ(setenv("CACHEALLOC_PICKLE_MEMORY_LIMIT", "2e8", 1), 0);
-  expect_file_rejected(path, "loading needs more than 200000000 bytes");
+  // The budget the variable sets is the cap for one value too.
+  expect_file_rejected(path, "over the cap of 200000000 bytes for one value");
   expect_file_rejected(path, "CACHEALLOC_PICKLE_MEMORY_LIMIT=2e8");
   ASSERT_EQ(unsetenv("CACHEALLOC_PICKLE_MEMORY_LIMIT"), 0);
-  // Under the default budget the length passes, and the stream ends short.
-  expect_file_rejected(path, "needs 2000000000 argument bytes, 1048576 left");
+  // Under the default, one value may not exceed 16 x the file's size (at
+  // least 64 MiB): refused before a byte of it is read.
+  expect_file_rejected(path, "over the cap of 67108864 bytes for one value");
+  expect_file_rejected(path, "set CACHEALLOC_PICKLE_MEMORY_LIMIT to raise it");
   std::remove(path.c_str());
 }
 

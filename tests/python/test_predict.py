@@ -11,7 +11,10 @@ import sys
 
 import pytest
 
-from conftest import BUILD, REPO
+# Not `from conftest import ...`: with tests/gpu collected in the same run,
+# "conftest" may name that folder's module.
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 
 torch = pytest.importorskip("torch")
 STEPS = pathlib.Path(__file__).with_name("predict_steps")
