@@ -178,6 +178,15 @@ class FakeCudaDevice:
         if FakeTensor not in self._foreach_types:
             self._foreach_types.append(FakeTensor)
         self._set(torch.nn.functional, "scaled_dot_product_attention", self._sdpa())
+        # torch.tensor(data, device="cuda") builds the data on the CPU and then
+        # moves it; with only_lift_cpu_tensors off (FakeTensorMode sets it only
+        # when torch.cuda.is_available() is False, and here it says True) the
+        # move runs below the dispatch modes and reaches the real CUDA
+        # backend, which this process lacks. On, the CPU tensor is lifted into
+        # FakeTensorMode first and the move is an aten._to_copy to "cuda" that
+        # RecordingMode sees: one storage of the data's size, as on a GPU.
+        self._lift_cpu = torch._C._only_lift_cpu_tensors()
+        torch._C._set_only_lift_cpu_tensors(True)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.fake_mode.__enter__()
         self.rec_mode = RecordingMode(self.recording)
@@ -212,6 +221,7 @@ class FakeCudaDevice:
         self.recording.active = False
         self.rec_mode.__exit__(*exc)
         self.fake_mode.__exit__(*exc)
+        torch._C._set_only_lift_cpu_tensors(self._lift_cpu)
         from torch._subclasses.fake_tensor import FakeTensor
         if FakeTensor in self._foreach_types:
             self._foreach_types.remove(FakeTensor)
