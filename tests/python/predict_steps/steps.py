@@ -48,3 +48,17 @@ def host_data(size):
         r = torch.arange(size, device="cuda")                               # alloc 8*size
         del m, a, s, f, r                                                   # 5 frees
     return step
+
+
+def tied(size):
+    """An embedding tied to its output layer (GPT-2's wte and lm_head):
+    .to("cuda") keeps one parameter, so one storage of 1000 x size bf16."""
+    emb = torch.nn.Embedding(1000, size)
+    head = torch.nn.Linear(size, 1000, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.Sequential(emb, head).to(device="cuda", dtype=torch.bfloat16)
+    assert model[0].weight is model[1].weight, "the tie was broken by .to()"
+
+    def step():
+        pass
+    return step

@@ -61,31 +61,53 @@ class _FakeEvent:
     def elapsed_time(self, other): return 0.0
 
 
+_apply_memo = None   # id(old parameter or buffer) -> its converted one, during one .to()
+
+
 def _overwrite_apply(self, fn, recurse=True):
     """Module._apply without swapping tensors (which fake parameters
     refuse): each converted parameter is a new Parameter, as with
     torch.__future__.set_overwrite_module_params_on_conversion(True). An
     optimizer built before .to("cuda") keeps the old parameters, as it would
-    under that setting."""
-    if recurse:
-        for module in self.children():
-            module._apply(fn)
-    for key, param in self._parameters.items():
-        if param is None:
-            continue
-        with torch.no_grad():
-            applied = fn(param)
-        if applied is param:
-            continue
-        new = torch.nn.Parameter(applied, param.requires_grad)
-        if param.grad is not None:
+    under that setting. A parameter shared by several modules (tied
+    weights: GPT-2's embedding and LM head) is converted once and stays
+    shared, as native's in-place conversion keeps it: converting it per
+    module would add a copy, its gradient and its optimizer state."""
+    global _apply_memo
+    top = _apply_memo is None
+    if top:
+        _apply_memo = {}
+    memo = _apply_memo
+    try:
+        if recurse:
+            for module in self.children():
+                module._apply(fn)
+        for key, param in self._parameters.items():
+            if param is None:
+                continue
+            if id(param) in memo:
+                self._parameters[key] = memo[id(param)][1]
+                continue
             with torch.no_grad():
-                new.grad = fn(param.grad)
-        self._parameters[key] = new
-    for key, buf in self._buffers.items():
-        if buf is not None:
-            self._buffers[key] = fn(buf)
-    return self
+                applied = fn(param)
+            if applied is param:
+                continue
+            new = torch.nn.Parameter(applied, param.requires_grad)
+            if param.grad is not None:
+                with torch.no_grad():
+                    new.grad = fn(param.grad)
+            memo[id(param)] = (param, new)   # the old one kept: its id stays unique
+            self._parameters[key] = new
+        for key, buf in self._buffers.items():
+            if buf is None:
+                continue
+            if id(buf) not in memo:
+                memo[id(buf)] = (buf, fn(buf))
+            self._buffers[key] = memo[id(buf)][1]
+        return self
+    finally:
+        if top:
+            _apply_memo = None
 
 
 @contextlib.contextmanager
