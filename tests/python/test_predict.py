@@ -61,6 +61,28 @@ def test_program_order_and_sizes(tmp_path):
     assert [ev[i]["addr"] for i in (2, 4, 5)] == [ev[0]["addr"], ev[1]["addr"], ev[3]["addr"]]
 
 
+def test_host_data_on_the_fake_device(tmp_path):
+    """torch.tensor/as_tensor(data, device="cuda") work with no GPU and are
+    recorded at the data's size, like torch.full and torch.arange."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu("H100-80GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:host_data", gpu, size=1000, steps=1,
+                         workdir=tmp_path)
+    got = [(e["action"], e["size"]) for e in _events(rec.trace)]
+    assert got == [("alloc", 4), ("alloc", 12), ("alloc", 8), ("alloc", 4000), ("alloc", 8000)] + \
+        [("free_requested", 0)] * 5
+
+
+def test_tied_weights_stay_one_parameter(tmp_path):
+    """A parameter shared by two modules is converted once by .to("cuda"),
+    as natively: one 2000 * size byte request, not two."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu("H100-80GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:tied", gpu, size=64, steps=1, workdir=tmp_path)
+    allocs = [e["size"] for e in _events(rec.trace) if e["action"] == "alloc"]
+    assert allocs == [2000 * 64]
+
+
 def test_largest_is_exact_on_a_known_step(tmp_path):
     from cachealloc import predict
     gpu = predict.resolve_gpu(None, memory=64 << 20, context_bytes=0)

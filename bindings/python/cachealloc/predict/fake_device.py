@@ -61,31 +61,53 @@ class _FakeEvent:
     def elapsed_time(self, other): return 0.0
 
 
+_apply_memo = None   # id(old parameter or buffer) -> its converted one, during one .to()
+
+
 def _overwrite_apply(self, fn, recurse=True):
     """Module._apply without swapping tensors (which fake parameters
     refuse): each converted parameter is a new Parameter, as with
     torch.__future__.set_overwrite_module_params_on_conversion(True). An
     optimizer built before .to("cuda") keeps the old parameters, as it would
-    under that setting."""
-    if recurse:
-        for module in self.children():
-            module._apply(fn)
-    for key, param in self._parameters.items():
-        if param is None:
-            continue
-        with torch.no_grad():
-            applied = fn(param)
-        if applied is param:
-            continue
-        new = torch.nn.Parameter(applied, param.requires_grad)
-        if param.grad is not None:
+    under that setting. A parameter shared by several modules (tied
+    weights: GPT-2's embedding and LM head) is converted once and stays
+    shared, as native's in-place conversion keeps it: converting it per
+    module would add a copy, its gradient and its optimizer state."""
+    global _apply_memo
+    top = _apply_memo is None
+    if top:
+        _apply_memo = {}
+    memo = _apply_memo
+    try:
+        if recurse:
+            for module in self.children():
+                module._apply(fn)
+        for key, param in self._parameters.items():
+            if param is None:
+                continue
+            if id(param) in memo:
+                self._parameters[key] = memo[id(param)][1]
+                continue
             with torch.no_grad():
-                new.grad = fn(param.grad)
-        self._parameters[key] = new
-    for key, buf in self._buffers.items():
-        if buf is not None:
-            self._buffers[key] = fn(buf)
-    return self
+                applied = fn(param)
+            if applied is param:
+                continue
+            new = torch.nn.Parameter(applied, param.requires_grad)
+            if param.grad is not None:
+                with torch.no_grad():
+                    new.grad = fn(param.grad)
+            memo[id(param)] = (param, new)   # the old one kept: its id stays unique
+            self._parameters[key] = new
+        for key, buf in self._buffers.items():
+            if buf is None:
+                continue
+            if id(buf) not in memo:
+                memo[id(buf)] = (buf, fn(buf))
+            self._buffers[key] = memo[id(buf)][1]
+        return self
+    finally:
+        if top:
+            _apply_memo = None
 
 
 @contextlib.contextmanager
@@ -178,6 +200,15 @@ class FakeCudaDevice:
         if FakeTensor not in self._foreach_types:
             self._foreach_types.append(FakeTensor)
         self._set(torch.nn.functional, "scaled_dot_product_attention", self._sdpa())
+        # torch.tensor(data, device="cuda") builds the data on the CPU and then
+        # moves it; with only_lift_cpu_tensors off (FakeTensorMode sets it only
+        # when torch.cuda.is_available() is False, and here it says True) the
+        # move runs below the dispatch modes and reaches the real CUDA
+        # backend, which this process lacks. On, the CPU tensor is lifted into
+        # FakeTensorMode first and the move is an aten._to_copy to "cuda" that
+        # RecordingMode sees: one storage of the data's size, as on a GPU.
+        self._lift_cpu = torch._C._only_lift_cpu_tensors()
+        torch._C._set_only_lift_cpu_tensors(True)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.fake_mode.__enter__()
         self.rec_mode = RecordingMode(self.recording)
@@ -212,6 +243,7 @@ class FakeCudaDevice:
         self.recording.active = False
         self.rec_mode.__exit__(*exc)
         self.fake_mode.__exit__(*exc)
+        torch._C._set_only_lift_cpu_tensors(self._lift_cpu)
         from torch._subclasses.fake_tensor import FakeTensor
         if FakeTensor in self._foreach_types:
             self._foreach_types.remove(FakeTensor)
