@@ -141,9 +141,13 @@ def test_whatif_figures_match_the_lab_replays_of_the_written_snapshot(ca, record
 
 
 def CLI():
-    from conftest import CLI as path
+    # Not `from conftest import CLI`: with tests/gpu collected in the same
+    # run, "conftest" may name that folder's module.
+    import os
+    import pathlib
 
-    return path
+    repo = pathlib.Path(__file__).resolve().parents[2]
+    return pathlib.Path(os.environ.get("CACHEALLOC_BUILD", repo / "build")) / "tools" / "cachealloc"
 
 
 def test_never_suggests_a_setting_already_on(ca, tmp_path):
