@@ -1,0 +1,53 @@
+// "stitch": cachealloc's first policy of its own. Memory is virtual ranges
+// over physical pages (expandable segments, 2 MiB pages in both pools), and
+// a page is just a page: when a miss must map pages and the cache holds
+// whole free pages elsewhere, those are unmapped and mapped where the
+// request needs contiguous addresses (GMLake's stitching, on VMM), so
+// reserved memory follows the pages that hold live bytes.
+//
+//   - Hits: native's best fit (expandable ordering); blocks split whenever
+//     512 bytes would remain; no oversize rules (max_split_size unlimited:
+//     they fight the fragmentation that page reuse removes).
+//   - Miss: native's search for room (lowest gap of the stream's range that
+//     has room, grown from the free block below it). Before its pages are
+//     mapped (before_map):
+//       without a memory limit, that many whole free pages are taken from
+//       the cache first (largest free blocks first: fewest device calls),
+//       so reserved grows only when no whole free page is cached;
+//       under a limit, nothing is taken while the mapping fits; otherwise
+//       just enough pages to fit (no emptying of the whole cache, no retry).
+//   - A miss that still does not fit raises the OOM at once
+//     (retry_after_release: false): there was nothing more to reclaim that
+//     emptying the cache would find, except partial pages.
+//   - Frees: native's (merged, cached). empty_cache: native's.
+//   - Private pools (graphs, MemPool) map pages as the default pools do;
+//     their free pages are not taken for others. A MemPool with its own
+//     allocator gets whole segments from it, as native.
+//
+// Costs: a miss that reclaims scans the default pools' free blocks
+// (O(free blocks)) and makes one unmap call per block it takes pages from.
+// Invariants: those of the engine; page reuse never unmaps a page that
+// holds a byte of an allocated block (only whole pages inside free blocks).
+#pragma once
+
+#include "allocator/policy/placement_policy.h"
+
+namespace cachealloc {
+
+class StitchPolicy : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "stitch"; }
+  void shape_config(AllocatorConfig& config) const override;
+  Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
+  bool retry_after_release() const override { return false; }
+  bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
+                  size_t bytes) override;
+
+ private:
+  // Unmaps at least `target` bytes of whole free pages (fewer if the cache
+  // has fewer), never inside the free blocks touching [start, start +
+  // bytes), which the mapping joins. Returns the bytes unmapped.
+  size_t reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target);
+};
+
+}  // namespace cachealloc
