@@ -21,7 +21,27 @@ Block* StitchPolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
   // A MemPool with its own allocator: segments come from it (native).
   const PrivatePool* owner = r.pool->owner();
   if (owner && owner->segment_source) return engine.native_alloc(r);
-  return engine.map_for(r);
+  MissRequest m = r;
+  // Under a limit, map ahead while the limit has room: up to a granule, so
+  // the next requests grow into it without a device call (native's large
+  // pages do this too). Without a limit, exactly the pages needed: reserved
+  // follows live bytes.
+  const MemoryLimit& limit = engine.limit();
+  if (limit.is_set()) {
+    const size_t granule = r.pool->is_small() ? kMapAheadSmall : kMapAheadLarge;
+    const size_t ahead = (r.size + granule - 1) / granule * granule;
+    const size_t reserved = engine.reserved_bytes();
+    const size_t room = limit.allowed_bytes() > reserved ? limit.allowed_bytes() - reserved : 0;
+    // What the limit leaves, in whole pages; never less than the request.
+    m.size = std::max(r.size, std::min(ahead, room / kSmallBuffer * kSmallBuffer));
+  }
+  if (Block* b = engine.map_for(m)) return b;
+  if (m.size != r.size)
+    if (Block* b = engine.map_for(r)) return b;
+  // Blocks freed on other streams wait for events; native's OOM path waits
+  // for them before giving up, and so does this (one sync, then again).
+  if (engine.has_pending_frees() && engine.synchronize_pending_frees()) return engine.map_for(r);
+  return nullptr;
 }
 
 bool StitchPolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
@@ -58,12 +78,17 @@ size_t StitchPolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
     return a.pages != b.pages ? a.pages > b.pages : a.block->address < b.block->address;
   });
+
   size_t reclaimed = 0;
   for (const Candidate& c : candidates) {
     if (reclaimed >= target) break;
     const ExpandableSegment* seg = engine.segment_of(c.block->address);
     const size_t page = seg->page_bytes();
-    const size_t want = (target - reclaimed + page - 1) / page * page;
+    // Under a limit a block gives all its whole pages (one call either
+    // way): the headroom lets the next misses map without reclaiming.
+    // Without one, exactly what the mapping needs: reserved stays flat.
+    const size_t want = engine.limit().is_set() ? c.pages
+                                                : (target - reclaimed + page - 1) / page * page;
     reclaimed += engine.unmap_top_pages(c.block, want);
   }
   return reclaimed;

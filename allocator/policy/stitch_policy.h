@@ -14,8 +14,11 @@
 //       without a memory limit, that many whole free pages are taken from
 //       the cache first (largest free blocks first: fewest device calls),
 //       so reserved grows only when no whole free page is cached;
-//       under a limit, nothing is taken while the mapping fits; otherwise
-//       just enough pages to fit (no emptying of the whole cache, no retry).
+//       under a limit, nothing is taken while the mapping fits, and a miss
+//       maps ahead (up to 64 MiB, 8 MiB in the small pool) while the limit
+//       has room; otherwise free blocks give all their whole pages, largest
+//       first, until the mapping fits (no emptying of the whole cache, no
+//       retry); blocks freed on other streams are waited for once first.
 //   - A miss that still does not fit raises the OOM at once
 //     (retry_after_release: false): there was nothing more to reclaim that
 //     emptying the cache would find, except partial pages.
@@ -48,6 +51,13 @@ class StitchPolicy : public PlacementPolicy {
   // has fewer), never inside the free blocks touching [start, start +
   // bytes), which the mapping joins. Returns the bytes unmapped.
   size_t reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target);
+
+  // Bytes a miss maps at once under a limit with room (on_miss), by pool.
+  // Chosen on the bundled traces (benchmarks/fragmentation/policy_table.py):
+  // 20/0 MiB made more device calls than native's best on 7 traces, 64/8 on
+  // 3, 128/8 on 2 but OOMed on one at native's best minimum.
+  static constexpr size_t kMapAheadLarge = size_t{64} << 20;
+  static constexpr size_t kMapAheadSmall = size_t{8} << 20;
 };
 
 }  // namespace cachealloc
