@@ -46,19 +46,6 @@ class PolicyEngine {
   // Requires expandable segments on (shape_config). Null when refused.
   Block* map_for(const MissRequest& r);
 
-  // Whether freed blocks wait for stream events (record_stream) now.
-  bool has_pending_frees() const { return e_.events_.has_work(); }
-  // native: synchronize_and_free_events, as its OOM path does before
-  // emptying the cache: waits for every outstanding stream event and caches
-  // the blocks that waited (merged, indexed). Not while a private pool is
-  // routed to (a CUDA graph may be capturing: no event may be waited on);
-  // returns false then, having done nothing.
-  bool synchronize_pending_frees() {
-    if (e_.routing_) return false;
-    e_.synchronize_and_free_events(ctx_);
-    return true;
-  }
-
   // The free blocks of the default pools (small and large), in index order:
   // fn(Block*). Private pools' blocks are not offered (their memory belongs
   // to a graph or MemPool). fn must not change the pools.

@@ -36,12 +36,8 @@ Block* StitchPolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
     m.size = std::max(r.size, std::min(ahead, room / kSmallBuffer * kSmallBuffer));
   }
   if (Block* b = engine.map_for(m)) return b;
-  if (m.size != r.size)
-    if (Block* b = engine.map_for(r)) return b;
-  // Blocks freed on other streams wait for events; native's OOM path waits
-  // for them before giving up, and so does this (one sync, then again).
-  if (engine.has_pending_frees() && engine.synchronize_pending_frees()) return engine.map_for(r);
-  return nullptr;
+  if (m.size == r.size) return nullptr;
+  return engine.map_for(r);
 }
 
 bool StitchPolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,

@@ -18,10 +18,11 @@
 //       maps ahead (up to 64 MiB, 8 MiB in the small pool) while the limit
 //       has room; otherwise free blocks give all their whole pages, largest
 //       first, until the mapping fits (no emptying of the whole cache, no
-//       retry); blocks freed on other streams are waited for once first.
-//   - A miss that still does not fit raises the OOM at once
-//     (retry_after_release: false): there was nothing more to reclaim that
-//     emptying the cache would find, except partial pages.
+//       retry).
+//   - A miss that still does not fit takes native's OOM path (counted as a
+//     retry): wait for every stream event, unmap every whole free page
+//     (also those next to the mapping, and blocks freed on other streams),
+//     try again, else raise the OOM. So an OOM leaves the cache as native's.
 //   - Frees: native's (merged, cached). empty_cache: native's.
 //   - Private pools (graphs, MemPool) map pages as the default pools do;
 //     their free pages are not taken for others. A MemPool with its own
@@ -42,7 +43,6 @@ class StitchPolicy : public PlacementPolicy {
   std::string_view name() const override { return "stitch"; }
   void shape_config(AllocatorConfig& config) const override;
   Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
-  bool retry_after_release() const override { return false; }
   bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
                   size_t bytes) override;
 
