@@ -4,8 +4,8 @@
 #include <chrono>
 #include <memory>
 
-#include "allocator/device_allocator.h"
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
+#include "allocator/engine/device_allocator.h"
 #include "allocator/policy/policy_registry.h"
 #include "stats/history.h"
 #include "stats/snapshot.h"

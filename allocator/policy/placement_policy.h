@@ -34,9 +34,9 @@
 #include <cstddef>
 #include <string_view>
 
-#include "allocator/block.h"
-#include "allocator/block_pool.h"
-#include "allocator/config.h"
+#include "allocator/engine/block.h"
+#include "allocator/engine/block_pool.h"
+#include "allocator/config/config.h"
 
 namespace cachealloc {
 

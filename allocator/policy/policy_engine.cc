@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "allocator/expandable_segment.h"
+#include "allocator/engine/expandable_segment.h"
 
 namespace cachealloc {
 

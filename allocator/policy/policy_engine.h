@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/device_allocator.h"
+#include "allocator/engine/device_allocator.h"
 #include "allocator/policy/placement_policy.h"
 
 namespace cachealloc {

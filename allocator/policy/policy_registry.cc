@@ -3,7 +3,7 @@
 #include <functional>
 #include <utility>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "allocator/policy/stitch_policy.h"
 #include "allocator/policy/unmap_on_free_policy.h"
 

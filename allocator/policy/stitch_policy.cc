@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "allocator/expandable_segment.h"
+#include "allocator/engine/expandable_segment.h"
 #include "allocator/policy/policy_engine.h"
-#include "allocator/size_policy.h"
+#include "allocator/engine/size_policy.h"
 
 namespace cachealloc {
 

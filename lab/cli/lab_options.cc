@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "allocator/policy/policy_registry.h"
 #include "lab/cli/lab_args.h"
 
