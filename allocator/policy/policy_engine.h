@@ -46,6 +46,12 @@ class PolicyEngine {
   // Requires expandable segments on (shape_config). Null when refused.
   Block* map_for(const MissRequest& r);
 
+  // Whether a private pool is routed to: a CUDA graph may be capturing, and
+  // the device must not be synchronized then. Unmapping waits for the
+  // block's stream (DeviceBackend::unmap_pages), so a policy must not unmap
+  // while this is true (native's release paths wait for the routes too).
+  bool routing() const { return e_.routing_; }
+
   // The free blocks of the default pools (small and large), in index order:
   // fn(Block*). Private pools' blocks are not offered (their memory belongs
   // to a graph or MemPool). fn must not change the pools.

@@ -44,13 +44,15 @@ bool StitchPolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, 
                               size_t bytes) {
   (void)segment;
   const MemoryLimit& limit = engine.limit();
+  // A graph may be capturing: no unmapping (it waits for a stream).
+  const bool may_unmap = !engine.routing();
   if (!limit.is_set()) {
-    reclaim(engine, start, bytes, bytes);
+    if (may_unmap) reclaim(engine, start, bytes, bytes);
     return true;
   }
   const size_t allowed = limit.allowed_bytes();
   if (engine.reserved_bytes() + bytes <= allowed) return true;
-  reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed);
+  if (may_unmap) reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed);
   return engine.reserved_bytes() + bytes <= allowed;
 }
 

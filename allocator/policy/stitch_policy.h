@@ -25,7 +25,9 @@
 //     try again, else raise the OOM. So an OOM leaves the cache as native's.
 //   - Frees: native's (merged, cached). empty_cache: native's.
 //   - Private pools (graphs, MemPool) map pages as the default pools do;
-//     their free pages are not taken for others. A MemPool with its own
+//     their free pages are not taken for others. While a pool is routed to
+//     (a CUDA graph may be capturing) nothing is unmapped: unmapping waits
+//     for a stream. A miss then maps new pages, or fails as native's would. A MemPool with its own
 //     allocator gets whole segments from it, as native.
 //
 // Costs: a miss that reclaims scans the default pools' free blocks

@@ -498,7 +498,9 @@ void RunScenario(const Scenario& sc) {
   EXPECT_GT(run.ooms(), 0);
   EXPECT_GT(run.pending_frees(), 0);
   EXPECT_GT(run.empty_caches(), 0);
-  EXPECT_GT(run.stats().num_alloc_retries, 0);
+  // stitch reclaims pages instead of retrying; with pools a route is open
+  // for most of the run, and no cache is emptied (so no retry) while one is.
+  if (std::string(sc.policy) != "stitch" || !sc.pools) EXPECT_GT(run.stats().num_alloc_retries, 0);
   // A placement policy's own releases (stitch reclaims pages on a miss).
   if (std::string(sc.policy) != "native") EXPECT_GT(run.stats().num_device_free, 0);
   if (sc.quiet_releases) {
