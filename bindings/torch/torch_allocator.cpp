@@ -631,6 +631,14 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
     auto& info = c->info;
     SegmentInfo s;
     s.owner_private_pool_id = pool;
+    // Native numbers every Block it constructs (a thread-local count) and
+    // ProcessGroupNCCL.register_mem_pool sorts a pool's segments by the
+    // head's number, asserting it is set (>= 0), to register them in
+    // creation order. cachealloc keeps no such count: segments are
+    // numbered in the order they are visited (address order), which is
+    // all NCCL's ordinary registration needs; symmetric-memory windows,
+    // which need the same order on every rank, are not covered.
+    s.registration_counter = static_cast<int32_t>(info.segments.size());
     s.device = static_cast<c10::DeviceIndex>(device);
     s.address = address;
     s.stream = static_cast<decltype(s.stream)>(stream);
