@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "allocator/config_keys.h"
-#include "allocator/errors.h"
-#include "allocator/hot_inline.h"
+#include "allocator/config/config_keys.h"
+#include "allocator/base/errors.h"
+#include "allocator/base/hot_inline.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/runtime/runtime.h"
 #include "pickle/pickle_writer.h"

@@ -63,7 +63,7 @@ CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
 /* The PyTorch release in use ("2.12.0+cu130", torch.__version__), whose
  * PYTORCH_CUDA_ALLOC_CONF keys every later parse accepts: a key that
  * release does not know is refused in its words, one it added is accepted
- * (allocator decisions stay torch 2.11's; allocator/config_keys.h). Call
+ * (allocator decisions stay torch 2.11's; allocator/config/config_keys.h). Call
  * before cachealloc_init; until called, 2.11. Process-wide, thread-safe.
  * 0, or -1 (cachealloc_last_error) for NULL or a text that does not start
  * with MAJOR.MINOR; nothing changes then. */

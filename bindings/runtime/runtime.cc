@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "allocator/errors.h"
-#include "allocator/simulated_device.h"
+#include "allocator/base/errors.h"
+#include "allocator/sim/simulated_device.h"
 #include "bindings/runtime/python_frames.h"
 #include "bindings/runtime/snapshot_visitor.h"
 #include "stats/snapshot.h"

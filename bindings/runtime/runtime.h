@@ -15,11 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "allocator/front/caching_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/base/errors.h"
+#include "allocator/base/hot_inline.h"
 #include "bindings/runtime/segment_tracker.h"
-#include "allocator/caching_allocator.h"
-#include "allocator/config.h"
-#include "allocator/errors.h"
-#include "allocator/hot_inline.h"
 #include "pickle/py_value.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"

@@ -18,8 +18,8 @@
 
 #include <cstdint>
 
-#include "allocator/engine_observer.h"
-#include "allocator/event_kind.h"
+#include "allocator/base/event_kind.h"
+#include "allocator/engine/engine_observer.h"
 
 namespace cachealloc {
 
