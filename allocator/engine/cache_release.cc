@@ -14,7 +14,7 @@ namespace cachealloc {
 // the segment stays cached and nothing was recorded.
 void DeviceCachingAllocator::release_block(Block* block, const ContextPtr& ctx) {
   segment_source(*block->pool).release(device_, block->address, block->size);
-  EngineEvent e = segment_event(EventKind::kSegmentFree, kind_of(*block->pool), block->stream,
+  EngineEvent e = segment_event(EventKind::kSegmentFree, *block->pool, block->stream,
                                 block->address, block->size, config_.max_split_size,
                                 ctx ? &ctx : &block->context_when_segment_allocated);
   emit(e);

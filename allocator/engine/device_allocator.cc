@@ -237,7 +237,7 @@ bool DeviceCachingAllocator::native_alloc_block(Request& r, const ContextPtr& ct
   r.block = b;
   segment_heads_.insert(b);
 
-  EngineEvent e = segment_event(EventKind::kSegmentAlloc, kind_of(*r.pool), r.stream, address,
+  EngineEvent e = segment_event(EventKind::kSegmentAlloc, *r.pool, r.stream, address,
                                 size, config_.max_split_size, &ctx);
   emit(e);
   return true;

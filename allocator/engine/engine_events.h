@@ -16,6 +16,7 @@
 #include "allocator/base/errors.h"
 #include "allocator/base/hot_inline.h"
 #include "allocator/config/memory_limit.h"
+#include "allocator/engine/private_pool.h"
 
 namespace cachealloc {
 
@@ -43,11 +44,15 @@ CACHEALLOC_HOT_INLINE EngineEvent block_event(EventKind kind, const Block* block
 // An event about `bytes` of device memory at `address` held for `stream`:
 // a segment (kSegmentAlloc, kSegmentFree) or an expandable segment's pages
 // (kSegmentMap, kSegmentUnmap).
-inline EngineEvent segment_event(EventKind kind, PoolKind pool, StreamId stream,
+inline EngineEvent segment_event(EventKind kind, const BlockPool& pool, StreamId stream,
                                  uintptr_t address, size_t bytes, size_t max_split_size,
                                  const ContextPtr* context) {
   EngineEvent e(kind);
-  e.pool = pool;
+  e.pool = kind_of(pool);
+  if (const PrivatePool* owner = pool.owner()) {
+    e.private_pool_first = owner->id.first;
+    e.private_pool_second = owner->id.second;
+  }
   e.stream = stream;
   e.address = address;
   e.size = bytes;

@@ -44,6 +44,11 @@ struct EngineEvent {
   bool oversize = false;
   // kAlloc, kFreeCompleted, kFree: change in inactive split blocks.
   InactiveSplitChange split;
+  // Segment events: the private pool holding the segment ({0, 0}: the
+  // default pools), as native's TraceEntry::mempool_. NCCL's allocator hook
+  // registers the new segments of a registered MemPool by it.
+  uint64_t private_pool_first = 0;
+  uint64_t private_pool_second = 0;
   // Caller's context, when the bindings captured one; may be null.
   const ContextPtr* context = nullptr;
 };

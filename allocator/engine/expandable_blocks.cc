@@ -278,7 +278,7 @@ Block* DeviceCachingAllocator::map_gap(ExpandableSegment& seg, uintptr_t start, 
   reserved_bytes_ += mapped;
   if (PrivatePool* owner = pool.owner())
     owner->segment_count += static_cast<int>(ranges.size()) - static_cast<int>(ranges_before);
-  EngineEvent e = segment_event(EventKind::kSegmentMap, kind_of(pool), seg.stream(), start,
+  EngineEvent e = segment_event(EventKind::kSegmentMap, pool, seg.stream(), start,
                                 mapped, config_.max_split_size, &ctx);
   emit(e);
   return merged;
@@ -366,7 +366,7 @@ void DeviceCachingAllocator::unmap_block(Block* b, const ContextPtr& ctx) {
   reserved_bytes_ -= end - begin;
   if (PrivatePool* owner = pool.owner())
     owner->segment_count += static_cast<int>(ranges.size()) - static_cast<int>(ranges_before);
-  EngineEvent e = segment_event(EventKind::kSegmentUnmap, kind_of(pool), seg.stream(), begin,
+  EngineEvent e = segment_event(EventKind::kSegmentUnmap, pool, seg.stream(), begin,
                                 end - begin, config_.max_split_size, &event_ctx);
   emit(e);
 }

@@ -449,6 +449,10 @@ int cachealloc_record_history(int enabled, int context, int python_stacks, size_
   });
 }
 
+int cachealloc_set_segment_callback(cachealloc_segment_event_fn fn, void* user) {
+  return guarded([&] { initialized_runtime().set_segment_callback(fn, user); });
+}
+
 const char* cachealloc_history_action_names(void) {
   // Built once from the one list (kRecordedActions); static, never freed.
   static const std::string names = [] {

@@ -341,6 +341,20 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
 CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
                                              void* user);
 
+/* Segment events for framework glue (PyTorch's allocator trace trackers,
+ * which ProcessGroupNCCL's MemPool registration uses):
+ * fn(user, action, device, address, bytes, stream, pool_first, pool_second)
+ * for action 0 segment_alloc, 1 segment_free, 7 segment_map and
+ * 8 segment_unmap (the snapshot visitor's codes); pool is the private
+ * pool's id ((0, 0): the default pools). Called under the device's lock
+ * right after the event (a segment_free once the memory went back): fn must
+ * be quick and must not call cachealloc. NULL fn stops the calls. Holds on
+ * every device and across re-initialization. Returns 0, -1 on error. */
+typedef void (*cachealloc_segment_event_fn)(void* user, int action, int device, uint64_t address,
+                                            uint64_t bytes, void* stream, uint64_t pool_first,
+                                            uint64_t pool_second);
+CACHEALLOC_API int cachealloc_set_segment_callback(cachealloc_segment_event_fn fn, void* user);
+
 /* Whether expandable_segments is on now (1) or off (0), as set at
  * start-up or by cachealloc_set_allocator_settings; -1 on error. */
 CACHEALLOC_API int cachealloc_expandable_segments(void);
