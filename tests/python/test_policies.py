@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pathlib
+
 import pytest
 
-from conftest import BUILD, REPO
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 
 KNOWN = "known policies are native, stitch, unmap_on_free"
 
