@@ -1,0 +1,133 @@
+"""What torch's CUDA kernels ask the caching allocator for, where the fake
+run's meta implementation of the same op asks for something else.
+
+The recorder (recorder.py) records each op's new output storages in output
+order. That is what a CUDA kernel does for most ops, but not for these,
+whose CUDA implementations (torch 2.11, read from aten/src/ATen/native/cuda/
+Dropout.cu and native/transformers/cuda/attention.cu,
+attention_backward.cu and mem_eff_attention/kernel_backward.h) allocate in
+another order, keep some outputs on the host, or make temporaries:
+
+- native_dropout (Dropout.cu, dropout_cuda): the bool mask
+  (empty_like(self, bool)) is allocated before the output (empty_like).
+- Philox seed and offset of the fused attention kernels (flash and
+  memory-efficient, forward): host tensors outside CUDA graph capture, so no
+  device request (their meta implementation puts them on the device).
+- Memory-efficient attention backward (_efficient_attention_backward, the
+  cutlass kernel on sm50+), in this order:
+    1. grad_out.contiguous() (B, M, H, Kv) when grad_out is not contiguous;
+    2. grad_q, grad_k, grad_v (the op's outputs);
+    3. delta (B, H, M) fp32: for fp32 the kernel does not compute it, and
+       torch builds it as (grad_out * out).sum(-1).transpose(-2, -1)
+       .contiguous(): a (B, M, H, Kv) fp32 product, a (B, M, H) sum and
+       the (B, H, M) delta; sum and product are freed at once. fp16/bf16
+       kernels on sm80+ compute delta themselves into an empty (B, H, M)
+       fp32 tensor;
+    4. the kernel's workspace: B * H * align4(gk + gv + gq) fp32 elements
+       (Params::workspace_size). fp32 output accumulates in place, so gk =
+       gv = 0; the grad-Q staging area is ceil(M / BI) * ceil(K / 64) tiles
+       of (BI * 64 + 4) floats (an accumulator tile plus lock, counter and
+       two pad words), BI the kernel's query block (64 for K <= 64 and for
+       the K > 128 kernel, 128 for 64 < K <= 128). Checked on an H200
+       recording for fp32, K = 64 (524,800 bytes at B * H = 16, M = 128);
+       fp16/bf16 workspaces are modelled the same way, unchecked;
+    5. at the end, delta, workspace and the grad_out copy are freed.
+
+Each model takes the op's arguments and the fake outputs and tells the
+recording what to allocate and free, in the kernel's order.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+aten = torch.ops.aten
+
+_F32 = 4  # bytes per fp32 element
+
+
+def _nbytes(shape, itemsize: int) -> int:
+    return math.prod(shape) * itemsize
+
+
+def _tensors(out):
+    return [t for t in out if isinstance(t, torch.Tensor)]
+
+
+def _dropout(rec, args, kwargs, out):
+    output, mask = out
+    rec.track(mask)
+    rec.track(output)
+
+
+def _drop_host_rng(seed_at):
+    """Track every output but the host-side Philox seed and offset."""
+    def model(rec, args, kwargs, out):
+        for i, t in enumerate(out):
+            if i in seed_at:
+                continue
+            if isinstance(t, torch.Tensor):
+                rec.track(t)
+    return model
+
+
+def _efficient_backward_workspace(B, H, M, K, dtype) -> int:
+    """Params::workspace_size() of the cutlass memory-efficient backward
+    kernel torch picks for head dim K (bytes)."""
+    block_i = 128 if 64 < K <= 128 else 64
+    tile_n = 64
+    gq = math.ceil(M / block_i) * math.ceil(K / tile_n) * (block_i * tile_n + 4)
+    stride_bh = (gq + 3) // 4 * 4
+    return B * H * stride_bh * _F32
+
+
+def efficient_backward_temporaries(rec, grad_out, query, value, outputs):
+    """Steps 1-5 of the module docstring. grad_out, query, value are in the
+    (B, H, M, K) layout of scaled_dot_product_attention; outputs are the
+    gradient tensors to record (grad_q, grad_k, grad_v, maybe grad_bias)."""
+    B, H, M, K = query.shape
+    Kv = value.shape[-1]
+    stream = rec.stream
+    copy = None
+    if not grad_out.transpose(1, 2).is_contiguous():
+        copy = rec.alloc(_nbytes(grad_out.shape, grad_out.element_size()), stream)
+    for t in outputs:
+        rec.track(t)
+    if query.dtype == torch.float32:
+        product = rec.alloc(_nbytes((B, M, H, Kv), _F32), stream)
+        total = rec.alloc(_nbytes((B, M, H), _F32), stream)
+        delta = rec.alloc(_nbytes((B, H, M), _F32), stream)
+        rec.free(total, stream)
+        rec.free(product, stream)
+    else:
+        delta = rec.alloc(_nbytes((B, H, M), _F32), stream)
+    ws = _efficient_backward_workspace(B, H, M, K, query.dtype)
+    workspace = rec.alloc(ws, stream) if ws else None
+    rec.free(delta, stream)
+    if workspace is not None:
+        rec.free(workspace, stream)
+    if copy is not None:
+        rec.free(copy, stream)
+
+
+def _sdpa_efficient_backward(rec, args, kwargs, out):
+    grad_out, query, key, value = args[:4]
+    efficient_backward_temporaries(rec, grad_out, query, value, _tensors(out))
+
+
+# op -> model(recording, args, kwargs, fake outputs); the recorder calls the
+# model instead of tracking the outputs itself.
+MODELS = {
+    aten.native_dropout.default: _dropout,
+    aten._scaled_dot_product_efficient_attention.default: _drop_host_rng({2, 3}),
+    aten._scaled_dot_product_flash_attention.default: _drop_host_rng({6, 7}),
+    aten._scaled_dot_product_efficient_attention_backward.default: _sdpa_efficient_backward,
+}
+
+
+def describe() -> str:
+    return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
+            "dropout (mask before output), fused attention (Philox seed/offset on the host), "
+            "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
+            "the kernel's grad-Q workspace)")
