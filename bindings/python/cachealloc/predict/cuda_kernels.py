@@ -33,6 +33,9 @@ another order, keep some outputs on the host, or make temporaries:
        fp16/bf16 workspaces are modelled the same way, unchecked;
     5. at the end, delta, workspace and the grad_out copy are freed.
 
+- Reductions: the staging buffer and semaphores of gpu_reduce_kernel
+  (cuda_reduce.py).
+
 Each model takes the op's arguments and the fake outputs and tells the
 recording what to allocate and free, in the kernel's order.
 """
@@ -41,6 +44,8 @@ from __future__ import annotations
 import math
 
 import torch
+
+from . import cuda_reduce
 
 aten = torch.ops.aten
 
@@ -123,6 +128,7 @@ MODELS = {
     aten._scaled_dot_product_efficient_attention.default: _drop_host_rng({2, 3}),
     aten._scaled_dot_product_flash_attention.default: _drop_host_rng({6, 7}),
     aten._scaled_dot_product_efficient_attention_backward.default: _sdpa_efficient_backward,
+    **cuda_reduce.MODELS,
 }
 
 
@@ -130,4 +136,5 @@ def describe() -> str:
     return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
             "dropout (mask before output), fused attention (Philox seed/offset on the host), "
             "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
-            "the kernel's grad-Q workspace)")
+            "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
+            "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides)")
