@@ -191,3 +191,15 @@ def test_workspace_models():
         (9, 0), env={"CUBLASLT_WORKSPACE_SIZE": "65536", "CUBLAS_WORKSPACE_CONFIG": ":4096:2"}) == 8 << 20
     assert gpu_model.cublaslt_workspace_bytes((9, 0), env={"TORCH_CUBLASLT_UNIFIED_WORKSPACE": "1"}) == 0
     assert cuda_kernels._efficient_backward_workspace(4, 4, 128, 64, torch.float32) == 524800
+
+
+def test_reduction_buffers():
+    """The CUDA reduction's global-memory staging buffer and semaphores, as
+    the H200 recording of the full encoder shows them for a Linear layer's
+    bias gradient (grad.sum(0) of (2048, 512) fp32: 8 MiB + 16 B); none for a
+    reduction that one thread block per output finishes."""
+    from cachealloc.predict import cuda_reduce
+    assert cuda_reduce.buffers(torch.empty(2048, 512), [0], 4, 132, 2048) == (8388608, 16)
+    assert cuda_reduce.buffers(torch.empty(4, 512, 512), [0, 1], 4, 132, 2048) == (8388608, 16)
+    assert cuda_reduce.buffers(torch.empty(512, 256), [0], 4, 132, 2048) == (0, 0)
+    assert cuda_reduce.buffers(torch.empty(8, 4096), [1], 4, 132, 2048) == (0, 0)

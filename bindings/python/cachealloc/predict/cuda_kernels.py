@@ -33,6 +33,17 @@ another order, keep some outputs on the host, or make temporaries:
        fp16/bf16 workspaces are modelled the same way, unchecked;
     5. at the end, delta, workspace and the grad_out copy are freed.
 
+- Layer norm (layer_norm_kernel.cu): the input is made contiguous
+  (expect_contiguous) before the outputs are allocated, and the backward
+  kernel takes dY.contiguous() after its outputs (dX, dgamma, dbeta), a
+  copy when dY is not contiguous (a pre-norm block's gradient coming back
+  through nn.MultiheadAttention's transposed in-projection), freed when the
+  kernel returns. Seen on the H200 in ViT's pre-norm layers.
+- Convolution backward on cuDNN: grad_output is made contiguous (in the
+  input's suggested memory format) before grad_input and grad_weight, the
+  copy is freed, and grad_bias (grad_output summed over all but the channel
+  dimension, a reduction) comes last. cuDNN's own workspaces are not
+  modelled (their sizes come from cuDNN's heuristics on the GPU).
 - Reductions: the staging buffer and semaphores of gpu_reduce_kernel
   (cuda_reduce.py).
 
@@ -116,6 +127,75 @@ def efficient_backward_temporaries(rec, grad_out, query, value, outputs):
         rec.free(copy, stream)
 
 
+def _contiguous_copy(rec, t):
+    """expect_contiguous()/contiguous() of a non-contiguous tensor: a copy
+    of its size (freed by the caller); None when no copy is made."""
+    if not isinstance(t, torch.Tensor) or t.is_contiguous():
+        return None
+    return rec.alloc(t.numel() * t.element_size(), rec.stream)
+
+
+def _layer_norm(rec, args, kwargs, out):
+    x_copy = _contiguous_copy(rec, args[0])
+    for t in _tensors(out):
+        rec.track(t)
+    if x_copy is not None:
+        rec.free(x_copy, rec.stream)
+
+
+def _layer_norm_backward(rec, args, kwargs, out):
+    grad_out, x = args[0], args[1]
+    x_copy = _contiguous_copy(rec, x)
+    for t in _tensors(out):
+        rec.track(t)
+    if isinstance(grad_out, torch.Tensor) and grad_out.numel() and x.numel():
+        dy_copy = _contiguous_copy(rec, grad_out)
+        if dy_copy is not None:
+            rec.free(dy_copy, rec.stream)
+    if x_copy is not None:
+        rec.free(x_copy, rec.stream)
+
+
+def _suggest_channels_last(t) -> bool:
+    """Tensor::suggest_memory_format() is ChannelsLast(3d) for such strides."""
+    if t.dim() == 4:
+        return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+    if t.dim() == 5:
+        return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last_3d)
+    return False
+
+
+def _convolution_backward(rec, args, kwargs, out):
+    """cuDNN's convolution backward (Convolution.cpp, ConvShared.cpp): grad_output
+    made contiguous in the input's suggested memory format, grad_input, grad_weight,
+    the copy freed, then grad_bias = grad_output.sum(0, 2, ...) (a reduction)."""
+    grad_out, inp = args[0], args[1]
+    grad_input, grad_weight, grad_bias = out
+    fmt = torch.contiguous_format
+    if _suggest_channels_last(inp):
+        fmt = torch.channels_last if inp.dim() == 4 else torch.channels_last_3d
+    copy = None
+    if isinstance(grad_out, torch.Tensor) and not grad_out.is_contiguous(memory_format=fmt):
+        copy = rec.alloc(grad_out.numel() * grad_out.element_size(), rec.stream)
+    for t in (grad_input, grad_weight):
+        if isinstance(t, torch.Tensor):
+            rec.track(t)
+    if copy is not None:
+        rec.free(copy, rec.stream)
+    if isinstance(grad_bias, torch.Tensor):
+        rec.track(grad_bias)
+        dims = [0] + list(range(2, grad_out.dim()))
+        gpu = rec.gpu
+        size, sem = cuda_reduce.buffers(grad_out, dims, cuda_reduce._acc_bytes(grad_out.dtype),
+                                        gpu.multi_processor_count,
+                                        cuda_reduce.max_threads_per_sm(tuple(gpu.capability)))
+        if size:
+            buf = rec.alloc(size, rec.stream)
+            sems = rec.alloc(sem, rec.stream)
+            rec.free(sems, rec.stream)
+            rec.free(buf, rec.stream)
+
+
 def _sdpa_efficient_backward(rec, args, kwargs, out):
     grad_out, query, key, value = args[:4]
     efficient_backward_temporaries(rec, grad_out, query, value, _tensors(out))
@@ -128,6 +208,9 @@ MODELS = {
     aten._scaled_dot_product_efficient_attention.default: _drop_host_rng({2, 3}),
     aten._scaled_dot_product_flash_attention.default: _drop_host_rng({6, 7}),
     aten._scaled_dot_product_efficient_attention_backward.default: _sdpa_efficient_backward,
+    aten.native_layer_norm.default: _layer_norm,
+    aten.convolution_backward.default: _convolution_backward,
+    aten.native_layer_norm_backward.default: _layer_norm_backward,
     **cuda_reduce.MODELS,
 }
 
@@ -135,6 +218,7 @@ MODELS = {
 def describe() -> str:
     return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
             "dropout (mask before output), fused attention (Philox seed/offset on the host), "
+            "convolution backward (grad_output copy, bias gradient last), layer norm (contiguous copies of a strided input or gradient), "
             "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
             "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
             "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides)")
