@@ -41,35 +41,5 @@ for v in versions.split(";"):
     assert v.encode() + b"\0" in data, f"the glue for torch {v} does not say it was built for {v}"
 print(f"check_package: compile matrix: glue for torch {', '.join(versions.split(';'))} in the wheel")
 PY
-python3 -m venv --system-site-packages "$work/venv"
-"$work/venv/bin/python" -m pip install -q --no-deps "$whl"
-cd "$work"  # nothing of the source tree is importable from here
-export PATH="$work/venv/bin:$PATH"
-unset CACHEALLOC_LIBRARY CACHEALLOC_CLI CACHEALLOC_BUILD PYTHONPATH
-trace=$repo/tests/data/traces/mlp.pickle.gz
-
-set -x
-# On this CPU machine: not ready for GPU use (exit 1), and it says the lab
-# and the simulated backend work.
-status=0; cachealloc doctor >"$work/doctor.txt" || status=$?
-cat "$work/doctor.txt"
-[ "$status" -le 1 ] && tail -1 "$work/doctor.txt" | grep -qE "^ready|lab .* and install\(backend='simulated'\) work here"
-python -c "
-import cachealloc
-cachealloc.install(backend='simulated')
-assert cachealloc.mode() == 'plain' and cachealloc.backend().startswith('simulated'), cachealloc.mode()
-p = cachealloc._malloc(1 << 20)
-assert cachealloc.memory_allocated(0) == 1 << 20
-cachealloc._free(p)
-print('install(backend=simulated):', cachealloc.mode(), cachealloc.backend())"
-cachealloc --help >/dev/null
-cachealloc replay "$trace"
-python -c "from cachealloc import lab; print(lab.compare('$trace', ['trace', 'max_split_size_mb:128']))"
-python -c "import cachealloc, sys; assert cachealloc.__file__.startswith('$work/venv'), cachealloc.__file__"
-# The switch: a program that never imports cachealloc. (On a CPU-only torch
-# only the simulated backend installs; it then serves cachealloc's own API.)
-child='import sys, torch; ca = sys.modules["cachealloc"]; print("child:", ca.mode(), ca.backend())'
-CACHEALLOC_AUTO=1 CACHEALLOC_BACKEND=simulated python -c "$child" | grep "child: plain simulated"
-cachealloc run --backend simulated -- python -c "$child" | grep "child: plain simulated"
-set +x
+bash "$repo/scripts/check_wheel_install.sh" "$whl"
 echo "check_package: passed in $((SECONDS - start)) s"

@@ -85,7 +85,10 @@ def _rank(rank, world, allocator, init_file, out):
     results = [_one_setting(torch, dist, rank, world, "classic")]
     torch.cuda.memory._set_allocator_settings("expandable_segments:True")
     results.append(_one_setting(torch, dist, rank, world, "expandable_segments:True globally"))
-    # the default pool now grows expandable segments; the NCCL pool must not
+    # the default pool now grows expandable segments; the NCCL pool must not.
+    # The cache is emptied first: a probe served from a cached classic
+    # segment would show no new segment at all (seen under native).
+    torch.cuda.empty_cache()
     probe = torch.empty(64 << 20, dtype=torch.uint8, device=f"cuda:{rank}")
     snap = torch.cuda.memory._snapshot()
     results.append({"setting": "default pool after the switch",

@@ -176,3 +176,23 @@ def test_rank_file_names_refuse_bad_ranks_and_kinds(tmp_path):
         rank_files.snapshot_path(tmp_path, 0, "other")
     with pytest.raises(ValueError):
         rank_files.snapshot_path(tmp_path, 0, "api")  # needs a sequence number
+
+
+def test_a_launcher_that_never_allocated_leaves_rank_0s_files_alone(tmp_path):
+    """torchrun's launcher inherits the run directory but has no $RANK and no
+    device memory: at exit it must not replace rank 0's files (seen on two
+    H200s: rank-00000/memory_stats.json held {"devices": {}})."""
+    from cachealloc import rank_files
+
+    run_dir = tmp_path / "run"
+    env = dict(os.environ, CACHEALLOC_LIBRARY=_library(), PYTHONPATH=str(REPO / "bindings" / "python"))
+    env.pop("RANK", None)
+    rank0 = ("import cachealloc; cachealloc.install(backend='simulated:1073741824', snapshot_dir={d!r}); "
+             "p = cachealloc._malloc(1 << 20); cachealloc._free(p)").format(d=str(run_dir))
+    subprocess.run([sys.executable, "-c", rank0], env=dict(env, RANK="0"), check=True, timeout=120)
+    written = json.loads(rank_files.stats_path(run_dir, 0).read_text())
+    assert written["devices"], written
+    launcher = ("import cachealloc; cachealloc.install(backend='simulated:1073741824', "
+                "snapshot_dir={d!r})").format(d=str(run_dir))
+    subprocess.run([sys.executable, "-c", launcher], env=env, check=True, timeout=120)
+    assert json.loads(rank_files.stats_path(run_dir, 0).read_text()) == written

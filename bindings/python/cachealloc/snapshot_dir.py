@@ -116,6 +116,12 @@ def _write_at_exit() -> None:
     if _run_dir is None:
         return
     try:
+        # A process that never allocated device memory has nothing to say,
+        # and must not write: torchrun's launcher inherits the run directory
+        # (through `cachealloc run`'s start-up hook) but has no $RANK, so it
+        # would take rank 0's name and replace that rank's files at exit.
+        if not _stats_by_device():
+            return
         write_snapshot("end")
     except Exception as e:  # at exit nothing can be raised to; say it
         sys.stderr.write(f"cachealloc: writing the end-of-run snapshot into {_run_dir} failed: "

@@ -32,7 +32,7 @@ from .search import Progress, fits, largest
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def parse_bytes(text: str) -> int:
+def parse_bytes(text: str, allow_zero: bool = False) -> int:
     """As the C++ tool reads sizes: a number with an optional K/M/G/T unit,
     'iB' or 'B' optional, binary either way (40GB is 40 GiB)."""
     m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][0-9]+)?)\s*([kKmMgGtT]?)(?:i?[bB])?\s*", text)
@@ -40,9 +40,14 @@ def parse_bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(
             f"not a byte size: {text!r} (such as 1073741824, 2e8, 1.5GiB or 40GB)")
     value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value <= 0:
+    if value < 0 or (value == 0 and not allow_zero):
         raise argparse.ArgumentTypeError(f"byte size must be positive: {text!r}")
     return value
+
+
+def _context_bytes(text: str) -> int:
+    """--context-memory may be 0: a card whose whole memory the allocator gets."""
+    return parse_bytes(text, allow_zero=True)
 
 
 def _fraction(text: str) -> float:
@@ -70,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="target GPU name (see the list below)")
     p.add_argument("--gpu-memory", type=parse_bytes, help="any other GPU: its total memory")
     p.add_argument("--capability", type=_capability, help="compute capability, e.g. 8.0 (default: the GPU's, or 9.0)")
-    p.add_argument("--context-memory", type=parse_bytes, help="memory outside the allocator (default: the GPU table's assumption)")
+    p.add_argument("--context-memory", type=_context_bytes, help="memory outside the allocator (default: the GPU table's assumption)")
     p.add_argument("--memory-fraction", type=_fraction)
     p.add_argument("--steps", type=int, default=3, help="optimizer steps to record (default 3)")
     p.add_argument("--size", type=int, help="the batch (or other) size to predict")

@@ -42,12 +42,13 @@ class Gpu:
         return min(free, int(memory_fraction * self.total_memory))
 
 
-# total_memory figures: MiB times 2^20 as CUDA reports them (H200: measured on the device, 150109880320).
+# total_memory figures: bytes as CUDA reports them; MiB times 2^20 from vendor listings, H200
+# measured on the device (150109880320, not a whole number of MiB).
 KNOWN_GPUS = {
     g.name: g for g in (
         Gpu("H100-80GB", 81559 * MiB, (9, 0), 132, product="NVIDIA H100 80GB HBM3"),
         Gpu("H100-PCIe-80GB", 81559 * MiB, (9, 0), 114, product="NVIDIA H100 PCIe"),
-        Gpu("H200-141GB", 143155 * MiB, (9, 0), 132, product="NVIDIA H200"),
+        Gpu("H200-141GB", 150109880320, (9, 0), 132, product="NVIDIA H200"),
         Gpu("A100-80GB", 81920 * MiB, (8, 0), 108, product="NVIDIA A100-SXM4-80GB"),
         Gpu("A100-40GB", 40960 * MiB, (8, 0), 108, product="NVIDIA A100-SXM4-40GB"),
         Gpu("L40S-48GB", 46068 * MiB, (8, 9), 142, product="NVIDIA L40S"),
