@@ -126,6 +126,7 @@ class Recording:
         return {"allocations": allocs, "frees": len(self.events) - allocs,
                 "cublas_workspaces": len(self._workspaces),
                 "cublaslt_workspaces": len(self._lt_workspaces),
+                "plain_tensor_rules": self.rules.calibration,
                 "item_placeholders": self.placeholders}
 
 
