@@ -123,9 +123,10 @@ def describe(gpu, torch_version: str) -> list:
         f"target: {gpu.name} ({gpu.total_memory} bytes, sm{gpu.capability[0]}{gpu.capability[1]}), "
         f"torch {torch_version}",
         f"cuBLAS workspace: {ws} bytes per (thread, stream), at its first matmul, never freed "
-        "(CUBLAS_WORKSPACE_CONFIG honoured; cuBLASLt shares it)",
+        "(CUBLAS_WORKSPACE_CONFIG honoured)",
         f"cuBLASLt workspace: {cublaslt_workspace_bytes(gpu.capability)} bytes per (thread, stream), "
-        "at its first addmm with a bias on the cuBLASLt path, never freed",
+        "at its first addmm with a bias on the cuBLASLt path, never freed (CUBLASLT_WORKSPACE_SIZE, "
+        "TORCH_CUBLASLT_UNIFIED_WORKSPACE honoured)",
         "attention: scaled_dot_product_attention steered to the kernel this GPU picks "
         "(flash / memory-efficient / math), allocating that kernel's tensors",
         cuda_kernels.describe(),
