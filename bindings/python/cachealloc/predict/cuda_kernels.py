@@ -33,6 +33,12 @@ another order, keep some outputs on the host, or make temporaries:
        fp16/bf16 workspaces are modelled the same way, unchecked;
     5. at the end, delta, workspace and the grad_out copy are freed.
 
+- Flash attention backward (flash_api.cpp, mha_bwd; fp16/bf16): after
+  dq, dk, dv, an fp32 softmax_d (B, H, round128(M)) and an fp32 dq_accum
+  (B, round128(M), H, head dim rounded up to 32) (plus dk, dv expanded to
+  all query heads under grouped-query attention), freed when it returns.
+  From the source only: no GPU recording of it checked yet; deterministic
+  mode (a zeroed dq_accum per split) is not modelled.
 - Layer norm (layer_norm_kernel.cu): the input is made contiguous
   (expect_contiguous) before the outputs are allocated, and the backward
   kernel takes dY.contiguous() after its outputs (dX, dgamma, dbeta), a
@@ -196,6 +202,36 @@ def _convolution_backward(rec, args, kwargs, out):
             rec.free(buf, rec.stream)
 
 
+def _round_up(x: int, m: int) -> int:
+    return (x + m - 1) // m * m
+
+
+def _sdpa_flash_backward(rec, args, kwargs, out):
+    """FlashAttention-2's mha_bwd (flash_api.cpp), dense, not deterministic:
+    dq, dk, dv; softmax_d (B, H, round128(M)) fp32; dq_accum (B, round128(M),
+    H, head dim rounded to 32, 256 above 192) fp32; for grouped-query
+    attention dk and dv expanded to all H query heads (then summed into
+    dk, dv). The scratch is freed when mha_bwd returns, softmax_d when its
+    caller drops it."""
+    query, key = args[1], args[2]
+    B, H, M, K = query.shape
+    Hk, N = key.shape[1], key.shape[2]
+    stream = rec.stream
+    for t in _tensors(out):
+        rec.track(t)
+    softmax_d = rec.alloc(B * H * _round_up(M, 128) * _F32, stream)
+    k_rounded = _round_up(K, 32) if K <= 192 else 256
+    dq_accum = rec.alloc(B * _round_up(M, 128) * H * k_rounded * _F32, stream)
+    expanded = []
+    if Hk != H:
+        for t in (key, args[3]):
+            expanded.append(rec.alloc(B * N * H * t.shape[-1] * t.element_size(), stream))
+    for aid in reversed(expanded):
+        rec.free(aid, stream)
+    rec.free(dq_accum, stream)
+    rec.free(softmax_d, stream)
+
+
 def _sdpa_efficient_backward(rec, args, kwargs, out):
     grad_out, query, key, value = args[:4]
     efficient_backward_temporaries(rec, grad_out, query, value, _tensors(out))
@@ -208,6 +244,7 @@ MODELS = {
     aten._scaled_dot_product_efficient_attention.default: _drop_host_rng({2, 3}),
     aten._scaled_dot_product_flash_attention.default: _drop_host_rng({6, 7}),
     aten._scaled_dot_product_efficient_attention_backward.default: _sdpa_efficient_backward,
+    aten._scaled_dot_product_flash_attention_backward.default: _sdpa_flash_backward,
     aten.native_layer_norm.default: _layer_norm,
     aten.convolution_backward.default: _convolution_backward,
     aten.native_layer_norm_backward.default: _layer_norm_backward,
@@ -219,6 +256,7 @@ def describe() -> str:
     return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
             "dropout (mask before output), fused attention (Philox seed/offset on the host), "
             "convolution backward (grad_output copy, bias gradient last), layer norm (contiguous copies of a strided input or gradient), "
+            "flash attention backward (fp32 softmax_d and dq_accum scratch), "
             "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
             "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
             "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides)")
