@@ -33,6 +33,9 @@ another order, keep some outputs on the host, or make temporaries:
        fp16/bf16 workspaces are modelled the same way, unchecked;
     5. at the end, delta, workspace and the grad_out copy are freed.
 
+- Softmax backward (SoftMax.cu): after grad_input, a temporary
+  grad * output of the same size, freed at once (eager attention: one
+  attention-matrix-sized block per layer, seen on the H200 in GPT-2).
 - Flash attention backward (flash_api.cpp, mha_bwd; fp16/bf16): after
   dq, dk, dv, an fp32 softmax_d (B, H, round128(M)) and an fp32 dq_accum
   (B, round128(M), H, head dim rounded up to 32) (plus dk, dv expanded to
@@ -202,6 +205,16 @@ def _convolution_backward(rec, args, kwargs, out):
             rec.free(buf, rec.stream)
 
 
+def _softmax_backward(rec, args, kwargs, out):
+    """SoftMax.cu's softmax_backward_cuda_out: after grad_input (the structured
+    op's output), tmp = grad * output, freed when the kernel returns."""
+    grad, output = args[0], args[1]
+    rec.track(out)
+    size = grad.numel() * max(grad.element_size(), output.element_size())
+    if size:
+        rec.free(rec.alloc(size, rec.stream), rec.stream)
+
+
 def _round_up(x: int, m: int) -> int:
     return (x + m - 1) // m * m
 
@@ -245,6 +258,7 @@ MODELS = {
     aten._scaled_dot_product_flash_attention.default: _drop_host_rng({6, 7}),
     aten._scaled_dot_product_efficient_attention_backward.default: _sdpa_efficient_backward,
     aten._scaled_dot_product_flash_attention_backward.default: _sdpa_flash_backward,
+    aten._softmax_backward_data.default: _softmax_backward,
     aten.native_layer_norm.default: _layer_norm,
     aten.convolution_backward.default: _convolution_backward,
     aten.native_layer_norm_backward.default: _layer_norm_backward,
@@ -256,7 +270,7 @@ def describe() -> str:
     return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
             "dropout (mask before output), fused attention (Philox seed/offset on the host), "
             "convolution backward (grad_output copy, bias gradient last), layer norm (contiguous copies of a strided input or gradient), "
-            "flash attention backward (fp32 softmax_d and dq_accum scratch), "
+            "softmax backward (grad * output temporary), flash attention backward (fp32 softmax_d and dq_accum scratch), "
             "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
             "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
             "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides)")
