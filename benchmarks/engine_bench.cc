@@ -25,12 +25,12 @@
 #include <random>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
-#include "allocator/device_mutex.h"
-#include "allocator/pointer_table.h"
-#include "allocator/simulated_device.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/front/device_mutex.h"
+#include "allocator/front/pointer_table.h"
+#include "allocator/sim/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
 #include "stats/device_stats.h"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "absl/container/btree_set.h"
-#include "allocator/free_index.h"
+#include "allocator/index/free_index.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
 

@@ -2,7 +2,7 @@
 //
 // PyTorch's tensor deleter gives cachealloc no device (device -1), so the
 // front must find the block's device itself. Before the device directory
-// (allocator/device_directory.h) it locked and probed devices 0, 1, ... in
+// (allocator/front/device_directory.h) it locked and probed devices 0, 1, ... in
 // turn: a free on device 3 of 4 cost four lock/probe steps, one on device 0
 // one step. This times cache-hit allocate + device-less free pairs on each
 // device of a 4-device simulated allocator, rounds interleaved so machine
@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/simulated_device.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/sim/simulated_device.h"
 
 namespace cachealloc {
 namespace {

@@ -18,8 +18,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/simulated_device.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/sim/simulated_device.h"
 #include "bindings/c_api/cachealloc.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"

@@ -25,9 +25,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/config.h"
-#include "allocator/simulated_device.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/sim/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
 #include "stats/device_stats.h"

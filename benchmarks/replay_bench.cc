@@ -31,9 +31,9 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
-#include "allocator/simulated_device.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/sim/simulated_device.h"
 #include "benchmark/benchmark.h"
 #include "benchmarks/bench_util.h"
 #include "pickle/pickle_reader.h"

@@ -18,10 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
-#include "allocator/errors.h"
-#include "allocator/simulated_device.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/base/errors.h"
+#include "allocator/sim/simulated_device.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
 

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "allocator/config.h"
+#include "allocator/config/config.h"
 
 namespace cachealloc {
 

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

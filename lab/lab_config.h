@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "allocator/config.h"
+#include "allocator/config/config.h"
 
 namespace cachealloc {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "lab/advise.h"
 #include "lab/conf_line.h"
 #include "lab/whatif.h"

@@ -15,9 +15,9 @@
 #include <utility>
 #include <vector>
 
-#include "allocator/call_context.h"
-#include "allocator/config.h"
-#include "allocator/device_backend.h"
+#include "allocator/base/call_context.h"
+#include "allocator/config/config.h"
+#include "allocator/base/device_backend.h"
 #include "replay/trace.h"
 
 namespace cachealloc {

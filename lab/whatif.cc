@@ -4,8 +4,8 @@
 #include <chrono>
 #include <memory>
 
-#include "allocator/device_allocator.h"
-#include "allocator/errors.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/base/errors.h"
 #include "stats/history.h"
 #include "stats/snapshot.h"
 

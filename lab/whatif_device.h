@@ -18,7 +18,7 @@
 // reserved above the device's segments (from kBase + 2 x capacity, first
 // fit, no memory used); mapped pages use the capacity as segments do.
 //
-// The bookkeeping is SimulatedMemory's (allocator/simulated_memory.h);
+// The bookkeeping is SimulatedMemory's (allocator/sim/simulated_memory.h);
 // this adds the placement. Not thread-safe. Costs: allocate() is O(log n) with a usable hint. A first
 // fit starts where an earlier search for the same size (or a smaller one)
 // left off, so allocating many segments one after another is O(log n)
@@ -30,8 +30,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "allocator/simulated_backend.h"
-#include "allocator/simulated_device.h"
+#include "allocator/sim/simulated_backend.h"
+#include "allocator/sim/simulated_device.h"
 
 namespace cachealloc {
 

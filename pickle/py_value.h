@@ -57,7 +57,7 @@ class PyValue {
     return PyValue(Data(StrBox{std::make_shared<const std::string>(std::move(s))}));
   }
   // A str that shares `box` instead of copying it (frames' names, see
-  // allocator/shared_string.h); null is "". The text must never change.
+  // allocator/base/shared_string.h); null is "". The text must never change.
   static PyValue str(std::shared_ptr<const std::string> box) {
     if (!box) box = std::make_shared<const std::string>();
     return PyValue(Data(StrBox{std::move(box)}));

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <tuple>
 
-#include "allocator/errors.h"
-#include "allocator/size_policy.h"
+#include "allocator/base/errors.h"
+#include "allocator/engine/size_policy.h"
 #include "replay/trace_runs.h"
 #include "stats/snapshot.h"
 

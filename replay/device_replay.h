@@ -18,7 +18,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "allocator/device_allocator.h"
+#include "allocator/engine/device_allocator.h"
 #include "replay/replay_device.h"
 #include "replay/replay_options.h"
 #include "replay/trace.h"

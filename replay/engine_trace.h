@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
 #include "replay/trace.h"
 #include "stats/history.h"
 

@@ -2,7 +2,7 @@
 
 #include <cstdint>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 

@@ -22,7 +22,7 @@
 // mapping outside a live reservation is an error. Mapped pages count as
 // used, reservations do not.
 //
-// The bookkeeping is SimulatedMemory's (allocator/simulated_memory.h): a
+// The bookkeeping is SimulatedMemory's (allocator/sim/simulated_memory.h): a
 // segment holds exactly its bytes, and events stay pending until
 // complete_event(). This adds the placement and the refusals.
 #pragma once
@@ -32,7 +32,7 @@
 #include <functional>
 #include <optional>
 
-#include "allocator/simulated_backend.h"
+#include "allocator/sim/simulated_backend.h"
 
 namespace cachealloc {
 

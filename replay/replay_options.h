@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
+#include "allocator/config/config.h"
 #include "pickle/py_value.h"
 #include "stats/device_stats.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "allocator/call_context.h"
-#include "allocator/config.h"
-#include "allocator/device_backend.h"
-#include "allocator/event_kind.h"
+#include "allocator/base/call_context.h"
+#include "allocator/config/config.h"
+#include "allocator/base/device_backend.h"
+#include "allocator/base/event_kind.h"
 #include "pickle/py_value.h"
 
 namespace cachealloc {
@@ -72,7 +72,7 @@ RecordedTrace parse_trace(const PyValue& snapshot, bool keep_frames);
 // The allocator config a snapshot's "allocator_settings" dict describes
 // (as native or cachealloc writes it; keys it does not know are ignored).
 // Values obey the rules a PYTORCH_CUDA_ALLOC_CONF string does
-// (config_rules in allocator/config.h), except that native's "not set"
+// (config_rules in allocator/config/config.h), except that native's "not set"
 // values are accepted: max_split_size -1, garbage_collection_threshold 0.0.
 // Throws TraceFormatError for a missing field or a value of the wrong kind,
 // ConfigError for a value the rules refuse; both messages name

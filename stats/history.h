@@ -14,8 +14,8 @@
 #include <functional>
 #include <vector>
 
-#include "allocator/call_context.h"
-#include "allocator/engine_observer.h"
+#include "allocator/base/call_context.h"
+#include "allocator/engine/engine_observer.h"
 #include "stats/trace_clock.h"
 
 namespace cachealloc {

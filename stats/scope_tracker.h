@@ -29,8 +29,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "allocator/engine_observer.h"
-#include "allocator/errors.h"
+#include "allocator/engine/engine_observer.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 

@@ -10,8 +10,8 @@
 
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
 #include "pickle/py_value.h"
 #include "stats/history.h"
 #include "stats/snapshot_frames.h"

@@ -21,7 +21,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "allocator/call_context.h"
+#include "allocator/base/call_context.h"
 #include "pickle/py_value.h"
 
 namespace cachealloc {

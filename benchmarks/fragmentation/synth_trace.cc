@@ -33,9 +33,9 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
-#include "allocator/simulated_device.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/sim/simulated_device.h"
 #include "benchmarks/fragmentation/pickle_stream.h"
 
 namespace cachealloc {

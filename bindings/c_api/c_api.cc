@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "allocator/config_keys.h"
-#include "allocator/errors.h"
-#include "allocator/hot_inline.h"
+#include "allocator/config/config_keys.h"
+#include "allocator/base/errors.h"
+#include "allocator/base/hot_inline.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/runtime/runtime.h"
 #include "pickle/pickle_writer.h"
@@ -431,6 +431,10 @@ int cachealloc_record_history(int enabled, int context, int python_stacks, size_
                                          static_cast<cachealloc::ContextLevel>(context),
                                          python_stacks != 0, max_entries);
   });
+}
+
+int cachealloc_set_segment_callback(cachealloc_segment_event_fn fn, void* user) {
+  return guarded([&] { initialized_runtime().set_segment_callback(fn, user); });
 }
 
 const char* cachealloc_history_action_names(void) {

@@ -8,8 +8,8 @@
 #include <source_location>
 #include <string>
 
-#include "allocator/device_allocator.h"
-#include "allocator/hot_inline.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/base/hot_inline.h"
 #include "bindings/runtime/runtime.h"
 
 namespace cachealloc::c_api {

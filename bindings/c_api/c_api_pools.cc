@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/c_api/cachealloc.h"
 

@@ -63,7 +63,7 @@ CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
 /* The PyTorch release in use ("2.12.0+cu130", torch.__version__), whose
  * PYTORCH_CUDA_ALLOC_CONF keys every later parse accepts: a key that
  * release does not know is refused in its words, one it added is accepted
- * (allocator decisions stay torch 2.11's; allocator/config_keys.h). Call
+ * (allocator decisions stay torch 2.11's; allocator/config/config_keys.h). Call
  * before cachealloc_init; until called, 2.11. Process-wide, thread-safe.
  * 0, or -1 (cachealloc_last_error) for NULL or a text that does not start
  * with MAJOR.MINOR; nothing changes then. */
@@ -329,6 +329,20 @@ CACHEALLOC_API int cachealloc_memory_fraction(int device, double* fraction);
  * (bindings/runtime/snapshot_visitor.h). */
 CACHEALLOC_API int cachealloc_visit_snapshot(const cachealloc_snapshot_visitor* visitor,
                                              void* user);
+
+/* Segment events for framework glue (PyTorch's allocator trace trackers,
+ * which ProcessGroupNCCL's MemPool registration uses):
+ * fn(user, action, device, address, bytes, stream, pool_first, pool_second)
+ * for action 0 segment_alloc, 1 segment_free, 7 segment_map and
+ * 8 segment_unmap (the snapshot visitor's codes); pool is the private
+ * pool's id ((0, 0): the default pools). Called under the device's lock
+ * right after the event (a segment_free once the memory went back): fn must
+ * be quick and must not call cachealloc. NULL fn stops the calls. Holds on
+ * every device and across re-initialization. Returns 0, -1 on error. */
+typedef void (*cachealloc_segment_event_fn)(void* user, int action, int device, uint64_t address,
+                                            uint64_t bytes, void* stream, uint64_t pool_first,
+                                            uint64_t pool_second);
+CACHEALLOC_API int cachealloc_set_segment_callback(cachealloc_segment_event_fn fn, void* user);
 
 /* Whether expandable_segments is on now (1) or off (0), as set at
  * start-up or by cachealloc_set_allocator_settings; -1 on error. */

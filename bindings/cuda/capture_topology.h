@@ -16,7 +16,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "allocator/device_backend.h"
+#include "allocator/base/device_backend.h"
 
 namespace cachealloc {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "bindings/cuda/capture_topology.h"
 #include "bindings/cuda/cuda_runtime_call.h"
 #include "bindings/cuda/shared_pages.h"

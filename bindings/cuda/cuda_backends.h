@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "allocator/device_backend.h"
+#include "allocator/base/device_backend.h"
 
 namespace cachealloc {
 

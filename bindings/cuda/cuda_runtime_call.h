@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 

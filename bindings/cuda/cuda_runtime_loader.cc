@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

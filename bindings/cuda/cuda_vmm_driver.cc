@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "bindings/cuda/cuda_runtime_call.h"
 #include "bindings/cuda/driver_api.h"
 

@@ -6,7 +6,7 @@
 #include <memory>
 #include <mutex>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

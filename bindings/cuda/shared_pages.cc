@@ -8,7 +8,7 @@
 #include <cstring>
 #include <string>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 // Older C libraries lack the numbers; the kernel may still have the calls.
 #ifndef SYS_pidfd_open

@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string>
 
-#include "allocator/device_backend.h"
+#include "allocator/base/device_backend.h"
 
 namespace cachealloc {
 

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

@@ -7,7 +7,7 @@
 // reference, so code objects it knows are never reused).
 #pragma once
 
-#include "allocator/call_context.h"
+#include "allocator/base/call_context.h"
 
 namespace cachealloc {
 

@@ -4,8 +4,8 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "allocator/errors.h"
-#include "allocator/simulated_device.h"
+#include "allocator/base/errors.h"
+#include "allocator/sim/simulated_device.h"
 #include "bindings/runtime/python_frames.h"
 #include "bindings/runtime/snapshot_visitor.h"
 #include "stats/snapshot.h"
@@ -127,6 +127,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
   python_stacks_.store(false);
   generations_.push_back(std::move(fresh));
   current_.store(generations_.back().get(), std::memory_order_release);
+  attach_segment_trackers(*generations_.back());
   if (old) {
     // The retired generation's history rings and cached segments go.
     set_recording(*old, false, false, 0);
@@ -354,6 +355,28 @@ void Runtime::set_history_skipped(ActionMask skipped) {
   for_each_recorder(current(), [&](DeviceCachingAllocator&, HistoryRecorder& h) {
     h.set_skipped(skipped);
   });
+}
+
+void Runtime::set_segment_callback(SegmentCallback fn, void* user) {
+  std::lock_guard<std::mutex> lock(init_mutex_);
+  segment_fn_ = fn;
+  segment_user_ = user;
+  if (Generation* g = current_.load(std::memory_order_acquire)) attach_segment_trackers(*g);
+}
+
+void Runtime::attach_segment_trackers(Generation& g) {
+  for (size_t d = 0; d < g.segment_trackers.size(); ++d)
+    g.allocator.with_device(static_cast<int>(d), [&](DeviceCachingAllocator& e) {
+      e.remove_observer(g.segment_trackers[d].get());
+    });
+  g.segment_trackers.clear();
+  if (!segment_fn_) return;
+  for (int d = 0; d < g.allocator.device_count(); ++d) {
+    g.segment_trackers.push_back(std::make_unique<SegmentTracker>(d, segment_fn_, segment_user_));
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+      e.add_observer(g.segment_trackers.back().get());
+    });
+  }
 }
 
 void Runtime::set_recording(Generation& g, bool enabled, bool keep_context,

@@ -15,10 +15,11 @@
 #include <string>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/config.h"
-#include "allocator/errors.h"
-#include "allocator/hot_inline.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/base/errors.h"
+#include "allocator/base/hot_inline.h"
+#include "bindings/runtime/segment_tracker.h"
 #include "pickle/py_value.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
@@ -60,6 +61,9 @@ struct Generation {
   std::vector<std::unique_ptr<StatsCollector>> stats;
   std::vector<std::unique_ptr<HistoryRecorder>> history;
   std::vector<std::unique_ptr<ScopeTracker>> scopes;
+  // Attached while a segment callback is set (set_segment_callback); empty
+  // otherwise.
+  std::vector<std::unique_ptr<SegmentTracker>> segment_trackers;
 };
 
 class Runtime {
@@ -187,6 +191,9 @@ class Runtime {
   // Entries of these actions are left out of every device's history from
   // now on (native's skip_actions); 0 records all. Until the next init.
   void set_history_skipped(ActionMask skipped);
+  // Segment events to `fn` (null: none), on every device, from now on and
+  // across re-initialization (segment_tracker.h).
+  void set_segment_callback(SegmentCallback fn, void* user);
   // Snapshot dict of every device (native schema).
   PyValue snapshot();
 
@@ -226,6 +233,11 @@ class Runtime {
         fn(e, *g.history[static_cast<size_t>(d)]);
       });
   }
+
+  // Attaches (fn set) or detaches g's segment trackers; under init_mutex_.
+  void attach_segment_trackers(Generation& g);
+  SegmentCallback segment_fn_ = nullptr;  // under init_mutex_
+  void* segment_user_ = nullptr;
 
   // Serialises init() and record_history(); guards generations_.
   std::mutex init_mutex_;

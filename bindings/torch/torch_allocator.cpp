@@ -246,7 +246,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
 
   // Memory pools (torch.cuda.MemPool, use_mem_pool): cachealloc's engine
-  // keeps them as native does (allocator/private_pool.h).
+  // keeps them as native does (allocator/engine/private_pool.h).
   void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                           PoolAllocatorArg allocator) override {
     // With an allocator: the pool's segments come from it (foreign_pool.cpp).
@@ -295,7 +295,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
   // CUDA graph trees (torch.compile(mode="reduce-overhead")) checkpoint a
   // graph pool after each capture and put it back before capturing a new
-  // graph that branches off: allocator/pool_checkpoint.h says how.
+  // graph that branches off: allocator/engine/pool_checkpoint.h says how.
   struct PoolCheckpointState final : CCA::AllocatorState {
     PoolCheckpointState(cachealloc_pool_checkpoint* saved, c10::DeviceIndex on)
         : checkpoint(saved), device(on) {}
@@ -404,6 +404,22 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     std::lock_guard<std::mutex> lock(observers_mutex_);
     oom_observers_.push_back(std::move(observer));
   }
+  // As native: trackers see segment_alloc/free/map/unmap, under the device's
+  // lock, with the segment's pool id. ProcessGroupNCCL's register_mem_pool
+  // attaches its two hooks here (CUDAPluggableAllocator refuses to), which
+  // register a registered pool's new segments with NCCL and deregister
+  // freed ones. Trackers are never detached (native has no detach either).
+  void attachAllocatorTraceTracker(CCA::AllocatorTraceTracker tracker) override {
+    std::lock_guard<std::mutex> lock(observers_mutex_);
+    auto next = std::make_shared<std::vector<CCA::AllocatorTraceTracker>>(
+        trace_trackers_ ? *trace_trackers_ : std::vector<CCA::AllocatorTraceTracker>{});
+    next->push_back(std::move(tracker));
+    std::atomic_store(&trace_trackers_, std::shared_ptr<const std::vector<CCA::AllocatorTraceTracker>>(next));
+    if (!segment_callback_set_) {
+      check(cachealloc_set_segment_callback(&on_segment_event, this));
+      segment_callback_set_ = true;
+    }
+  }
   std::string name() override { return "pluggable"; }
 
  private:
@@ -446,6 +462,26 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   std::atomic<bool> enabled_{true};  // caching_allocator_enable
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
+  // Copy-on-attach, read without the mutex from under the device lock.
+  std::shared_ptr<const std::vector<CCA::AllocatorTraceTracker>> trace_trackers_;
+  bool segment_callback_set_ = false;  // under observers_mutex_
+
+  static void on_segment_event(void* self, int action, int device, uint64_t address,
+                               uint64_t bytes, void* stream, uint64_t pool_first,
+                               uint64_t pool_second) {
+    static constexpr TraceEntry::Action kActions[] = {
+        TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
+        TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
+        TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
+    auto trackers = std::atomic_load(&static_cast<CacheallocTorchAllocator*>(self)->trace_trackers_);
+    if (!trackers || action < 0 || action > 8) return;
+    const TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), address, bytes,
+                        static_cast<cudaStream_t>(stream),
+                        c10::cuda::MempoolId_t{static_cast<unsigned long long>(pool_first),
+                                               static_cast<unsigned long long>(pool_second)},
+                        0);
+    for (const auto& t : *trackers) t(te);
+  }
 };
 
 void delete_fn(void* ptr) { g_allocator->release(ptr, -1); }
@@ -595,6 +631,14 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
     auto& info = c->info;
     SegmentInfo s;
     s.owner_private_pool_id = pool;
+    // Native numbers every Block it constructs (a thread-local count) and
+    // ProcessGroupNCCL.register_mem_pool sorts a pool's segments by the
+    // head's number, asserting it is set (>= 0), to register them in
+    // creation order. cachealloc keeps no such count: segments are
+    // numbered in the order they are visited (address order), which is
+    // all NCCL's ordinary registration needs; symmetric-memory windows,
+    // which need the same order on every rank, are not covered.
+    s.registration_counter = static_cast<int32_t>(info.segments.size());
     s.device = static_cast<c10::DeviceIndex>(device);
     s.address = address;
     s.stream = static_cast<decltype(s.stream)>(stream);

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <string>
 
-#include "allocator/call_context.h"
+#include "allocator/base/call_context.h"
 
 namespace cachealloc {
 namespace {

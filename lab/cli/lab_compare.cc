@@ -11,7 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "lab/cli/command_line.h"
 #include "lab/cli/json_out.h"
 #include "lab/cli/lab_args.h"

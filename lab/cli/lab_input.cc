@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <iostream>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "lab/cli/command_line.h"
 #include "lab/cli/lab_args.h"
 #include "pickle/pickle_reader.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
+#include "allocator/config/config.h"
 #include "lab/advise.h"
 #include "lab/advise_rank.h"
 #include "lab/conf_line.h"

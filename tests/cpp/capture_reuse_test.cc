@@ -15,7 +15,7 @@
 #include <set>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/config_keys.h"
-#include "allocator/errors.h"
-#include "allocator/event_kind.h"
+#include "allocator/config/config.h"
+#include "allocator/config/config_keys.h"
+#include "allocator/base/errors.h"
+#include "allocator/base/event_kind.h"
 
 namespace cachealloc {
 namespace {

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "allocator/config.h"
-#include "allocator/errors.h"
+#include "allocator/config/config.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

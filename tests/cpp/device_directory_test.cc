@@ -6,10 +6,10 @@
 #include <thread>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/device_directory.h"
-#include "allocator/errors.h"
-#include "allocator/simulated_device.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/front/device_directory.h"
+#include "allocator/base/errors.h"
+#include "allocator/sim/simulated_device.h"
 #include "gtest/gtest.h"
 
 namespace cachealloc {

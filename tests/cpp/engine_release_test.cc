@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "stats/history.h"
 #include "tests/cpp/engine_harness.h"
 

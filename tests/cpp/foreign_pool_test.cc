@@ -9,7 +9,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

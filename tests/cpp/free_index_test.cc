@@ -17,7 +17,7 @@
 #include <set>
 #include <tuple>
 
-#include "allocator/free_index.h"
+#include "allocator/index/free_index.h"
 #include "tests/cpp/test_env.h"
 
 namespace cachealloc {

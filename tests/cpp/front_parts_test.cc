@@ -10,9 +10,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/block.h"
-#include "allocator/device_mutex.h"
-#include "allocator/pointer_table.h"
+#include "allocator/engine/block.h"
+#include "allocator/front/device_mutex.h"
+#include "allocator/front/pointer_table.h"
 #include "gtest/gtest.h"
 
 namespace cachealloc {

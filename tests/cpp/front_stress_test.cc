@@ -32,7 +32,7 @@
 #include <thread>
 #include <vector>
 
-#include "allocator/simulated_device.h"
+#include "allocator/sim/simulated_device.h"
 #include "bindings/c_api/cachealloc.h"
 #include "bindings/runtime/runtime.h"
 #include "gtest/gtest.h"

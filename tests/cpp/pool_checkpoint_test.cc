@@ -7,8 +7,8 @@
 
 #include <stdexcept>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/errors.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

@@ -6,7 +6,7 @@
 
 #include <stdexcept>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

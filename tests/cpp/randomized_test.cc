@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/engine_harness.h"
 #include "tests/cpp/test_env.h"
 

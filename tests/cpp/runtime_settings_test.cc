@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "allocator/caching_allocator.h"
-#include "allocator/config.h"
-#include "allocator/errors.h"
-#include "allocator/simulated_device.h"
+#include "allocator/front/caching_allocator.h"
+#include "allocator/config/config.h"
+#include "allocator/base/errors.h"
+#include "allocator/sim/simulated_device.h"
 
 namespace cachealloc {
 namespace {

@@ -11,10 +11,10 @@
 #include <random>
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/device_allocator.h"
-#include "allocator/errors.h"
-#include "allocator/simulated_device.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/base/errors.h"
+#include "allocator/sim/simulated_device.h"
 #include "stats/device_stats.h"
 
 namespace cachealloc {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "bindings/cuda/vmm_driver.h"
 
 namespace cachealloc::testing {

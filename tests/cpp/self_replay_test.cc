@@ -34,7 +34,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "engine_harness.h"
 #include "replay/engine_trace.h"
 #include "replay/replayer.h"

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "bindings/cuda/vmm_pages.h"
 #include "tests/cpp/scoring_vmm_driver.h"
 

@@ -1,8 +1,8 @@
-// Tests of SimulatedMemory (allocator/simulated_memory.h), the bookkeeping
+// Tests of SimulatedMemory (allocator/sim/simulated_memory.h), the bookkeeping
 // the three simulated devices share: placement by first fit over segments
 // and reservations alike, all-or-nothing page mapping, the capacity, events,
 // and check() catching a broken invariant.
-#include "allocator/simulated_memory.h"
+#include "allocator/sim/simulated_memory.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 
 namespace cachealloc {
 namespace {

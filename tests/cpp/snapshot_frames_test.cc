@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "allocator/call_context.h"
+#include "allocator/base/call_context.h"
 #include "pickle/pickle_reader.h"
 #include "pickle/pickle_writer.h"
 #include "stats/snapshot.h"

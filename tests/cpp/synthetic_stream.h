@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "allocator/call_context.h"
+#include "allocator/base/call_context.h"
 #include "lab/request_stream.h"
 
 namespace cachealloc {

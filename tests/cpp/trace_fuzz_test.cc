@@ -36,7 +36,7 @@
 #include <typeinfo>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "lab/lab_config.h"
 #include "lab/request_stream.h"
 #include "lab/whatif.h"

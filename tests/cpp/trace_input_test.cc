@@ -17,7 +17,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include <string>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "pickle/pickle_reader.h"
 #include "pickle/pickle_writer.h"
 #include "replay/replayer.h"

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config.h"
-#include "allocator/errors.h"
+#include "allocator/config/config.h"
+#include "allocator/base/errors.h"
 #include "replay/trace.h"
 #include "pickle/pickle_reader.h"
 #include "stats/snapshot.h"

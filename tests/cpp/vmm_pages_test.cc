@@ -12,7 +12,7 @@
 #include <tuple>
 #include <vector>
 
-#include "allocator/errors.h"
+#include "allocator/base/errors.h"
 #include "tests/cpp/scoring_vmm_driver.h"
 
 namespace cachealloc {

@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "allocator/config.h"
+#include "allocator/config/config.h"
 #include "lab/lab_config.h"
 #include "lab/request_stream.h"
 #include "lab/whatif.h"

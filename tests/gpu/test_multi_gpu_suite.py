@@ -30,8 +30,9 @@ pytestmark = pytest.mark.skipif(_device_count() < 2,
 @pytest.fixture(scope="module")
 def results():
     out = pathlib.Path(os.environ.get("OUT", "/tmp/out"))
+    llama = ["--llama"] if os.environ.get("MULTI_GPU_LLAMA") == "1" else []
     proc = subprocess.run(["bash", str(ROOT / "tests" / "gpu" / "multi_gpu_suite.sh"),
-                           "--repeats", os.environ.get("MULTI_GPU_REPEATS", "1")],
+                           "--repeats", os.environ.get("MULTI_GPU_REPEATS", "1"), *llama],
                           capture_output=True, text=True, timeout=900)
     print(proc.stdout[-6000:], proc.stderr[-3000:])
     root = out / "multi_gpu"

@@ -16,7 +16,7 @@ it. install_settings_hook() wraps PyTorch's setter so that each call
 2. then goes to PyTorch's setter as before (its pinned host allocator, which
    stays PyTorch's, reads the pinned_* keys from there);
 3. then is applied to cachealloc for later requests, by native 2.11's rule
-   for the keys it does not name (allocator/config.h,
+   for the keys it does not name (allocator/config/config.h,
    AllocatorConfig::with_settings).
 
 Native differs in one respect: it applies the keys one by one as it parses

@@ -1,0 +1,126 @@
+// Cross-stream safety: the queues of events and their steps
+// (DeviceCachingAllocator runs them in stream_events.cc).
+//
+// A block used on other streams (record_stream) is not cached when freed:
+// an event is recorded on each of those streams and the block waits, not
+// allocated yet not free, until every event has completed; then the
+// policy's own free_block caches it. Invariants:
+//   - block->event_count == the number of queued (event, block) entries
+//     for that block, over all streams;
+//   - each stream's queue is in recording order, so the first pending
+//     event of a stream ends the scan of that stream (as native).
+//
+// Header-only templates that take the policy's pieces as lambdas, which the
+// compiler inlines: the native engine's versions compile to what they did
+// when the loops were written in place (no std::function, no virtual call,
+// no extra call). process_events runs on every malloc, so this matters.
+// `backend_of()` returns the policy's DeviceBackend and is called at each
+// use on purpose: holding the backend in a register across free_block calls
+// would cost process_events one more saved register and its two-instruction
+// early return.
+#pragma once
+
+#include <algorithm>
+#include <deque>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "allocator/engine/block.h"
+#include "allocator/base/device_backend.h"
+
+namespace cachealloc {
+
+// Outstanding cross-stream events: per stream, oldest first. Ordered by
+// stream so that blocks waiting on several streams are freed in the same
+// order in every run (a hash map's order changes with its per-process seed).
+// Native walks a hash map here, so with record_stream on two or more streams
+// the order of the resulting free_completed entries can differ from
+// native's; the final state is the same.
+using StreamEventQueues =
+    absl::btree_map<StreamId, std::deque<std::pair<EventId, Block*>>>;
+
+// native: recordStream. Marks `block` as used on `stream` too (a set: each
+// stream once). Uses on the block's own stream need no synchronization.
+inline void add_stream_use(Block* block, StreamId stream) {
+  if (stream == block->stream) return;
+  auto& uses = block->stream_uses;
+  if (std::find(uses.begin(), uses.end(), stream) == uses.end()) uses.push_back(stream);
+}
+
+// native: insert_events. Records one event on `device` for each stream in
+// block->stream_uses (which it empties) and queues it; the block stays out
+// of every pool until all of them have completed.
+template <typename BackendOf>
+void insert_stream_events(StreamEventQueues& queues, BackendOf backend_of, int device,
+                          Block* block) {
+  auto streams = std::move(block->stream_uses);
+  block->stream_uses.clear();
+  for (StreamId s : streams) {
+    const EventId ev = backend_of().record_event(device, s);
+    ++block->event_count;
+    queues[s].emplace_back(ev, block);
+  }
+}
+
+// native: process_events. Destroys the completed events at the front of each
+// stream's queue and calls free_block(Block*) on each block whose last event
+// that was; never blocks. Streams left with no events are dropped.
+template <typename BackendOf, typename FreeBlock>
+void free_blocks_of_completed_events(StreamEventQueues& queues, BackendOf backend_of,
+                                     FreeBlock free_block) {
+  if (queues.empty()) return;
+  for (auto it = queues.begin(); it != queues.end();) {
+    auto& queue = it->second;
+    while (!queue.empty()) {
+      auto [ev, block] = queue.front();
+      if (!backend_of().event_completed(ev)) break;
+      backend_of().destroy_event(ev);
+      queue.pop_front();
+      if (--block->event_count == 0) free_block(block);
+    }
+    if (queue.empty()) it = queues.erase(it);  // B-tree: erase invalidates `it`
+    else ++it;
+  }
+}
+
+// native: synchronize_and_free_events, after its sync-all-streams event
+// (which the caller emits). Waits for every queued event of a block that
+// `wanted(const Block*)` accepts, destroys it, calls free_block(Block*) on
+// each block whose last event that was, and leaves the other events queued
+// in their order. Streams left with no events are dropped.
+template <typename BackendOf, typename FreeBlock, typename Wanted>
+void synchronize_and_free_events_if(StreamEventQueues& queues, BackendOf backend_of,
+                                    FreeBlock free_block, Wanted wanted) {
+  for (auto it = queues.begin(); it != queues.end();) {
+    auto& queue = it->second;
+    for (auto e = queue.begin(); e != queue.end();) {
+      auto [ev, block] = *e;
+      if (!wanted(block)) {
+        ++e;
+        continue;
+      }
+      backend_of().synchronize_event(ev);
+      backend_of().destroy_event(ev);
+      e = queue.erase(e);
+      if (--block->event_count == 0) free_block(block);
+    }
+    if (queue.empty()) it = queues.erase(it);  // B-tree: erase invalidates `it`
+    else ++it;
+  }
+}
+
+// synchronize_and_free_events_if for every block: leaves no event queued.
+template <typename BackendOf, typename FreeBlock>
+void synchronize_and_free_all_events(StreamEventQueues& queues, BackendOf backend_of,
+                                     FreeBlock free_block) {
+  for (auto& [stream, queue] : queues) {
+    for (auto [ev, block] : queue) {
+      backend_of().synchronize_event(ev);
+      backend_of().destroy_event(ev);
+      if (--block->event_count == 0) free_block(block);
+    }
+  }
+  queues.clear();
+}
+
+}  // namespace cachealloc
