@@ -23,6 +23,12 @@ each one's ratio to native_expandable beside its peak reserved. Target:
 cachealloc_expandable within 1 % of native_expandable. rmm_pool is left
 out, saying why, when rmm cannot be imported (on the GPU host its wheels
 are carried; see scripts/gpu_session.sh).
+
+--policy NAME (repeatable) adds cachealloc under that placement policy
+(cachealloc_policy_NAME: install(policy=NAME); docs/policies.md) to the
+same alternation, and prints its step-time and peak-reserved ratios to
+native (and to native_expandable with --peers). An unknown name is refused,
+naming the known ones.
 """
 import argparse
 import json
@@ -60,6 +66,9 @@ def setup_rmm_pool(torch):
                     "allocated_bytes.all.peak": -1}
 
 
+POLICY_PREFIX = "cachealloc_policy_"
+
+
 def child(allocator, workload, steps, warmup, cpus):
     if cpus:
         os.sched_setaffinity(0, cpus)
@@ -70,7 +79,12 @@ def child(allocator, workload, steps, warmup, cpus):
         os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
     import torch
 
-    if allocator.startswith("cachealloc"):
+    if allocator.startswith(POLICY_PREFIX):
+        import cachealloc as mem
+
+        mem.install(policy=allocator[len(POLICY_PREFIX):])
+        stats = mem.memory_stats
+    elif allocator.startswith("cachealloc"):
         import cachealloc as mem
 
         mem.install()  # conf from PYTORCH_CUDA_ALLOC_CONF
@@ -129,15 +143,25 @@ def main():
     p.add_argument("--cpus", default="", help="comma-separated CPUs to pin every run to")
     p.add_argument("--peers", action="store_true",
                    help="also native_expandable, cachealloc_expandable, native_async and rmm_pool")
-    p.add_argument("--child", choices=CLASSIC + PEERS)
+    p.add_argument("--policy", action="append", default=[], metavar="NAME",
+                   help="also cachealloc under this placement policy (repeatable)")
+    p.add_argument("--child")
     a = p.parse_args()
+    if a.policy:
+        sys.path.insert(0, str(ROOT / "bindings" / "python"))
+        import cachealloc
+
+        known = cachealloc.policies()
+        for name in a.policy:
+            if name not in known:
+                p.error(f"--policy: unknown policy {name!r}: known policies are {', '.join(known)}")
     try:
         cpus = {int(c) for c in a.cpus.split(",") if c.strip()}
     except ValueError:
         p.error(f"--cpus: expected comma-separated CPU numbers, got {a.cpus!r}")
     if a.child:
         return child(a.child, a.workload, a.steps, a.warmup, cpus)
-    kinds = CLASSIC + (PEERS if a.peers else [])
+    kinds = CLASSIC + (PEERS if a.peers else []) + [POLICY_PREFIX + n for n in a.policy]
     if "rmm_pool" in kinds and not rmm_available():
         print("rmm_pool left out: rmm (rmm-cu13) cannot be imported here")
         kinds.remove("rmm_pool")
@@ -167,6 +191,13 @@ def main():
     paired = [c["step_ms"] / n["step_ms"] for n, c in zip(results["native"], results["cachealloc"])]
     print(f"  per-round ratios: {', '.join(f'{r:.4f}' for r in paired)}; "
           f"median {statistics.median(paired):.4f}")
+    for k in kinds:
+        if not k.startswith(POLICY_PREFIX):
+            continue
+        rounds = [o["step_ms"] / b["step_ms"] for b, o in zip(results["native"], results[k])]
+        print(f"  {k}/native: step-time ratio {med[k] / med['native']:.4f} (per-round median "
+              f"{statistics.median(rounds):.4f}), peak reserved ratio "
+              f"{results[k][0]['peak_reserved'] / results['native'][0]['peak_reserved']:.4f}")
     if a.peers:
         base = "native_expandable"
         for k in kinds:

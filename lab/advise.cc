@@ -87,7 +87,7 @@ std::vector<size_t> Search::run(const std::vector<std::pair<std::string, std::st
                                 int round) {
   std::vector<size_t> out, fresh;
   for (const auto& [name, text] : named) {
-    LabConfig config = parse_lab_config(text, stream_.recorded_config);
+    LabConfig config = parse_lab_config(text, stream_.recorded_config, options_.policy);
     const std::string line = conf_line(config.config);
     auto [it, inserted] = by_line_.try_emplace(line, candidates_.size());
     if (inserted) {

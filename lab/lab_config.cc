@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/policy/policy_registry.h"
 
 namespace cachealloc {
 namespace {
@@ -34,22 +35,18 @@ std::vector<std::string> entries_of(std::string_view text) {
 
 }  // namespace
 
-const char* lab_policy_name(LabPolicy policy) {
-  switch (policy) {
-    case LabPolicy::kNative: return "native";
-  }
-  return "unknown";
-}
-
 std::string LabConfig::label() const {
   if (text == "trace") return config.source.empty() ? "trace (defaults)" : "trace (" + config.source + ")";
   if (trim(text).empty()) return "defaults";
   return text;
 }
 
-LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorded) {
+LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorded,
+                           std::string_view policy) {
   LabConfig c;
   c.text = std::string(text);
+  make_policy(policy);  // throws for an unknown name, listing the known ones
+  c.policy = policy.empty() ? "native" : std::string(policy);
   if (trim(text) == "trace") {
     c.config = recorded;
     return c;
@@ -64,14 +61,16 @@ LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorde
         const std::string name = colon == std::string::npos ? "" : trim(entry.substr(colon + 1));
         if (policy_seen) throw ConfigError("lab config '" + c.text + "': policy given twice");
         policy_seen = true;
-        if (name == "native") c.policy = LabPolicy::kNative;
-        else if (name == "expandable")
+        if (name == "expandable")
           throw ConfigError("lab config '" + c.text +
                             "': policy:expandable (the lab's emulation) is retired; "
                             "use expandable_segments:True, native's own");
-        else
-          throw ConfigError("lab config '" + c.text + "': unknown policy '" + name +
-                            "': the only policy is native");
+        try {
+          make_policy(name);
+        } catch (const ConfigError& e) {
+          throw ConfigError("lab config '" + c.text + "': " + e.what());
+        }
+        c.policy = name;
         continue;
       }
     }

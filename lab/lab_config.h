@@ -5,7 +5,12 @@
 //   ""                                 native defaults
 //   "max_split_size_mb:128,..."        PYTORCH_CUDA_ALLOC_CONF syntax
 //   "expandable_segments:True,..."     native's expandable segments
-//   "policy:native[,options...]"       the native engine, said explicitly
+//   "policy:NAME[,options...]"         a placement policy by name
+//                                      (allocator/policy/policy_registry.h:
+//                                      native, stitch, unmap_on_free)
+//
+// The commands' --policy NAME is the policy of every config that names
+// none; a config's own "policy:" wins.
 //
 // "policy:expandable" named the lab's emulation of expandable segments,
 // retired once the engine ran native's own (issue 27): it is refused with
@@ -22,15 +27,10 @@
 
 namespace cachealloc {
 
-// The engine a replay runs; the results name it. Only native's for now (a
-// policy beyond native's would be a second value).
-enum class LabPolicy { kNative };
-// "native".
-const char* lab_policy_name(LabPolicy policy);
-
 struct LabConfig {
   std::string text;  // as given
-  LabPolicy policy = LabPolicy::kNative;
+  // The placement policy the replay's engine runs (policy_registry.h).
+  std::string policy = "native";
   AllocatorConfig config;  // native options in force
   // For tables and charts: the text, "defaults" for "", and for "trace" the
   // recorded config's text ("trace (max_split_size_mb:128)").
@@ -38,9 +38,11 @@ struct LabConfig {
 };
 
 // Parses `text` (see above); `recorded` is the trace's config, used for
-// "trace". Throws ConfigError for an unknown policy, a bad native option,
-// or an option the lab cannot honour (per_process_memory_fraction: use a
-// memory limit; backend:cudaMallocAsync).
-LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorded);
+// "trace"; `policy` is the policy when the text names none. Throws
+// ConfigError for an unknown policy (naming the known ones), a bad native
+// option, or an option the lab cannot honour (per_process_memory_fraction:
+// use a memory limit; backend:cudaMallocAsync).
+LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorded,
+                           std::string_view policy = "native");
 
 }  // namespace cachealloc

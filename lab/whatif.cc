@@ -4,8 +4,9 @@
 #include <chrono>
 #include <memory>
 
-#include "allocator/engine/device_allocator.h"
 #include "allocator/base/errors.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/policy/policy_registry.h"
 #include "stats/history.h"
 #include "stats/snapshot.h"
 
@@ -37,7 +38,7 @@ class Replay {
       : stream_(stream),
         options_(options),
         device_(options.device_memory),
-        engine_(stream.device, config.config, device_),
+        engine_(stream.device, config.config, device_, make_policy(config.policy)),
         history_([this] { return now_us_; }),
         live_(stream.slots, nullptr) {
     engine_.add_observer(&counters_);

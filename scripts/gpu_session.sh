@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|predict|all
+#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|predict|policy|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -109,6 +109,20 @@ case "$stage" in
     wait  # the pair_bench build
     [ -x "$PAIR" ] || { echo "pair_bench build failed"; tail -30 /tmp/gpu-bench.log; }
     [ -x "$PAIR" ] && PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$PAIR" 1000000 2>&1 | tee "$OUT/pair_bench_expandable.log"
+    ;;
+  policy)
+    # A placement policy on the GPU (issue 36), about 9 minutes on one H200:
+    # the policy's GPU test, then step time and peak reserved beside native
+    # (fresh process per run, alternating), then the largest GPT-2 batch
+    # under a 38 GiB limit beside the physical limit. POLICY (default
+    # stitch), POLICY_WORKLOADS, POLICY_ROUNDS (default 1), POLICY_LARGEST=0
+    # skips the batch search.
+    python3 -m pytest -v -s -rs tests/gpu/test_policy_gpu.py 2>&1 | tee "$OUT/policy_tests.log" \
+      | grep -E "PASS|FAIL|SKIP|Error|passed|failed" | head -20
+    python3 benchmarks/gpu/policy_gpu.py ab --policy ${POLICY:-stitch} --rounds ${POLICY_ROUNDS:-1} \
+      --workloads ${POLICY_WORKLOADS:-gpt2,resnet50,encoder,multistream,graph} 2>&1 | tee "$OUT/policy_ab.log"
+    [ "${POLICY_LARGEST:-1}" = 0 ] || python3 benchmarks/gpu/policy_gpu.py largest --policy ${POLICY:-stitch} \
+      --workload gpt2 --limit-gib 38 --lo 20 --hi 34 2>&1 | tee "$OUT/policy_largest.log"
     ;;
   all)
     bash "$0" tests

@@ -12,22 +12,32 @@
 #include "allocator/base/errors.h"
 #include "allocator/engine/engine_events.h"
 #include "allocator/engine/size_policy.h"
+#include "allocator/policy/policy_engine.h"
 
 namespace cachealloc {
 
 DeviceCachingAllocator::DeviceCachingAllocator(int device,
                                                const AllocatorConfig& config,
-                                               DeviceBackend& backend)
+                                               DeviceBackend& backend,
+                                               std::unique_ptr<PlacementPolicy> policy)
     : device_(device),
       config_(config),
       power2_divisions_(has_power2_divisions(config_)),
-      backend_(backend) {
+      backend_(backend),
+      policy_(std::move(policy)) {
+  if (policy_) {
+    policy_->shape_config(config_);
+    power2_divisions_ = has_power2_divisions(config_);
+    malloc_slow_ |= kPolicy;
+  }
   set_expandable_segments(config_.expandable_segments);
   if (config_.per_process_memory_fraction >= 0.0)
     set_memory_fraction(config_.per_process_memory_fraction);
 }
 
-void DeviceCachingAllocator::apply_config(const AllocatorConfig& config) {
+void DeviceCachingAllocator::apply_config(const AllocatorConfig& given) {
+  AllocatorConfig config = given;
+  if (policy_) policy_->shape_config(config);
   // expandable_segments at run time changes where new memory is mapped and,
   // when turned off, whether free expandable blocks are reused (native reads
   // the setting at each request).
@@ -76,6 +86,7 @@ Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
   const size_t size = rounded_request(orig_size);
   BlockPool& pool = pool_for(size, stream);
   if (gc_active()) pool.count_search();
+  if (policy_) return malloc_with_policy(pool, stream, size, orig_size, ctx);
   BlockPool::iterator slot = expandable_.empty() ? find_free_block(pool, stream, size)
                                                  : find_free_block_expandable(pool, stream, size);
   Block* block;
@@ -89,12 +100,33 @@ Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
                            /*expandable_aware=*/true);
 }
 
+Block* DeviceCachingAllocator::malloc_with_policy(BlockPool& pool, StreamId stream, size_t size,
+                                                  size_t orig_size, const ContextPtr& ctx) {
+  PolicyEngine engine(*this, ctx);
+  BlockPool::iterator slot = policy_->find_cached(engine, pool, stream, size);
+  Block* block;
+  if (!BlockPool::is_end(slot)) {
+    block = slot->block;
+  } else {
+    block = reserve_segment(pool, stream, size, orig_size, ctx);
+    slot = pool.end();
+  }
+  const SplitChoice choice =
+      policy_->should_split(engine, block, size) ? SplitChoice::kSplit : SplitChoice::kWhole;
+  return alloc_found_block(pool, block, slot, size, orig_size, ctx, choice,
+                           /*expandable_aware=*/true);
+}
+
 void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
   if (!block->stream_uses.empty()) {
     free_used_elsewhere(block, ctx);
     return;
   }
-  cache_freed_block(block, ctx, EventKind::kFree, /*expandable_aware=*/true);
+  Block* merged = cache_freed_block(block, ctx, EventKind::kFree, /*expandable_aware=*/true);
+  if (policy_) {
+    PolicyEngine engine(*this, ctx);
+    policy_->after_free(engine, merged);
+  }
 }
 
 // native: malloc after get_free_block found nothing.
@@ -109,6 +141,8 @@ Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream,
   if (alloc_block(r, false, ctx)) return r.block;
   if (pools_.has_use_on_oom() && !pool.owner())
     if (Block* cached = take_use_on_oom_block(r)) return cached;
+  // A policy that reclaimed what it could in on_miss has nothing to retry.
+  if (policy_ && !policy_->retry_after_release()) raise_oom(r, orig_size, ctx);
   // Native empties the whole cache only while no private pool is routed to.
   const bool found = (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
                      (!pools_.routing() && release_cached_blocks(ctx) && alloc_block(r, true, ctx));
@@ -145,6 +179,17 @@ bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
     EngineEvent e{EventKind::kAllocRetry};
     emit(e);
   }
+  if (policy_) {
+    PolicyEngine engine(*this, ctx);
+    const MissRequest m{.size = r.size, .alloc_size = r.alloc_size, .stream = r.stream,
+                        .pool = r.pool, .is_retry = is_retry};
+    r.block = policy_->on_miss(engine, m);
+    return r.block != nullptr;
+  }
+  return native_alloc_block(r, ctx);
+}
+
+bool DeviceCachingAllocator::native_alloc_block(Request& r, const ContextPtr& ctx) {
   const size_t size = r.alloc_size;
   // Native checks the limit with the whole-segment size even when it then
   // maps pages into an expandable segment (which may map more or less).

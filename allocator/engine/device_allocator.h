@@ -29,21 +29,22 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "allocator/base/device_backend.h"
+#include "allocator/base/hot_inline.h"
+#include "allocator/config/config.h"
+#include "allocator/config/memory_limit.h"
 #include "allocator/engine/block.h"
 #include "allocator/engine/block_pool.h"
 #include "allocator/engine/block_recycler.h"
-#include "allocator/config/config.h"
-#include "allocator/base/device_backend.h"
 #include "allocator/engine/engine_events.h"
 #include "allocator/engine/engine_observer.h"
 #include "allocator/engine/expandable_segment.h"
-#include "allocator/base/hot_inline.h"
-#include "allocator/config/memory_limit.h"
 #include "allocator/engine/pool_checkpoint.h"
 #include "allocator/engine/private_pool.h"
 #include "allocator/engine/private_pools.h"
 #include "allocator/engine/size_policy.h"
 #include "allocator/engine/stream_events.h"
+#include "allocator/policy/placement_policy.h"
 
 namespace cachealloc {
 
@@ -61,9 +62,13 @@ struct SegmentView {
 
 class DeviceCachingAllocator {
  public:
-  // `backend` must outlive the allocator. `config` is copied.
+  // `backend` must outlive the allocator. `config` is copied. `policy`:
+  // the placement policy (policy/placement_policy.h), owned; null runs
+  // native's decisions on the engine's own inline path. Fixed for the
+  // engine's life: a policy's decisions shape the cache it finds.
   DeviceCachingAllocator(int device, const AllocatorConfig& config,
-                         DeviceBackend& backend);
+                         DeviceBackend& backend,
+                         std::unique_ptr<PlacementPolicy> policy = nullptr);
   ~DeviceCachingAllocator();
   DeviceCachingAllocator(const DeviceCachingAllocator&) = delete;
   DeviceCachingAllocator& operator=(const DeviceCachingAllocator&) = delete;
@@ -202,7 +207,10 @@ class DeviceCachingAllocator {
   // freed while a route was open, until the routes end).
   bool idle() const { return allocated_bytes_ == 0 && !(malloc_slow_ & kStreamWork); }
   int device() const { return device_; }
+  // The config in force: as given, shaped by the policy if there is one.
   const AllocatorConfig& config() const { return config_; }
+  // The placement policy; null: native.
+  const PlacementPolicy* policy() const { return policy_.get(); }
   // Puts `config` in force for later requests (run-time settings; see
   // AllocatorConfig::with_settings). Cached blocks stay as they are, as in
   // native, which reads its settings at each use; the memory limit is not
@@ -224,6 +232,9 @@ class DeviceCachingAllocator {
   uint64_t observer_failures() const { return observer_failures_; }
 
  private:
+  // The policy's hooks reach the engine's steps through PolicyEngine only.
+  friend class PolicyEngine;
+
   // A request that missed the cache, for the miss path (reserve_segment).
   // The hit path keeps these values in locals: a struct whose address
   // reaches the out-of-line miss path would live in memory on the hit path
@@ -262,7 +273,16 @@ class DeviceCachingAllocator {
   // fits the request (r.pool is a default pool), taken out of its pool's
   // index; or null.
   Block* take_use_on_oom_block(const Request& r);
+  // native: alloc_block; with a policy, its on_miss instead (after the
+  // retry event, which is the engine's).
   bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
+  // native: alloc_block's body: a segment or mapped pages for r, within the
+  // limit (checked with the whole-segment size).
+  bool native_alloc_block(Request& r, const ContextPtr& ctx);
+  // malloc_slow's placement with a policy: its find_cached, the engine's
+  // miss path (whose alloc_block asks the policy), its should_split.
+  Block* malloc_with_policy(BlockPool& pool, StreamId stream, size_t size, size_t orig_size,
+                            const ContextPtr& ctx);
   CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
   // Whether alloc_found_block cuts the block down to the request: by
   // should_split's rules (malloc), or as a pool checkpoint says.
@@ -285,9 +305,9 @@ class DeviceCachingAllocator {
   // from stream_events.cc.
   void free_block(Block* block, const ContextPtr& ctx);
   // Caches a freed block (merging it with free neighbours) and emits `kind`:
-  // kFree straight from free(), kFreeCompleted from free_block.
-  // `expandable_aware` as for alloc_found_block.
-  CACHEALLOC_HOT_INLINE void cache_freed_block(Block* block, const ContextPtr& ctx,
+  // kFree straight from free(), kFreeCompleted from free_block. Returns the
+  // merged free block. `expandable_aware` as for alloc_found_block.
+  CACHEALLOC_HOT_INLINE Block* cache_freed_block(Block* block, const ContextPtr& ctx,
                                                EventKind kind,
                                                bool expandable_aware = false);
   // Merges `block` with its free neighbours and indexes the result.
@@ -430,7 +450,12 @@ class DeviceCachingAllocator {
   // empty or the setting is on (note_expandable()).
   static constexpr uint8_t kStreamWork = 1;
   static constexpr uint8_t kExpandableBlocks = 2;
+  // A placement policy is set (policy_): its hooks decide, out of line.
+  // Set once, at construction.
+  static constexpr uint8_t kPolicy = 4;
   uint8_t malloc_slow_ = 0;
+  // The placement policy; null: native (policy/placement_policy.h).
+  std::unique_ptr<PlacementPolicy> policy_;
 
   // The expandable segments, in address order (native's
   // expandable_segments_), and the setting (native reads it from its global

@@ -164,8 +164,8 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
 }
 
 // native: free_block's body, shared by free() (kFree) and free_block().
-void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
-                                               EventKind kind, bool expandable_aware) {
+Block* DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& ctx,
+                                                 EventKind kind, bool expandable_aware) {
   EngineEvent e = block_event(kind, block, config_.max_split_size);
   ContextPtr allocated_ctx = std::move(block->context_when_allocated);
   e.context = ctx ? &ctx : &allocated_ctx;
@@ -181,6 +181,7 @@ void DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr& c
   if (expandable_aware && merged->expandable) split = InactiveSplitChange{};
   e.split = split;
   emit(e);
+  return merged;
 }
 
 // native: the two try_merge_blocks calls of free_block (lower neighbour

@@ -10,8 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "allocator/engine/device_allocator.h"
 #include "allocator/base/errors.h"
+#include "allocator/engine/device_allocator.h"
+#include "allocator/policy/policy_engine.h"
 
 namespace cachealloc {
 namespace {
@@ -188,6 +189,12 @@ Block* DeviceCachingAllocator::map_gap(ExpandableSegment& seg, uintptr_t start, 
                                        const ContextPtr& ctx) {
   const size_t page = seg.page_bytes();
   const size_t mapped = (bytes + page - 1) / page * page;
+  // A policy may refuse the mapping or give pages back elsewhere first
+  // (before anything below is taken or reserved).
+  if (policy_) {
+    PolicyEngine engine(*this, ctx);
+    if (!policy_->before_map(engine, seg, start, mapped)) return nullptr;
+  }
   // Host memory first, so nothing below the device call can throw.
   Block* n = recycler_.take();
   try {

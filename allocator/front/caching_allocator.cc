@@ -7,14 +7,17 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "allocator/base/errors.h"
+#include "allocator/policy/policy_registry.h"
 
 namespace cachealloc {
 
 CachingAllocator::CachingAllocator(const AllocatorConfig& config,
-                                   const std::vector<DeviceBackend*>& backends)
+                                   const std::vector<DeviceBackend*>& backends,
+                                   std::string_view policy)
     : config_(config) {
   for (size_t i = 0; i < backends.size(); ++i)
-    devices_.push_back(std::make_unique<Device>(static_cast<int>(i), config_, *backends[i]));
+    devices_.push_back(std::make_unique<Device>(static_cast<int>(i), config_, *backends[i],
+                                                make_policy(policy)));
   device_count_ = static_cast<unsigned>(devices_.size());
 }
 

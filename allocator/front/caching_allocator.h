@@ -26,8 +26,12 @@ class CachingAllocator {
  public:
   // One backend per device, indexed by device number; not owned, must
   // outlive the allocator.
+  // `policy`: the placement policy every device's engine runs, by name
+  // (policy/policy_registry.h; "native" or "": none). Throws ConfigError
+  // for an unknown name, listing the known ones.
   CachingAllocator(const AllocatorConfig& config,
-                   const std::vector<DeviceBackend*>& backends);
+                   const std::vector<DeviceBackend*>& backends,
+                   std::string_view policy = "native");
 
   int device_count() const { return static_cast<int>(device_count_); }
   // The config in force (a copy: apply_settings may replace it meanwhile).
@@ -124,8 +128,9 @@ class CachingAllocator {
  private:
   // The engine is a member, not behind a pointer: one load less per call.
   struct Device {
-    Device(int device, const AllocatorConfig& config, DeviceBackend& backend)
-        : engine(device, config, backend) {}
+    Device(int device, const AllocatorConfig& config, DeviceBackend& backend,
+           std::unique_ptr<PlacementPolicy> policy)
+        : engine(device, config, backend, std::move(policy)) {}
     DeviceMutex mutex;
     DeviceCachingAllocator engine;
     PointerTable blocks;  // allocated blocks, by address

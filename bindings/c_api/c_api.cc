@@ -13,9 +13,10 @@
 #include <thread>
 #include <vector>
 
-#include "allocator/config/config_keys.h"
 #include "allocator/base/errors.h"
 #include "allocator/base/hot_inline.h"
+#include "allocator/config/config_keys.h"
+#include "allocator/policy/policy_registry.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/runtime/runtime.h"
 #include "pickle/pickle_writer.h"
@@ -224,12 +225,27 @@ int cachealloc_check_allocator_settings(const char* settings) {
 }
 
 int cachealloc_init(const char* conf, const char* backend) {
+  return cachealloc_init_policy(conf, backend, nullptr);
+}
+
+int cachealloc_init_policy(const char* conf, const char* backend, const char* policy) {
   return guarded([&] {
     const std::string c = conf ? conf : cachealloc::AllocatorConfig::text_from_environment();
     // From the environment: a bad value is refused naming its variable.
     if (!conf) cachealloc::AllocatorConfig::parse_environment_text(c);
-    Runtime::instance().init(c, backend ? backend : "");
+    Runtime::instance().init(c, backend ? backend : "", policy ? policy : "");
   });
+}
+
+const char* cachealloc_policy_name(void) { return Runtime::instance().policy_name().c_str(); }
+
+const char* cachealloc_policy_names(void) {
+  static const std::string* const names = [] {
+    auto* s = new std::string;
+    for (const std::string& n : cachealloc::policy_names()) *s += (s->empty() ? "" : ",") + n;
+    return s;
+  }();
+  return names->c_str();
 }
 
 int cachealloc_set_torch_version(const char* version) {

@@ -60,6 +60,17 @@ CACHEALLOC_API int cachealloc_try_malloc(ssize_t size, int device, void* stream,
  * allocator's bookkeeping (about 5 KB) stays allocated for the life of the
  * process, since a racing call may still be reading it. */
 CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
+/* cachealloc_init with a placement policy (allocator/policy/policy_registry.h:
+ * "native", "stitch", "unmap_on_free"; docs/policies.md). policy NULL or ""
+ * = $CACHEALLOC_POLICY, "native" when that is unset or empty (which is what
+ * cachealloc_init does). The policy is not a PYTORCH_CUDA_ALLOC_CONF key.
+ * Fails (-1, nothing changes) for an unknown name, listing the known ones
+ * (naming CACHEALLOC_POLICY when the name came from there). */
+CACHEALLOC_API int cachealloc_init_policy(const char* conf, const char* backend, const char* policy);
+/* The placement policy in use ("native", "stitch", ...); "" before init. */
+CACHEALLOC_API const char* cachealloc_policy_name(void);
+/* The known policy names, comma-separated, "native" first. Static text. */
+CACHEALLOC_API const char* cachealloc_policy_names(void);
 /* The PyTorch release in use ("2.12.0+cu130", torch.__version__), whose
  * PYTORCH_CUDA_ALLOC_CONF keys every later parse accepts: a key that
  * release does not know is refused in its words, one it added is accepted

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "allocator/base/errors.h"
+#include "allocator/policy/policy_registry.h"
 #include "allocator/sim/simulated_device.h"
 #include "bindings/runtime/python_frames.h"
 #include "bindings/runtime/snapshot_visitor.h"
@@ -41,15 +42,17 @@ size_t parse_count(const std::string& text, const std::string& what) {
 }  // namespace
 
 Generation::Generation(AllocatorConfig config_in, std::string backend_name_in,
-                       std::vector<std::unique_ptr<DeviceBackend>> backends_in)
+                       std::vector<std::unique_ptr<DeviceBackend>> backends_in,
+                       std::string policy_in)
     : config(std::move(config_in)),
       backend_name(std::move(backend_name_in)),
+      policy(std::move(policy_in)),
       backends(std::move(backends_in)),
       allocator(config, [&] {
         std::vector<DeviceBackend*> per_device;
         for (auto& b : backends) per_device.push_back(b ? b.get() : per_device.front());
         return per_device;
-      }()) {
+      }(), policy) {
   for (int d = 0; d < allocator.device_count(); ++d) {
     stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
     history.push_back(std::make_unique<HistoryRecorder>());
@@ -60,12 +63,36 @@ Generation::Generation(AllocatorConfig config_in, std::string backend_name_in,
   }
 }
 
-void Runtime::init(const std::string& conf, const std::string& backend) {
+void Runtime::init(const std::string& conf, const std::string& backend, const std::string& policy) {
   std::lock_guard<std::mutex> lock(init_mutex_);
-  init_locked(conf, backend);
+  init_locked(conf, backend, policy);
 }
 
-void Runtime::init_locked(const std::string& conf, const std::string& backend) {
+namespace {
+
+// The policy init() runs: the one asked for, else $CACHEALLOC_POLICY, else
+// native. Checked here, before anything is built.
+std::string policy_to_run(const std::string& asked) {
+  std::string name = asked;
+  bool from_environment = false;
+  if (name.empty()) {
+    const char* env = std::getenv("CACHEALLOC_POLICY");
+    name = env && *env ? env : "native";
+    from_environment = env && *env;
+  }
+  try {
+    make_policy(name);
+  } catch (const ConfigError& e) {
+    throw ConfigError(from_environment ? std::string("CACHEALLOC_POLICY: ") + e.what() : e.what());
+  }
+  return name;
+}
+
+}  // namespace
+
+void Runtime::init_locked(const std::string& conf, const std::string& backend,
+                          const std::string& policy_asked) {
+  const std::string policy = policy_to_run(policy_asked);
   AllocatorConfig config = AllocatorConfig::parse(conf);
   std::string kind = backend.empty()
                          ? (config.backend == BackendKind::kCudaMallocAsync ? "async" : "cuda")
@@ -117,7 +144,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend) {
 
   // Everything that can fail comes before the old generation is retired:
   // once it is, the new one must be published (calls retry until then).
-  auto fresh = std::make_unique<Generation>(std::move(config), kind, std::move(backends));
+  auto fresh = std::make_unique<Generation>(std::move(config), kind, std::move(backends), policy);
   generations_.reserve(generations_.size() + 1);
   Generation* old = current_.load(std::memory_order_relaxed);
   if (old && !old->allocator.retire_if_idle())
@@ -140,7 +167,7 @@ void Runtime::init_from_environment() {
   if (current_.load(std::memory_order_relaxed)) return;  // another thread's first call got here first
   const std::string conf = AllocatorConfig::text_from_environment();
   AllocatorConfig::parse_environment_text(conf);  // a bad value is refused naming its variable
-  init_locked(conf, "");
+  init_locked(conf, "", "");
 }
 
 void Runtime::enable_peer_access(int dev, int dev_to_access) {
@@ -189,6 +216,12 @@ void Runtime::close_shared_expandable(uintptr_t base) {
   (void)base;
   throw BackendError("cachealloc: built without CUDA: nothing to close");
 #endif
+}
+
+const std::string& Runtime::policy_name() const {
+  static const std::string none;
+  const Generation* g = current_.load(std::memory_order_acquire);
+  return g ? g->policy : none;
 }
 
 const std::string& Runtime::backend_name() const {

@@ -48,13 +48,16 @@ enum class ContextLevel : int {
 // 5 KB).
 struct Generation {
   Generation(AllocatorConfig config, std::string backend_name,
-             std::vector<std::unique_ptr<DeviceBackend>> backends);
+             std::vector<std::unique_ptr<DeviceBackend>> backends, std::string policy);
 
   // The config init() parsed (statistics keep its max_split_size, as
   // native's keep the start-up value); the one in force is
   // allocator.config() (run-time settings change it).
   const AllocatorConfig config;
   const std::string backend_name;
+  // The placement policy every engine runs ("native": none;
+  // allocator/policy/policy_registry.h).
+  const std::string policy;
   const std::vector<std::unique_ptr<DeviceBackend>> backends;  // [0] may serve all devices
   CachingAllocator allocator;
   // One per device, indexed by device number.
@@ -86,7 +89,13 @@ class Runtime {
   // Calling again is allowed only while no block is in use; it replaces the
   // allocator (a new Generation: fresh stats, history off, no scopes) and
   // is safe against calls racing with it on other threads.
-  void init(const std::string& conf, const std::string& backend);
+  //
+  // policy: the placement policy by name (allocator/policy/policy_registry.h);
+  // "" takes $CACHEALLOC_POLICY, and "native" when that is unset or empty.
+  // Not a PYTORCH_CUDA_ALLOC_CONF key: that text stays what native accepts.
+  // Throws ConfigError for an unknown name (naming the variable when it came
+  // from there), listing the known ones.
+  void init(const std::string& conf, const std::string& backend, const std::string& policy = "");
   // The runtime, after init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA
   // backend if nothing initialized it yet. Safe to race: the first callers
   // serialise on the init lock and only one initializes. Once initialized,
@@ -103,6 +112,8 @@ class Runtime {
   Generation& current() const { return *current_.load(std::memory_order_acquire); }
   // "" before init.
   const std::string& backend_name() const;
+  // The placement policy in use ("native", "stitch", ...); "" before init.
+  const std::string& policy_name() const;
   // Native's enablePeerAccess(dev, dev_to_access): `dev` may access the
   // memory of `dev_to_access`, its expandable pages included (CUDA backends
   // only). Throws BackendError (a simulated backend, a device out of range,
@@ -207,7 +218,8 @@ class Runtime {
   Runtime() = default;
   void init_from_environment();
   // init() with init_mutex_ held.
-  void init_locked(const std::string& conf, const std::string& backend);
+  void init_locked(const std::string& conf, const std::string& backend,
+                   const std::string& policy);
   // Whether the history settings ask for the caller's context at `needed`
   // (not in the common case: history off).
   bool captures(ContextLevel needed) const {

@@ -28,6 +28,7 @@ constexpr const char* kAdviseUsage =
     "usage: cachealloc advise TRACE [--memory-limit BYTES] [--device-memory BYTES]\n"
     "                         [--recorded-limit BYTES] [--html OUT.html] [--json]\n"
     "                         [--threads N] [--device N] [--no-address-hints]\n"
+    "                         [--policy NAME]\n"
     "                         [--quiet | --progress]\n"
     "\n"
     "Searches native PyTorch's allocator settings (expandable_segments,\n"
@@ -50,6 +51,8 @@ constexpr const char* kAdviseUsage =
     "  --threads N          replay on N threads (default: every core)\n"
     "  --device N           which device's trace (default: the only one)\n"
     "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --policy NAME        run every candidate under this placement policy\n"
+    "                       (see compare; default native)\n"
     "  --quiet / --progress never / always report progress on stderr\n"
     "\n"
     "Options take their value as --opt VALUE or --opt=VALUE; bytes may be\n"
@@ -182,6 +185,7 @@ int run_advise(const AdviseArgs& args) {
   options.memory_limit = args.memory_limit;
   options.device_memory = args.device_memory;
   options.address_hints = args.common.address_hints;
+  options.policy = args.common.policy;
   if (args.threads) options.threads = static_cast<unsigned>(std::min<size_t>(*args.threads, 256));
   if (progress.enabled()) options.progress = [&](const std::string& line) { progress.note(line); };
   set_activity("searching the allocator settings for " + in.path);

@@ -33,7 +33,7 @@ constexpr const char* kCompareUsage =
     "                          [--recorded-limit BYTES] [--device N]\n"
     "                          [--peak-blocks N] [--series-points N]\n"
     "                          [--snapshot-entries N] [--check-invariants]\n"
-    "                          [--no-address-hints]\n"
+    "                          [--no-address-hints] [--policy NAME]\n"
     "                          [--quiet | --progress]\n"
     "\n"
     "Replays the requests recorded in TRACE (a snapshot pickle, .pickle or\n"
@@ -49,6 +49,7 @@ constexpr const char* kCompareUsage =
     "                         garbage_collection_threshold:0.8 (needs a limit),\n"
     "                         max_non_split_rounding_mb:64   native options\n"
     "                         expandable_segments:True[,options]  expandable segments\n"
+    "                         policy:NAME[,options] a placement policy (see --policy)\n"
     "  --memory-limit B     bytes each replay may reserve (1073741824, 40GiB);\n"
     "                       requests beyond it OOM, are counted, and skipped\n"
     "  --html OUT           write a self-contained HTML report\n"
@@ -65,6 +66,8 @@ constexpr const char* kCompareUsage =
     "  --check-invariants   check the engine after every request (slow)\n"
     "  --no-address-hints   place segments first fit only, not where the trace\n"
     "                       recorded them (the engine breaks ties by address)\n"
+    "  --policy NAME        placement policy of every config naming none: native\n"
+    "                       (default), stitch, unmap_on_free (docs/policies.md)\n"
     "  --quiet / --progress never / always report progress on stderr (default:\n"
     "                       only for traces of a million events or more)\n"
     "\n"
@@ -118,7 +121,7 @@ std::string result_json(const WhatIfResult& r, const std::string& snapshot_path)
   const double rate = r.seconds > 0 ? 1.0 / r.seconds : 0.0;
   std::string s = "{\"conf\": " + json_string(r.config.text) +
                   ", \"label\": " + json_string(r.config.label()) +
-                  ", \"policy\": " + json_string(lab_policy_name(r.config.policy)) +
+                  ", \"policy\": " + json_string(r.config.policy) +
                   ", \"peak_reserved\": " + n(r.peak_reserved) +
                   ", \"peak_allocated\": " + n(r.peak_allocated) +
                   ", \"allocated_at_peak\": " + n(r.allocated_at_peak) +
@@ -168,7 +171,7 @@ void print_table(const LabInput& in, const std::optional<size_t>& limit,
     std::snprintf(frag, sizeof frag, "%.1f%%", 100.0 * r.fragmentation_at_peak);
     std::printf("%-*s  %-10s  %13s  %14s  %9s  %10zu  %9zu  %7zu  %5zu  %9s\n",
                 static_cast<int>(width), r.config.label().c_str(),
-                lab_policy_name(r.config.policy), lab_bytes(r.peak_reserved).c_str(),
+                r.config.policy.c_str(), lab_bytes(r.peak_reserved).c_str(),
                 lab_bytes(r.peak_allocated).c_str(), frag, r.device_allocs, r.device_frees,
                 r.retries, r.ooms, lab_seconds(r.seconds).c_str());
   }
@@ -185,12 +188,12 @@ void print_table(const LabInput& in, const std::optional<size_t>& limit,
 
 int run_compare(const CompareArgs& args) {
   const LabCommonArgs& common = args.common;
-  for (const std::string& text : common.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
+  for (const std::string& text : common.confs) parse_lab_config(text, AllocatorConfig{}, common.policy);  // fail fast
   LabProgress progress(false);
   const LabInput in = load_lab_input(common.trace, common.input, progress);
   if (!args.memory_limit)
     for (const std::string& text : common.confs) {
-      const LabConfig config = parse_lab_config(text, in.stream.recorded_config);
+      const LabConfig config = parse_lab_config(text, in.stream.recorded_config, common.policy);
       warn_gc_without_limit("compare", config.label(), config.config.garbage_collection_threshold);
     }
   if (args.snapshot_dir) std::filesystem::create_directories(*args.snapshot_dir);
@@ -198,7 +201,7 @@ int run_compare(const CompareArgs& args) {
   std::vector<WhatIfResult> results;
   std::vector<std::string> snapshot_paths;
   for (size_t i = 0; i < common.confs.size(); ++i) {
-    const LabConfig config = parse_lab_config(common.confs[i], in.stream.recorded_config);
+    const LabConfig config = parse_lab_config(common.confs[i], in.stream.recorded_config, common.policy);
     WhatIfOptions options;
     options.memory_limit = args.memory_limit;
     options.series_points = args.series_points;

@@ -79,7 +79,7 @@ std::string summary_table(const LabReport& report, const std::vector<Group>& gro
     const double change = base > 0 ? static_cast<double>(r.peak_reserved) / base - 1.0 : 0.0;
     s += "<tr><td class=\"l\"><i class=\"sw\" style=\"background:" + std::string(html_colour(i)) +
          "\"></i>" + html_escape(groups[i].label) + "</td><td class=\"l\">" +
-         lab_policy_name(r.config.policy) + "</td><td" +
+         r.config.policy + "</td><td" +
          (i == best && groups.size() > 1 ? " class=\"best\"" : "") + ">" +
          in_unit(r.peak_reserved, unit) + "</td><td>" +
          (i == 0 ? "" : html_fmt("%+.1f%%", 100.0 * change)) + "</td><td>" +

@@ -24,7 +24,8 @@ namespace {
 constexpr const char* kMinMemoryUsage =
     "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json] [--html OUT]\n"
     "                             [--recorded-limit BYTES] [--device N]\n"
-    "                             [--no-address-hints] [--quiet | --progress]\n"
+    "                             [--no-address-hints] [--policy NAME]\n"
+    "                             [--quiet | --progress]\n"
     "\n"
     "For each --conf (as in `cachealloc compare`; default: trace), finds the\n"
     "smallest memory limit in bytes at which TRACE's requests run without a\n"
@@ -37,6 +38,7 @@ constexpr const char* kMinMemoryUsage =
     "  --recorded-limit B   the limit TRACE was recorded under (see compare)\n"
     "  --device N           which device's trace (default: the only one)\n"
     "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --policy NAME        placement policy (see compare; default native)\n"
     "  --quiet / --progress never / always report progress on stderr\n"
     "\n"
     "Options take their value as --opt VALUE or --opt=VALUE; bytes may be\n"
@@ -45,12 +47,12 @@ constexpr const char* kMinMemoryUsage =
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
 int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& html) {
-  for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{});  // fail fast
+  for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{}, args.policy);  // fail fast
   LabProgress progress(false);
   const LabInput in = load_lab_input(args.trace, args.input, progress);
   std::vector<MinMemoryResult> results;
   for (const std::string& text : args.confs) {
-    const LabConfig config = parse_lab_config(text, in.stream.recorded_config);
+    const LabConfig config = parse_lab_config(text, in.stream.recorded_config, args.policy);
     MinMemoryOptions options;
     options.address_hints = args.address_hints;
     if (progress.enabled())
@@ -79,7 +81,7 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
       std::snprintf(seconds, sizeof seconds, "%.6g", r.seconds);
       s += std::string(i ? ", " : "") + "{\"conf\": " + json_string(r.config.text) +
            ", \"label\": " + json_string(r.config.label()) +
-           ", \"policy\": " + json_string(lab_policy_name(r.config.policy)) +
+           ", \"policy\": " + json_string(r.config.policy) +
            ", \"min_memory\": " + n(r.min_limit) +
            ", \"peak_reserved_unlimited\": " + n(r.peak_reserved_unlimited) +
            ", \"probes\": " + n(r.probes) +
@@ -97,7 +99,7 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
               "policy", "min memory (B)", "min memory", "unlimited peak", "probes", "time");
   for (const auto& r : results)
     std::printf("%-*s  %-10s  %16zu  %12s  %18s  %6zu  %9s\n", static_cast<int>(width),
-                r.config.label().c_str(), lab_policy_name(r.config.policy),
+                r.config.label().c_str(), r.config.policy.c_str(),
                 r.min_limit, lab_bytes(r.min_limit).c_str(),
                 lab_bytes(r.peak_reserved_unlimited).c_str(), r.probes,
                 lab_seconds(r.seconds).c_str());

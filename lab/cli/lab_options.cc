@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "allocator/base/errors.h"
+#include "allocator/policy/policy_registry.h"
 #include "lab/cli/lab_args.h"
 
 namespace cachealloc {
@@ -24,9 +26,15 @@ LabCommonArgs parse_lab_args(const std::string& command, const std::vector<std::
   app.add_flag_callback("--no-address-hints", [&c] { c.address_hints = false; });
   app.add_flag("--quiet", c.input.quiet);
   app.add_flag("--progress", c.input.progress);
+  app.add_option("--policy", c.policy);
   if (own_options) own_options(app);
   parse_command_line(app, args);
   c.trace = trace.only_trace();
+  try {
+    make_policy(c.policy);
+  } catch (const ConfigError& e) {
+    throw LabUsageError(std::string("--policy: ") + e.what());
+  }
   if (c.confs.empty()) c.confs.push_back("trace");
   return c;
 }

@@ -14,13 +14,17 @@ namespace cachealloc {
 
 // TRACE and the shared options:
 //   --conf TEXT (repeatable), --recorded-limit BYTES, --device N, --json,
-//   --no-address-hints, --quiet, --progress.
+//   --no-address-hints, --quiet, --progress, --policy NAME.
 struct LabCommonArgs {
   std::string trace;
   std::vector<std::string> confs;  // in order given; {"trace"} when none
   LabInputOptions input;           // --device, --recorded-limit, --quiet, --progress
   bool json = false;
   bool address_hints = true;  // false with --no-address-hints
+  // --policy NAME: the placement policy of every config that names none
+  // (allocator/policy/policy_registry.h); checked here, so an unknown name
+  // is a usage error naming the known ones.
+  std::string policy = "native";
 };
 
 // Adds a subcommand's own options to its parser (command_line.h).

@@ -11,6 +11,7 @@
 
 #include "allocator/config/config.h"
 #include "allocator/engine/device_allocator.h"
+#include "allocator/policy/policy_registry.h"
 #include "allocator/sim/simulated_device.h"
 #include "stats/device_stats.h"
 
@@ -27,10 +28,12 @@ inline constexpr StreamId kStreamA = 0x100;
 inline constexpr StreamId kStreamB = 0x200;
 
 struct Harness {
-  explicit Harness(const std::string& conf = "", size_t capacity = 8 * kGiB)
+  // `policy`: a placement policy by name (allocator/policy/policy_registry.h).
+  explicit Harness(const std::string& conf = "", size_t capacity = 8 * kGiB,
+                   const std::string& policy = "native")
       : config(AllocatorConfig::parse(conf)),
         device(capacity),
-        engine(0, config, device),
+        engine(0, config, device, make_policy(policy)),
         collector(config.max_split_size_stat()) {
     engine.add_observer(&collector);
   }

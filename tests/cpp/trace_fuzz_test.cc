@@ -263,7 +263,9 @@ Outcome run_pipeline(std::string_view bytes, const PipelineOptions& o) {
         wo.check_invariants = o.check_invariants;
         wo.peak_blocks = 4;
         wo.snapshot_entries = o.keep_frames ? 1000 : 0;
-        for (const char* conf : {"trace", "expandable_segments:True"})
+        // Placement policies replay the same inputs (docs/policies.md).
+        for (const char* conf : {"trace", "expandable_segments:True", "policy:stitch",
+                                 "policy:unmap_on_free"})
           run_whatif(stream, parse_lab_config(conf, trace.config), wo);
       }
     } catch (const TraceFormatError&) {

@@ -37,7 +37,8 @@ def site_env(tmp_path):
 
     env = dict(os.environ, PYTHONUSERBASE=str(tmp_path / "userbase"), PYTHONPATH=str(PYTHON_DIR),
                CACHEALLOC_LIBRARY=library_path())
-    for name in ("CACHEALLOC_AUTO", "CACHEALLOC_CONF", "CACHEALLOC_BACKEND", "PYTHONNOUSERSITE"):
+    for name in ("CACHEALLOC_AUTO", "CACHEALLOC_CONF", "CACHEALLOC_BACKEND", "CACHEALLOC_POLICY",
+                 "PYTHONNOUSERSITE"):
         env.pop(name, None)
     probe = subprocess.run([sys.executable, "-c", "import site; print(site.ENABLE_USER_SITE, "
                             "site.getusersitepackages())"], capture_output=True, text=True, env=env)
@@ -77,6 +78,18 @@ def test_cachealloc_run_switches_it_on_for_the_command(site_env, torch_installed
              simulated_backend(), "--", sys.executable, "-c", CHILD)
     assert r.returncode == 0, r.stderr
     assert f"STATE plain {simulated_backend()} {1 << 20}" in r.stdout, r.stdout + r.stderr
+
+
+def test_cachealloc_run_sets_the_placement_policy(site_env, torch_installed):
+    child = CHILD + "\nprint('POLICY', ca.policy())\n"
+    r = _run(site_env, sys.executable, "-m", "cachealloc.cli", "run", "--backend",
+             simulated_backend(), "--policy", "stitch", "--", sys.executable, "-c", child)
+    assert r.returncode == 0, r.stderr
+    assert "POLICY stitch" in r.stdout, r.stdout + r.stderr
+    r = _run(site_env, sys.executable, "-m", "cachealloc.cli", "run", "--policy", "gmlake", "--",
+             sys.executable, "-c", "pass")
+    assert r.returncode == 2
+    assert "known policies are native, stitch, unmap_on_free" in r.stderr
 
 
 def test_without_the_switch_the_hook_does_nothing(site_env, torch_installed):

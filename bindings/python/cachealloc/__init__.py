@@ -14,7 +14,7 @@ All sizes are in bytes. Devices may be given as None (current device), an
 int, "cuda:N" or a torch.device.
 
 This file only gathers the public names. Where they live:
-  lifecycle   init, install, mode, is_installed, backend
+  lifecycle   init, install, mode, is_installed, backend, policy, policies
   stats       memory_stats and torch.cuda's other statistics functions
   history     record_memory_history, snapshot, dump_snapshot
   mempool     MemPool, use_mem_pool (plain mode)
@@ -28,7 +28,7 @@ This file only gathers the public names. Where they live:
 """
 from ._native import CacheallocError, OutOfMemoryError, lib, library_path
 from .history import dump_snapshot, record_memory_history, snapshot, snapshot_bytes
-from .lifecycle import backend, init, install, is_installed, mode
+from .lifecycle import backend, init, install, is_installed, mode, policies, policy
 from .mempool import MemPool, use_mem_pool
 from .raw import _free, _malloc
 from .stats import (empty_cache, max_memory_allocated, max_memory_reserved, memory_allocated,
@@ -40,6 +40,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CacheallocError", "OutOfMemoryError", "install", "init", "mode", "is_installed", "backend",
+    "policy", "policies",
     "memory_stats", "memory_allocated", "max_memory_allocated", "memory_reserved",
     "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
     "empty_cache", "set_per_process_memory_fraction", "memory_summary",

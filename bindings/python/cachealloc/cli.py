@@ -1,10 +1,10 @@
 """The `cachealloc` command that `pip install` puts on PATH.
 
-    cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
+    cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
         runs COMMAND with cachealloc as PyTorch's CUDA allocator in every
         Python process it starts (torchrun's workers too), with no change to
         the program: it sets CACHEALLOC_AUTO=1 (and CACHEALLOC_CONF,
-        CACHEALLOC_BACKEND, CACHEALLOC_OOM_SNAPSHOT), which the start-up hook of the installed
+        CACHEALLOC_BACKEND, CACHEALLOC_POLICY, CACHEALLOC_OOM_SNAPSHOT), which the start-up hook of the installed
         package honours (_cachealloc_autoinstall.py). --snapshot-dir: each
         rank writes its snapshot into DIR/rank-NNNNN/ (snapshot_dir.py);
         --oom-snapshot: a snapshot and a diagnosis at each OOM (oom_recorder.py).
@@ -32,11 +32,13 @@ from typing import List, Optional
 from .tool import ToolNotFound, tool_path
 
 RUN_USAGE = """\
-cachealloc run [--conf STR] [--backend NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
+cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
     Runs COMMAND with cachealloc as PyTorch's CUDA allocator in every Python
     process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
     --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
     --backend: cuda (default), async, simulated[:BYTES[:DEVICES]];
+    --policy: placement policy, native (default), stitch or unmap_on_free
+    (docs/policies.md; sets CACHEALLOC_POLICY);
     --snapshot-dir: run directory; every rank records history and writes its
     snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR);
     --oom-snapshot DIR: at each out-of-memory error, write a snapshot into DIR
@@ -54,6 +56,7 @@ def run(args: List[str]) -> int:
                                      description="Run a command with cachealloc switched on.")
     parser.add_argument("--conf", help="allocator config, PYTORCH_CUDA_ALLOC_CONF syntax")
     parser.add_argument("--backend", help="cuda, async or simulated[:BYTES[:DEVICES]]")
+    parser.add_argument("--policy", help="placement policy: native, stitch or unmap_on_free")
     parser.add_argument("--snapshot-dir", help="run directory for every rank's snapshot")
     parser.add_argument("--oom-snapshot", metavar="DIR",
                         help="directory for a snapshot and a diagnosis at each OOM")
@@ -62,12 +65,23 @@ def run(args: List[str]) -> int:
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
     if not command:
         parser.error("no COMMAND given")
+    if ns.policy is not None:
+        from .lifecycle import _check_policy_name
+        from ._native import CacheallocError
+
+        try:
+            _check_policy_name(ns.policy)
+        except CacheallocError as e:
+            parser.error(str(e))
+        except OSError:  # no library to ask: the program's install() checks the name
+            pass
     env = dict(os.environ, CACHEALLOC_AUTO="1")
     if ns.snapshot_dir is not None:
         if not ns.snapshot_dir:
             parser.error("--snapshot-dir needs a directory")
         ns.snapshot_dir = os.path.abspath(ns.snapshot_dir)  # workers may change directory
     for name, value in (("CACHEALLOC_CONF", ns.conf), ("CACHEALLOC_BACKEND", ns.backend),
+                        ("CACHEALLOC_POLICY", ns.policy),
                         ("CACHEALLOC_SNAPSHOT_DIR", ns.snapshot_dir),
                         ("CACHEALLOC_OOM_SNAPSHOT", ns.oom_snapshot)):
         if value is not None:

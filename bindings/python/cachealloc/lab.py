@@ -82,7 +82,8 @@ def _conf_args(confs: Sequence[str]) -> list:
 
 
 def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None, *,
-            html=None, snapshot_dir=None, recorded_limit: Optional[int] = None) -> list:
+            html=None, snapshot_dir=None, recorded_limit: Optional[int] = None,
+            policy: Optional[str] = None) -> list:
     """Replays the trace's requests under each config; one dict per config.
 
     memory_limit: bytes each replay may reserve (None: unlimited); requests
@@ -90,7 +91,9 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
     html: also write a self-contained HTML report there. snapshot_dir: also
     write each replay as a snapshot pickle for PyTorch's memory viewer.
     recorded_limit: the limit the trace was recorded under, if any (tells
-    the allocator's own releases from empty_cache() calls).
+    the allocator's own releases from empty_cache() calls). policy: the
+    placement policy of every config that names none (--policy; default
+    native; docs/policies.md).
 
     Each dict holds, in bytes unless said: conf, label, policy,
     peak_reserved, peak_allocated, allocated_at_peak,
@@ -109,23 +112,28 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
         args += ["--html", os.fspath(html)]
     if snapshot_dir is not None:
         args += ["--snapshot-dir", os.fspath(snapshot_dir)]
-    return _run(args)["configs"]
+    return _run(args + _policy_args(policy))["configs"]
+
+
+def _policy_args(policy: Optional[str]) -> list:
+    return [] if policy is None else ["--policy", str(policy)]
 
 
 def min_memory(trace_path, confs: Sequence[str], *,
-               recorded_limit: Optional[int] = None) -> dict:
+               recorded_limit: Optional[int] = None, policy: Optional[str] = None) -> dict:
     """Smallest memory limit (bytes) at which the trace's requests run
     without OOM, per config: {conf: bytes}. Exact: verified at the limit and
-    one byte below (see `cachealloc min-memory --help`)."""
+    one byte below (see `cachealloc min-memory --help`). policy: as for
+    compare()."""
     args = ["min-memory", os.fspath(trace_path), *_conf_args(confs)]
     if recorded_limit is not None:
         args += ["--recorded-limit", str(int(recorded_limit))]
-    return {row["conf"]: row["min_memory"] for row in _run(args)["configs"]}
+    return {row["conf"]: row["min_memory"] for row in _run(args + _policy_args(policy))["configs"]}
 
 
 def advise(trace_path, memory_limit: Optional[int] = None, *,
            device_memory: Optional[int] = None, recorded_limit: Optional[int] = None,
-           html=None, threads: Optional[int] = None) -> dict:
+           html=None, threads: Optional[int] = None, policy: Optional[str] = None) -> dict:
     """Which PYTORCH_CUDA_ALLOC_CONF the traced run should use (see
     `cachealloc advise --help`): native's settings searched by replay,
     ranked by the smallest memory without an OOM, then OOMs under
@@ -141,7 +149,8 @@ def advise(trace_path, memory_limit: Optional[int] = None, *,
     "nothing_helps", "saving" and "best_saving" (fractions of the trace's
     own minimum), "notes", "seconds", and "configs", best first, each with
     label, line, min_memory, peak_reserved, ooms, device_allocs,
-    device_frees, probes (bytes where sizes)."""
+    device_frees, probes (bytes where sizes). policy: every candidate runs
+    under this placement policy (default native)."""
     args = ["advise", os.fspath(trace_path)]
     for flag, value in (("--memory-limit", memory_limit), ("--device-memory", device_memory),
                         ("--recorded-limit", recorded_limit), ("--threads", threads)):
@@ -149,7 +158,7 @@ def advise(trace_path, memory_limit: Optional[int] = None, *,
             args += [flag, str(int(value))]
     if html is not None:
         args += ["--html", os.fspath(html)]
-    return _run(args)
+    return _run(args + _policy_args(policy))
 
 
 def report_run(run_dir, html=None, advise_ranks: int = 8, jobs: Optional[int] = None) -> dict:

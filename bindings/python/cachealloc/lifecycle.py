@@ -15,17 +15,33 @@ _mode = "not installed"
 _pluggable = None  # keeps PyTorch's allocator object (or the loaded glue) alive
 
 
-def init(conf: Optional[str] = None, backend: Optional[str] = None) -> None:
+def init(conf: Optional[str] = None, backend: Optional[str] = None,
+         policy: Optional[str] = None) -> None:
     """Initializes the native allocator without touching PyTorch.
 
     conf: PYTORCH_CUDA_ALLOC_CONF syntax (None: the environment variable).
     backend: None/"cuda" (cudaMalloc), "async" (cudaMallocAsync),
     "simulated[:BYTES[:DEVICES]]" (no GPU; for tests and the replay lab).
-    Raises CacheallocError for a bad config or backend, or when blocks are
-    still allocated; TypeError when either is not a str (or None),
-    ValueError when one holds a NUL character. Nothing changes then.
+    policy: the placement policy by name, "native" (PyTorch 2.11's
+    decisions), "stitch" or "unmap_on_free" (docs/policies.md); None: the
+    CACHEALLOC_POLICY environment variable, else native. Not a conf key.
+    Raises CacheallocError for a bad config, backend or policy (an unknown
+    policy is refused naming the known ones), or when blocks are still
+    allocated; TypeError when one is not a str (or None), ValueError when
+    one holds a NUL character. Nothing changes then.
     """
-    check(lib().cachealloc_init(_c_string("conf", conf), _c_string("backend", backend) or None))
+    check(lib().cachealloc_init_policy(_c_string("conf", conf), _c_string("backend", backend) or None,
+                                       _c_string("policy", policy) or None))
+
+
+def policies() -> list:
+    """The known placement policy names, "native" first."""
+    return lib().cachealloc_policy_names().decode().split(",")
+
+
+def policy() -> str:
+    """The placement policy in use ("native", "stitch", ...), "" before init."""
+    return lib().cachealloc_policy_name().decode()
 
 
 def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
@@ -43,7 +59,7 @@ def _c_string(name: str, value: Optional[str]) -> Optional[bytes]:
 
 def install(conf: Optional[str] = None, backend: Optional[str] = None,
             torch_glue: bool = True, snapshot_dir=None,
-            oom_snapshot: Optional[str] = None) -> None:
+            oom_snapshot: Optional[str] = None, policy: Optional[str] = None) -> None:
     """Makes cachealloc PyTorch's CUDA allocator.
 
     With the PyTorch glue (libcachealloc_torch.so, compiled against the
@@ -81,6 +97,9 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     why the allocator failed and which settings would have avoided it.
     ValueError/PermissionError when it cannot be created or written, before
     anything else is set up.
+    policy: the placement policy (see init(); default $CACHEALLOC_POLICY,
+    else native). An unknown name raises CacheallocError naming the known
+    ones, before anything is set up.
     """
     global _mode, _pluggable
     if oom_snapshot is None:
@@ -88,7 +107,7 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     if oom_snapshot is not None:
         oom_recorder.FlightRecorder(oom_snapshot)  # checks (and creates) the directory first
     if _mode != "not installed":
-        _check_installed_settings(conf, backend)
+        _check_installed_settings(conf, backend, policy)
         _configure_snapshot_dir(snapshot_dir)
         if oom_snapshot is not None:
             oom_recorder.start(oom_snapshot, torch_observer=_mode == "torch-extension")
@@ -106,12 +125,13 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
                 f"cachealloc.install(): this torch ({torch.__version__}) was built without CUDA, so "
                 "it has no CUDA allocator for cachealloc to replace. Install a CUDA build of torch, "
                 "or pass backend='simulated' to use cachealloc through its own API only")
-        init(conf, backend)
+        init(conf, backend, policy)
         _mode = "plain"
         _configure_snapshot_dir(snapshot_dir)
         if oom_snapshot is not None:
             oom_recorder.start(oom_snapshot, torch_observer=False)
         return
+    _check_policy_name(policy)
     if torch.cuda.is_initialized():
         raise RuntimeError(
             "cachealloc.install() must run before CUDA is initialized: PyTorch's native "
@@ -124,7 +144,7 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     else:
         registered = torch.cuda.memory.CUDAPluggableAllocator(
             library_path(), "cachealloc_malloc", "cachealloc_free")
-    init(conf, backend)
+    init(conf, backend, policy)
     # Registering cannot fail once the checks above passed; if it still
     # does, the library stays initialized as after init() alone, and the
     # mode says PyTorch does not use it.
@@ -158,17 +178,32 @@ def _configure_snapshot_dir(run_dir) -> None:
     snapshot_dir.configure(run_dir)
 
 
-def _check_installed_settings(conf: Optional[str], backend_: Optional[str]) -> None:
-    """Raises RuntimeError when install() is asked again for a conf or
-    backend other than the ones in force (it cannot change them)."""
+def _check_policy_name(name: Optional[str]) -> None:
+    """Raises CacheallocError for an unknown policy name (the library's
+    message lists the known ones) before anything is set up."""
+    if name is None:
+        name = os.environ.get("CACHEALLOC_POLICY") or "native"
+    from ._native import CacheallocError
+    known = policies()
+    if name not in known:
+        raise CacheallocError(f"unknown policy {name!r}: known policies are {', '.join(known)}")
+
+
+def _check_installed_settings(conf: Optional[str], backend_: Optional[str],
+                              policy_: Optional[str] = None) -> None:
+    """Raises RuntimeError when install() is asked again for a conf,
+    backend or policy other than the ones in force (it cannot change them)."""
     text = ctypes.c_char_p()
     check(lib().cachealloc_config_info(None, None, None, ctypes.byref(text)))
     active_conf, active_backend = (text.value or b"").decode(), backend()
-    if (conf is not None and conf != active_conf) or (backend_ and backend_ != active_backend):
+    active_policy = policy()
+    if ((conf is not None and conf != active_conf) or (backend_ and backend_ != active_backend)
+            or (policy_ and policy_ != active_policy)):
         raise RuntimeError(
             f"cachealloc is already installed ({_mode} mode, conf {active_conf!r}, backend "
-            f"{active_backend!r}); install(conf={conf!r}, backend={backend_!r}) cannot change "
-            "them. Install once, with the settings wanted, before CUDA memory is allocated")
+            f"{active_backend!r}, policy {active_policy!r}); install(conf={conf!r}, "
+            f"backend={backend_!r}, policy={policy_!r}) cannot change them. Install once, with "
+            "the settings wanted, before CUDA memory is allocated")
 
 
 def mode() -> str:

@@ -1,0 +1,81 @@
+// What a policy may do to the engine: native's steps, as primitives, for
+// the hooks of placement_policy.h. One PolicyEngine lives for one engine
+// operation (a malloc or a free) and carries that operation's context.
+//
+// Every step keeps the engine's invariants (block.h, expandable_segment.h)
+// and emits the events native's would (statistics and history see them),
+// so a policy built from these steps is checked by check_invariants() and
+// counted by the same observers as native. Costs as the native functions
+// they call; the scans (for_each_free_block) are O(free blocks).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "allocator/engine/device_allocator.h"
+#include "allocator/policy/placement_policy.h"
+
+namespace cachealloc {
+
+class PolicyEngine {
+ public:
+  PolicyEngine(DeviceCachingAllocator& engine, const ContextPtr& ctx) : e_(engine), ctx_(ctx) {}
+
+  const AllocatorConfig& config() const { return e_.config_; }
+  // Bytes held from the device now (mapped pages and whole segments).
+  size_t reserved_bytes() const { return e_.reserved_bytes_; }
+  size_t allocated_bytes() const { return e_.allocated_bytes_; }
+  const MemoryLimit& limit() const { return e_.limit_; }
+
+  // native: get_free_block's choice (expandable ordering when expandable
+  // segments exist).
+  BlockPool::iterator native_find_cached(BlockPool& pool, StreamId stream, size_t size) const {
+    return e_.expandable_.empty() ? e_.find_free_block(pool, stream, size)
+                                  : e_.find_free_block_expandable(pool, stream, size);
+  }
+  bool native_should_split(const Block* block, size_t size) const {
+    return e_.should_split(block, size);
+  }
+  // native: alloc_block. A segment (or mapped pages) for the request, or
+  // null when the memory limit or the device refused.
+  Block* native_alloc(const MissRequest& r);
+  // Pages mapped for the request into the stream's virtual range of
+  // r.pool (native's try_allocate_expandable_block: lowest gap with room,
+  // grown from the free block below it, a new range reserved when none has
+  // room), without native's whole-segment limit check: before_map decides.
+  // Requires expandable segments on (shape_config). Null when refused.
+  Block* map_for(const MissRequest& r);
+
+  // Whether a private pool is routed to: a CUDA graph may be capturing, and
+  // the device must not be synchronized then. Unmapping waits for the
+  // block's stream (DeviceBackend::unmap_pages), so a policy must not unmap
+  // while this is true (native's release paths wait for the routes too).
+  bool routing() const { return e_.routing_; }
+
+  // The free blocks of the default pools (small and large), in index order:
+  // fn(Block*). Private pools' blocks are not offered (their memory belongs
+  // to a graph or MemPool). fn must not change the pools.
+  template <typename Fn>
+  void for_each_free_block(Fn&& fn) const {
+    for (const auto& e : e_.small_blocks_.entries()) fn(e.block);
+    for (const auto& e : e_.large_blocks_.entries()) fn(e.block);
+  }
+  // The expandable segment holding `address`, or null.
+  ExpandableSegment* segment_of(uintptr_t address) const { return e_.segment_of(address); }
+  // native: unmap_block. Unmaps every whole page inside free block `b`
+  // (indexed, expandable); one device call.
+  void unmap_free_pages(Block* b) { e_.unmap_block(b, ctx_); }
+  // Unmaps the top `bytes` (whole pages, at most those inside `b`) of free
+  // block `b`'s whole pages, keeping the rest of b mapped and cached; one
+  // device call. Returns the bytes unmapped.
+  size_t unmap_top_pages(Block* b, size_t bytes);
+  // Whole pages inside [address, address + size) of `segment`, in bytes.
+  static size_t whole_page_bytes(const ExpandableSegment& segment, uintptr_t address,
+                                 size_t size);
+
+ private:
+  DeviceCachingAllocator& e_;
+  const ContextPtr& ctx_;
+};
+
+}  // namespace cachealloc

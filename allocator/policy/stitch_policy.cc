@@ -1,0 +1,95 @@
+#include "allocator/policy/stitch_policy.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "allocator/engine/expandable_segment.h"
+#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/size_policy.h"
+
+namespace cachealloc {
+
+void StitchPolicy::shape_config(AllocatorConfig& config) const {
+  config.expandable_segments = true;
+  // 2 MiB pages in the large pool too (native: 20 MiB): finer pages leave
+  // less of a range's last page unused and let smaller holes be reused.
+  config.large_segment_size = kSmallBuffer;
+  config.max_split_size = AllocatorConfig::kUnlimitedSplit;
+}
+
+Block* StitchPolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
+  // A MemPool with its own allocator: segments come from it (native).
+  const PrivatePool* owner = r.pool->owner();
+  if (owner && owner->segment_source) return engine.native_alloc(r);
+  MissRequest m = r;
+  // Under a limit, map ahead while the limit has room: up to a granule, so
+  // the next requests grow into it without a device call (native's large
+  // pages do this too). Without a limit, exactly the pages needed: reserved
+  // follows live bytes.
+  const MemoryLimit& limit = engine.limit();
+  if (limit.is_set()) {
+    const size_t granule = r.pool->is_small() ? kMapAheadSmall : kMapAheadLarge;
+    const size_t ahead = (r.size + granule - 1) / granule * granule;
+    const size_t reserved = engine.reserved_bytes();
+    const size_t room = limit.allowed_bytes() > reserved ? limit.allowed_bytes() - reserved : 0;
+    // What the limit leaves, in whole pages; never less than the request.
+    m.size = std::max(r.size, std::min(ahead, room / kSmallBuffer * kSmallBuffer));
+  }
+  if (Block* b = engine.map_for(m)) return b;
+  if (m.size == r.size) return nullptr;
+  return engine.map_for(r);
+}
+
+bool StitchPolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
+                              size_t bytes) {
+  (void)segment;
+  const MemoryLimit& limit = engine.limit();
+  // A graph may be capturing: no unmapping (it waits for a stream).
+  const bool may_unmap = !engine.routing();
+  if (!limit.is_set()) {
+    if (may_unmap) reclaim(engine, start, bytes, bytes);
+    return true;
+  }
+  const size_t allowed = limit.allowed_bytes();
+  if (engine.reserved_bytes() + bytes <= allowed) return true;
+  if (may_unmap) reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed);
+  return engine.reserved_bytes() + bytes <= allowed;
+}
+
+size_t StitchPolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes,
+                             size_t target) {
+  struct Candidate {
+    Block* block;
+    size_t pages;  // whole free page bytes inside it
+  };
+  std::vector<Candidate> candidates;
+  engine.for_each_free_block([&](Block* b) {
+    if (!b->expandable) return;
+    // The free blocks the mapping is about to join stay.
+    if (b->address + b->size == start || b->address == start + bytes) return;
+    const ExpandableSegment* seg = engine.segment_of(b->address);
+    const size_t pages = PolicyEngine::whole_page_bytes(*seg, b->address, b->size);
+    if (pages > 0) candidates.push_back({b, pages});
+  });
+  // Most pages first: the fewest unmap calls for the bytes needed. Ties by
+  // address, so the order does not depend on the index's.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.pages != b.pages ? a.pages > b.pages : a.block->address < b.block->address;
+  });
+
+  size_t reclaimed = 0;
+  for (const Candidate& c : candidates) {
+    if (reclaimed >= target) break;
+    const ExpandableSegment* seg = engine.segment_of(c.block->address);
+    const size_t page = seg->page_bytes();
+    // Under a limit a block gives all its whole pages (one call either
+    // way): the headroom lets the next misses map without reclaiming.
+    // Without one, exactly what the mapping needs: reserved stays flat.
+    const size_t want = engine.limit().is_set() ? c.pages
+                                                : (target - reclaimed + page - 1) / page * page;
+    reclaimed += engine.unmap_top_pages(c.block, want);
+  }
+  return reclaimed;
+}
+
+}  // namespace cachealloc

@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""A placement policy on the GPU beside native, in one run (issue 36).
+
+    python benchmarks/gpu/policy_gpu.py ab [--policy stitch] [--rounds 2] [--steps 20]
+        [--workloads gpt2,resnet50,encoder,multistream,graph]
+    python benchmarks/gpu/policy_gpu.py largest [--policy stitch] [--limit-gib 38]
+        [--workload gpt2] [--lo 16] [--hi 40]
+
+`ab`: per workload, the same training loop under native classic, native
+expandable_segments:True, cachealloc (native policy, classic) and cachealloc
+under the policy, each in a fresh process, alternating A B C D per round.
+Prints step time (median of timed steps; median over rounds) and peak
+reserved / peak allocated (torch.cuda.memory_stats; cachealloc's glue gives
+its own), and the policy's ratios to native's best of the two. Workloads:
+gpt2 (GPT-2 small, bf16, batch 8, seq 1024; needs transformers), resnet50
+(batch 64), encoder (the predictor's transformer encoder, batch 32),
+multistream (two streams: a side stream computes on tensors the main stream
+made, record_stream before they are freed), graph (an MLP step captured in a
+CUDA graph and replayed, with eager steps around it).
+
+`largest`: the largest batch of a workload that trains (3 steps, no OOM)
+under a memory limit (set_per_process_memory_fraction = limit / total), one
+fresh process per probe, under native classic, native expandable and the
+policy; beside the physical limit: the largest batch whose peak ALLOCATED
+(native, no limit) fits in the limit. Bisection between --lo and --hi.
+
+Runs from the repo root on a machine with torch (CUDA) and a built
+libcachealloc.so (CACHEALLOC_LIBRARY, or build/). No network.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+KINDS = ["native", "native_expandable", "cachealloc", "policy"]
+GIB = 1 << 30
+
+
+def build_step(workload: str, batch: int):
+    import torch
+    sys.path.insert(0, str(ROOT / "benchmarks" / "predict"))
+    import workloads
+
+    if workload in workloads.WORKLOADS:
+        return workloads.WORKLOADS[workload](batch, device="cuda")
+    torch.manual_seed(0)
+    if workload == "multistream":
+        model = torch.nn.Sequential(*[torch.nn.Linear(2048, 2048) for _ in range(8)]).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        side = torch.cuda.Stream()
+        x = torch.randn(batch * 64, 2048, device="cuda")
+
+        def step():
+            h = model(x)
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                aux = [(h * (i + 1)).relu() for i in range(4)]  # made and used on the side stream
+                s = sum(a.sum() for a in aux)
+            for a in aux:
+                a.record_stream(side)
+            h.record_stream(side)
+            torch.cuda.current_stream().wait_stream(side)
+            loss = h.square().mean() + 1e-6 * s
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        return step
+    if workload == "graph":
+        model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(),
+                                    torch.nn.Linear(4096, 4096)).cuda()
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        x = torch.randn(batch * 16, 4096, device="cuda")
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):  # warm-up on a side stream, as PyTorch's recipe
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                model(x).square().mean().backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            loss = model(x).square().mean()
+            loss.backward()
+            opt.step()
+
+        def step():
+            g.replay()
+            extra = torch.randn(batch * 32, 4096, device="cuda")  # eager work beside the graph
+            (extra @ extra.T).sum()
+        return step
+    raise SystemExit(f"unknown workload {workload}")
+
+
+def child(kind: str, policy: str, workload: str, batch: int, steps: int, warmup: int,
+          fraction: float | None) -> dict:
+    sys.path.insert(0, str(ROOT / "bindings" / "python"))
+    if kind == "native_expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    else:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    import torch
+
+    if kind in ("cachealloc", "policy"):
+        import cachealloc
+
+        cachealloc.install(policy=policy if kind == "policy" else "native")
+    if fraction:
+        torch.cuda.set_per_process_memory_fraction(fraction, 0)
+    out = {"kind": kind, "workload": workload, "batch": batch}
+    try:
+        step = build_step(workload, batch)
+        times = []
+        for i in range(warmup + steps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        out.update(ok=True, step_ms=statistics.median(times) * 1e3)
+    except torch.OutOfMemoryError as e:
+        out.update(ok=False, oom=str(e).splitlines()[0][:200])
+    stats = torch.cuda.memory_stats()
+    out.update(peak_reserved=stats.get("reserved_bytes.all.peak", -1),
+               peak_allocated=stats.get("allocated_bytes.all.peak", -1),
+               device_allocs=stats.get("num_device_alloc", -1),
+               device_frees=stats.get("num_device_free", -1),
+               retries=stats.get("num_alloc_retries", -1),
+               total=torch.cuda.get_device_properties(0).total_memory)
+    return out
+
+
+def spawn(kind, policy, workload, batch, steps, warmup, fraction=None) -> dict:
+    cmd = [sys.executable, __file__, "child", "--kind", kind, "--policy", policy, "--workload",
+           workload, "--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup)]
+    if fraction:
+        cmd += ["--fraction", repr(fraction)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{kind} {workload} batch {batch} failed:\n{p.stderr[-3000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+BATCH = {"gpt2": 8, "resnet50": 64, "encoder": 32, "multistream": 16, "graph": 16}
+
+
+def ab(a) -> None:
+    mib = lambda b: f"{b / 2**20:9.1f}"
+    for w in a.workloads.split(","):
+        res = {k: [] for k in KINDS}
+        for _ in range(a.rounds):
+            for k in KINDS:
+                res[k].append(spawn(k, a.policy, w, BATCH[w], a.steps, a.warmup))
+        print(f"\n{w} (batch {BATCH[w]}), {a.rounds} rounds x {a.steps} steps; policy = {a.policy}")
+        print(f"  {'allocator':22s} {'step ms':>9s} {'peak reserved MiB':>18s} {'peak allocated MiB':>19s}"
+              f" {'dev allocs':>10s} {'dev frees':>9s} {'retries':>7s}")
+        med = {}
+        for k, rs in res.items():
+            med[k] = statistics.median(r["step_ms"] for r in rs)
+            r = rs[-1]
+            name = f"cachealloc {a.policy}" if k == "policy" else k
+            print(f"  {name:22s} {med[k]:9.3f} {mib(r['peak_reserved']):>18s} {mib(r['peak_allocated']):>19s}"
+                  f" {r['device_allocs']:10d} {r['device_frees']:9d} {r['retries']:7d}")
+        best = min(("native", "native_expandable"), key=lambda k: res[k][-1]["peak_reserved"])
+        print(f"  {a.policy} / {best} (native's lower peak): step time {med['policy'] / med[best]:.4f}, "
+              f"peak reserved {res['policy'][-1]['peak_reserved'] / res[best][-1]['peak_reserved']:.4f}; "
+              f"floor (peak allocated) {mib(res['policy'][-1]['peak_allocated']).strip()} MiB")
+
+
+def largest(a) -> None:
+    probe = lambda kind, b, frac: spawn(kind, a.policy, a.workload, b, 3, 0, frac)
+    total = spawn("native", a.policy, a.workload, a.lo, 1, 0)["total"]
+    limit = int(a.limit_gib * GIB)
+    frac = limit / total
+
+    def search(fits):
+        lo, hi = a.lo, a.hi  # invariant: lo fits (checked), hi + 1 unknown
+        if not fits(lo):
+            return None
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    out = {"physical": search(lambda b: (r := probe("native", b, None))["ok"]
+                              and r["peak_allocated"] <= limit)}
+    for kind in ("native", "native_expandable", "policy"):
+        out[kind] = search(lambda b, k=kind: probe(k, b, frac)["ok"])
+    print(f"\n{a.workload}: largest batch under a {a.limit_gib} GiB limit (fraction {frac:.4f} of "
+          f"{total / GIB:.1f} GiB), searched in [{a.lo}, {a.hi}]:")
+    for k, v in out.items():
+        name = f"cachealloc {a.policy}" if k == "policy" else k
+        print(f"  {name:24s} {v}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("child")
+    c.add_argument("--kind", choices=KINDS, required=True)
+    c.add_argument("--policy", default="stitch")
+    c.add_argument("--workload", required=True)
+    c.add_argument("--batch", type=int, required=True)
+    c.add_argument("--steps", type=int, default=20)
+    c.add_argument("--warmup", type=int, default=3)
+    c.add_argument("--fraction", type=float)
+    b = sub.add_parser("ab")
+    b.add_argument("--policy", default="stitch")
+    b.add_argument("--workloads", default="gpt2,resnet50,encoder,multistream,graph")
+    b.add_argument("--rounds", type=int, default=2)
+    b.add_argument("--steps", type=int, default=20)
+    b.add_argument("--warmup", type=int, default=3)
+    l = sub.add_parser("largest")
+    l.add_argument("--policy", default="stitch")
+    l.add_argument("--workload", default="gpt2")
+    l.add_argument("--limit-gib", type=float, default=38.0)
+    l.add_argument("--lo", type=int, default=16)
+    l.add_argument("--hi", type=int, default=40)
+    a = p.parse_args()
+    if a.cmd != "child":
+        sys.path.insert(0, str(ROOT / "bindings" / "python"))
+        import cachealloc
+
+        if a.policy not in cachealloc.policies():
+            p.error(f"--policy: unknown policy {a.policy!r}: known policies are "
+                    f"{', '.join(cachealloc.policies())}")
+    if a.cmd == "child":
+        print(json.dumps(child(a.kind, a.policy, a.workload, a.batch, a.steps, a.warmup, a.fraction)))
+    elif a.cmd == "ab":
+        ab(a)
+    else:
+        largest(a)
+
+
+if __name__ == "__main__":
+    main()

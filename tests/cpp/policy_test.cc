@@ -1,0 +1,178 @@
+// The policy seam (allocator/policy/): the registry, that an engine without
+// a policy has none and one with a policy calls its hooks, and each bundled
+// policy's rule on a small engine. The randomized and fuzz tests run the
+// policies at scale (randomized_test.cc, trace_fuzz_test.cc).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "allocator/base/errors.h"
+#include "allocator/policy/policy_engine.h"
+#include "allocator/policy/policy_registry.h"
+#include "tests/cpp/engine_harness.h"
+
+namespace cachealloc::testing {
+namespace {
+
+TEST(PolicyRegistry, KnowsNativeFirstAndMakesNoObjectForIt) {
+  ASSERT_FALSE(policy_names().empty());
+  EXPECT_EQ(policy_names().front(), "native");
+  EXPECT_EQ(make_policy("native"), nullptr);
+  EXPECT_EQ(make_policy(""), nullptr);
+  EXPECT_EQ(make_policy("stitch")->name(), "stitch");
+  EXPECT_EQ(make_policy("unmap_on_free")->name(), "unmap_on_free");
+}
+
+TEST(PolicyRegistry, AnUnknownNameIsRefusedNamingTheKnownOnes) {
+  try {
+    make_policy("gmlake");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "unknown policy 'gmlake': known policies are native, stitch, unmap_on_free");
+  }
+  EXPECT_FALSE(is_policy_name("gmlake"));
+  EXPECT_TRUE(is_policy_name("stitch"));
+}
+
+TEST(PolicySeam, NativeHasNoPolicyObject) {
+  Harness h;
+  EXPECT_EQ(h.engine.policy(), nullptr);
+}
+
+// Native's decisions, counting each hook: the seam must call them where
+// placement_policy.h says.
+class CountingPolicy : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "counting"; }
+  void shape_config(AllocatorConfig& config) const override { config.expandable_segments = true; }
+  BlockPool::iterator find_cached(PolicyEngine& e, BlockPool& pool, StreamId stream,
+                                  size_t size) override {
+    ++finds;
+    return PlacementPolicy::find_cached(e, pool, stream, size);
+  }
+  bool should_split(PolicyEngine& e, const Block* block, size_t size) override {
+    ++splits;
+    return PlacementPolicy::should_split(e, block, size);
+  }
+  Block* on_miss(PolicyEngine& e, const MissRequest& r) override {
+    ++misses;
+    return PlacementPolicy::on_miss(e, r);
+  }
+  bool before_map(PolicyEngine&, ExpandableSegment&, uintptr_t, size_t bytes) override {
+    ++maps;
+    mapped += bytes;
+    return true;
+  }
+  void after_free(PolicyEngine&, Block*) override { ++frees; }
+  int finds = 0, splits = 0, misses = 0, maps = 0, frees = 0;
+  size_t mapped = 0;
+};
+
+TEST(PolicySeam, EveryHookIsCalledWhereTheInterfaceSays) {
+  AllocatorConfig config;
+  SimulatedDevice device(8 * kGiB);
+  auto owned = std::make_unique<CountingPolicy>();
+  CountingPolicy* p = owned.get();
+  DeviceCachingAllocator engine(0, config, device, std::move(owned));
+  ASSERT_EQ(engine.policy(), p);
+  EXPECT_TRUE(engine.config().expandable_segments);  // shaped
+  Block* a = engine.malloc(30 * kMiB, kStreamA);  // miss: maps 40 MiB (20 MiB pages)
+  EXPECT_EQ(p->finds, 1);
+  EXPECT_EQ(p->misses, 1);
+  EXPECT_EQ(p->maps, 1);
+  EXPECT_EQ(p->mapped, 40 * kMiB);
+  EXPECT_EQ(p->splits, 1);
+  Block* b = engine.malloc(5 * kMiB, kStreamA);  // hit in the 10 MiB left
+  EXPECT_EQ(p->finds, 2);
+  EXPECT_EQ(p->misses, 1);
+  engine.free(a);
+  engine.free(b);
+  EXPECT_EQ(p->frees, 2);
+  engine.check_invariants();
+}
+
+TEST(StitchPolicy, AMissTakesFreePagesInsteadOfGrowing) {
+  Harness h("", 8 * kGiB, "stitch");
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  Block* c = h.engine.malloc(10 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 110 * kMiB);  // 2 MiB pages, nothing ahead
+  h.engine.free(a);  // 100 MiB of free pages below c
+  Block* b = h.engine.malloc(200 * kMiB, kStreamA);  // fits nowhere: 200 MiB mapped above c
+  // Native would hold 310 MiB; stitch unmapped a's pages first.
+  EXPECT_EQ(h.engine.reserved_bytes(), 210 * kMiB);
+  EXPECT_EQ(h.device.used_bytes(), 210 * kMiB);
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  h.engine.check_invariants();
+  h.engine.free(b);
+  h.engine.free(c);
+  h.engine.empty_cache();
+  EXPECT_EQ(h.engine.reserved_bytes(), 0u);
+  h.engine.check_invariants();
+}
+
+TEST(StitchPolicy, AMissTakesOnlyThePagesItNeedsWithoutALimit) {
+  Harness h("", 8 * kGiB, "stitch");
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  Block* c = h.engine.malloc(10 * kMiB, kStreamA);
+  h.engine.free(a);
+  Block* b = h.engine.malloc(30 * kMiB + 512, kStreamB);  // another stream: a new range
+  // 32 MiB of pages moved from a's free block; 68 MiB of it stay cached.
+  EXPECT_EQ(h.engine.reserved_bytes(), 110 * kMiB);
+  EXPECT_EQ(h.engine.largest_cached_block(), 68 * kMiB);
+  h.engine.check_invariants();
+  h.engine.free(b);
+  h.engine.free(c);
+  h.engine.check_invariants();
+}
+
+TEST(StitchPolicy, UnderALimitItReclaimsInsteadOfRetrying) {
+  Harness h("", 8 * kGiB, "stitch");
+  h.engine.set_memory_limit(150 * kMiB);
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);  // maps 128 MiB ahead (room under 150)
+  EXPECT_EQ(h.engine.reserved_bytes(), 128 * kMiB);
+  Block* c = h.engine.malloc(10 * kMiB, kStreamA);  // from what was mapped ahead
+  EXPECT_EQ(h.stats().num_device_alloc, 1);
+  h.engine.free(a);
+  Block* b = h.engine.malloc(140 * kMiB, kStreamA);  // 122 MiB more: only by reclaiming a's
+  EXPECT_EQ(h.engine.reserved_bytes(), 150 * kMiB);
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  EXPECT_EQ(h.stats().num_ooms, 0);
+  h.engine.check_invariants();
+  EXPECT_THROW(h.engine.malloc(20 * kMiB, kStreamA), OutOfMemoryError);
+  h.engine.check_invariants();
+  h.engine.free(b);
+  h.engine.free(c);
+}
+
+TEST(StitchPolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {
+  Harness h("", 8 * kGiB, "stitch");
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  Block* c = h.engine.malloc(10 * kMiB, kStreamA);
+  h.engine.free(a);
+  const PoolId pool{1, 1};
+  h.engine.begin_allocate_to_pool(pool, [](StreamId) { return true; });  // a graph captures
+  Block* b = h.engine.malloc(200 * kMiB, kStreamA);
+  EXPECT_EQ(h.stats().num_device_free, 0);  // unmapping waits for a stream: not now
+  EXPECT_EQ(h.engine.reserved_bytes(), 310 * kMiB);
+  h.engine.end_allocate_to_pool(pool);
+  h.engine.free(b);
+  h.engine.free(c);
+  h.engine.release_pool(pool);
+  h.engine.check_invariants();
+}
+
+TEST(UnmapOnFreePolicy, AFreedBlocksWholePagesAreUnmappedAtOnce) {
+  Harness h("", 8 * kGiB, "unmap_on_free");
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 100 * kMiB);  // 20 MiB pages, as native's
+  h.engine.free(a);
+  EXPECT_EQ(h.engine.reserved_bytes(), 0u);
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  h.engine.check_invariants();
+}
+
+}  // namespace
+}  // namespace cachealloc::testing
