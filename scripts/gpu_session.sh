@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|policy|all
+#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|predict|policy|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,17 @@ case "$stage" in
     TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
     (cmake -S benchmarks/gpu -B /tmp/gpu-bench -DCMAKE_PREFIX_PATH="$TP" -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" >/tmp/gpu-bench.cfg 2>&1 \
       && cmake --build /tmp/gpu-bench -j16 2>&1 | tail -3 && /tmp/gpu-bench/pair_bench 1000000) 2>&1 | tee "$OUT/pair_bench.log" || tail -30 /tmp/gpu-bench.cfg
+    ;;
+  predict)
+    # Issue 33: the CPU-side predictions with this machine's torch and no GPU
+    # visible, for every workload of the truth file (transformers needed for
+    # gpt2 and llama), and the accuracy table against the recorded truth.
+    CUDA_VISIBLE_DEVICES= python3 benchmarks/predict/predict_all.py --truth benchmarks/results/predict_truth_H200.json \
+      --out "$OUT/predict_pred_H200_torch$(python3 -c 'import torch; print(torch.__version__[:4])').json" \
+      --jobs ${PREDICT_JOBS:-12} ${PREDICT_WORKLOADS:+--workloads $PREDICT_WORKLOADS} 2>&1 | tee "$OUT/predict_all.log" | tail -12
+    python3 benchmarks/predict/compare.py --truth benchmarks/results/predict_truth_H200.json \
+      --pred "torch $(python3 -c 'import torch; print(torch.__version__[:4])') on the device CPU=$(ls "$OUT"/predict_pred_H200_torch*.json | head -1)" \
+      --pred "torch 2.13 on this CPU=benchmarks/results/predict_pred_H200_torch2.13_local.json" | tee "$OUT/predict_compare_H200.md" | tail -40
     ;;
   multigpu)
     # Issue 34 on 2 GPUs (about 6 minutes): DDP/FSDP2 under both allocators,

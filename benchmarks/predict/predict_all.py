@@ -9,7 +9,9 @@ truth file (its measured total memory), so the two compare like for like.
         --truth benchmarks/results/predict_truth_H200.json --out predictions.json
 
 On the GPU machine run it with CUDA_VISIBLE_DEVICES= (no GPU visible), so
-the prediction uses the same torch as the truth. compare.py makes the table."""
+the prediction uses the same torch as the truth. compare.py makes the table.
+Both, writing to $OUT: `bash scripts/gpu_session.sh predict` (with .carry
+from scripts/carry_build.sh, for the cachealloc tool)."""
 from __future__ import annotations
 
 import argparse

@@ -80,7 +80,8 @@ def main():
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", "import torch"], check=True)
     ref = time.perf_counter() - t
-    print(f"reference: python + import torch: {ref:.1f} s; cores: {os.cpu_count()}")
+    print(f"reference: python + import torch: {ref:.1f} s; cores: {os.cpu_count()}; "
+          f"load average (1, 5, 15 min) at start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
     a = predict.fits(target, gpu, size=args.batch, steps=2)
     print(f"GPT-2 small batch {args.batch} predicted and best config found: {a['seconds']:.1f} s "
           f"(recording {a['record_seconds']:.1f} s, {a['recording']['allocations']} allocations; "
@@ -90,6 +91,7 @@ def main():
         b = predict.largest(target, gpu, memory_fraction=args.fraction, steps=2, start=8, max_size=256)
         print(f"largest-batch search (fraction {args.fraction}): {b['seconds']:.1f} s over "
               f"{len(b['probes'])} probes ({b['seconds'] / ref:.1f}x the reference); largest {b['largest']}")
+    print(f"load average at end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

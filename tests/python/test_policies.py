@@ -4,13 +4,13 @@ example policy of the docs on a bundled trace. `cachealloc run --policy`
 is tested with the other switches in test_autoinstall.py."""
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
-import pathlib
-
 import pytest
 
+# Not from conftest: with tests/gpu collected too, "conftest" is that one.
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 

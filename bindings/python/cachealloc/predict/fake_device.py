@@ -200,6 +200,9 @@ class FakeCudaDevice:
         if FakeTensor not in self._foreach_types:
             self._foreach_types.append(FakeTensor)
         self._set(torch.nn.functional, "scaled_dot_product_attention", self._sdpa())
+        # linear's bias add: in place as for plain tensors (plain_tensor.py).
+        self._set(torch.nn.functional, "linear",
+                  self.recording.rules.linear(torch.nn.functional.linear))
         # torch.tensor(data, device="cuda") builds the data on the CPU and then
         # moves it; with only_lift_cpu_tensors off (FakeTensorMode sets it only
         # when torch.cuda.is_available() is False, and here it says True) the
@@ -211,6 +214,7 @@ class FakeCudaDevice:
         torch._C._set_only_lift_cpu_tensors(True)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.fake_mode.__enter__()
+        self.recording.rules.calibrate()
         self.rec_mode = RecordingMode(self.recording)
         self.rec_mode.__enter__()
         return self

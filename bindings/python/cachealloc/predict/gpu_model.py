@@ -7,12 +7,20 @@ changes requests, and describe() says what was modelled and how.
   life of the process. Size (CublasHandlePool.cpp, torch 2.4+):
   CUBLAS_WORKSPACE_CONFIG ":SIZE:COUNT" pairs summed as SIZE KiB * COUNT;
   unset: 32 MiB (4096 KiB * 8) on compute capability 9.x and later (torch
-  2.11 treats sm90+ so), else 4096 KiB * 2 + 16 KiB * 8 = 8.125 MiB. With the
-  unified cuBLASLt workspace (the default: TORCH_CUBLASLT_UNIFIED_WORKSPACE
-  unset) cuBLASLt uses the same buffer, so nothing more is allocated.
+  2.11 treats sm90+ so), else 4096 KiB * 2 + 16 KiB * 8 = 8.125 MiB.
   Handles are per thread: the forward (and the optimizer) run on the
   caller's thread, backward on autograd's device thread, so a training step
   holds two workspaces on one stream.
+- cuBLASLt workspace: addmm with a 1-D bias (nn.Linear on 2-D input, GPT-2's
+  Conv1D) takes the cuBLASLt path when Blas.cpp's isInputCompliesAddmmCudaLt
+  holds (beta 1; bias 1-D, contiguous, of mat2's column count; fp64/fp32/
+  fp16/bf16; both matrices at least 2 x 2; DISABLE_ADDMM_CUDA_LT unset). Its
+  first such call per (thread, stream) takes the cuBLAS handle (and so that
+  workspace) and then a cuBLASLt workspace of CUBLASLT_WORKSPACE_SIZE KiB
+  (default 1024), capped at the cuBLAS workspace, kept for the process's
+  life; only TORCH_CUBLASLT_UNIFIED_WORKSPACE=1 makes cuBLASLt share the
+  cuBLAS workspace instead (CublasHandlePool.cpp, getCUDABlasLtWorkspace).
+  Seen on the H200: 1 MiB at the first Linear of the encoder's forward.
 - Attention: scaled_dot_product_attention picks flash, memory-efficient or
   math per GPU and input (sm80+ and fp16/bf16 and head dim <= 256 and no
   explicit mask: flash; else sm50+ with head dim % 8 == 0 (fp32 included):
@@ -37,6 +45,8 @@ import os
 import re
 from typing import Tuple
 
+from . import cuda_kernels
+
 KiB = 1024
 MiB = 1 << 20
 
@@ -51,6 +61,37 @@ def cublas_workspace_bytes(capability: Tuple[int, int], env=None) -> int:
     if not pairs:
         return default
     return sum(int(size) * KiB * int(count) for size, count in pairs)
+
+
+def cublaslt_workspace_bytes(capability: Tuple[int, int], env=None) -> int:
+    """Bytes of the per-(thread, stream) cuBLASLt workspace; 0 when it
+    shares the cuBLAS one."""
+    env = os.environ if env is None else env
+    if env.get("TORCH_CUBLASLT_UNIFIED_WORKSPACE", "").strip().lower() in ("1", "on", "true", "yes", "y"):
+        return 0
+    size = 1024 * KiB
+    value = env.get("CUBLASLT_WORKSPACE_SIZE")
+    if value is not None:
+        try:
+            size = int(value) * KiB
+        except ValueError:
+            pass                       # torch warns and keeps the default
+    return min(size, cublas_workspace_bytes(capability, env))
+
+
+def takes_cublaslt(args, kwargs, env=None) -> bool:
+    """Whether an aten.addmm / _addmm_activation call takes the cuBLASLt path."""
+    import torch
+    env = os.environ if env is None else env
+    if env.get("DISABLE_ADDMM_CUDA_LT") == "1":
+        return False
+    bias, mat1, mat2 = args[:3]
+    if kwargs.get("beta", 1) != 1 or not all(isinstance(t, torch.Tensor) for t in (bias, mat1, mat2)):
+        return False
+    return (bias.dim() == 1 and mat2.dim() == 2 and mat1.dim() == 2
+            and bias.shape[0] == mat2.shape[1] and bias.is_contiguous()
+            and mat1.dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+            and min(mat1.shape) > 1 and min(mat2.shape) > 1)
 
 
 # scaled_dot_product_attention kernels, as torch's SDPBackend numbers them.
@@ -82,9 +123,15 @@ def describe(gpu, torch_version: str) -> list:
         f"target: {gpu.name} ({gpu.total_memory} bytes, sm{gpu.capability[0]}{gpu.capability[1]}), "
         f"torch {torch_version}",
         f"cuBLAS workspace: {ws} bytes per (thread, stream), at its first matmul, never freed "
-        "(CUBLAS_WORKSPACE_CONFIG honoured; cuBLASLt shares it)",
+        "(CUBLAS_WORKSPACE_CONFIG honoured)",
+        f"cuBLASLt workspace: {cublaslt_workspace_bytes(gpu.capability)} bytes per (thread, stream), "
+        "at its first addmm with a bias on the cuBLASLt path, never freed (CUBLASLT_WORKSPACE_SIZE, "
+        "TORCH_CUBLASLT_UNIFIED_WORKSPACE honoured)",
         "attention: scaled_dot_product_attention steered to the kernel this GPU picks "
         "(flash / memory-efficient / math), allocating that kernel's tensors",
+        cuda_kernels.describe(),
+        "plain tensors: linear's bias added in place after a matmul, autograd's gradient "
+        "accumulation in place (where torch does so for plain tensors and not for the fake run's)",
         "cuDNN workspaces: not modelled (a convolution step may need one more workspace block)",
         "NCCL buffers: not counted (outside the caching allocator)",
         f"outside the allocator: {gpu.context_bytes} bytes assumed for the CUDA context",

@@ -14,8 +14,10 @@ land in program order between the allocations.
 
 The events are (ALLOC, id, bytes, stream) and (FREE, id, 0, stream); ids are
 dense and never reused. What a GPU allocates that no op output shows
-(cuBLAS workspaces) is added here from gpu_model; the attention kernel is
-chosen in fake_device.
+(cuBLAS and cuBLASLt workspaces) is added here from gpu_model; ops whose
+CUDA kernels allocate otherwise than their meta functions are recorded by
+cuda_kernels' models; adds that a plain tensor would run in place follow
+plain_tensor's rules; the attention kernel is chosen in fake_device.
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import gpu_model
+from . import cuda_kernels, gpu_model, plain_tensor
 
 aten = torch.ops.aten
 ALLOC, FREE = 0, 1
@@ -35,6 +37,8 @@ ALLOC, FREE = 0, 1
 _GEMM_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
              aten.addbmm.default, aten._addmm_activation.default, aten.addmv.default,
              aten.mv.default}
+# Ops that may take the cuBLASLt path (addmm_out_cuda_impl with a bias).
+_LT_OPS = {aten.addmm.default, aten._addmm_activation.default}
 
 
 class PredictionRefused(RuntimeError):
@@ -67,6 +71,9 @@ class Recording:
         self.gpu = gpu
         self.workspace_bytes = gpu_model.cublas_workspace_bytes(gpu.capability)
         self._workspaces = set()    # (thread kind, stream) that hold a cuBLAS workspace
+        self.lt_workspace_bytes = gpu_model.cublaslt_workspace_bytes(gpu.capability)
+        self._lt_workspaces = set() # (thread kind, stream) that hold a cuBLASLt workspace
+        self.rules = plain_tensor.PlainTensorRules()
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
@@ -100,19 +107,26 @@ class Recording:
         self._live.pop(key, None)
         self.free(aid, stream)
 
-    def gemm(self) -> None:
-        """A cuBLAS call: its (thread, stream) gets a workspace the first time."""
+    def gemm(self, lt: bool = False) -> None:
+        """A cuBLAS call: its (thread, stream) gets a workspace the first
+        time; a cuBLASLt call (lt) takes the handle, and so that workspace,
+        first, then its own cuBLASLt workspace the first time."""
         in_backward = (threading.get_ident() != self._main_thread or
                        torch._C._current_autograd_node() is not None)
         key = ("backward" if in_backward else "main", self.stream)
         if key not in self._workspaces:
             self._workspaces.add(key)
             self.alloc(self.workspace_bytes, self.stream)  # kept for the process's life
+        if lt and self.lt_workspace_bytes and key not in self._lt_workspaces:
+            self._lt_workspaces.add(key)
+            self.alloc(self.lt_workspace_bytes, self.stream)  # kept for the process's life
 
     def stats(self) -> dict:
         allocs = sum(1 for e in self.events if e[0] == ALLOC)
         return {"allocations": allocs, "frees": len(self.events) - allocs,
                 "cublas_workspaces": len(self._workspaces),
+                "cublaslt_workspaces": len(self._lt_workspaces),
+                "plain_tensor_rules": self.rules.calibration,
                 "item_placeholders": self.placeholders}
 
 
@@ -142,6 +156,10 @@ class RecordingMode(TorchDispatchMode):
             # Python numbers and computes copies of them for real, which a
             # copy to "cuda" cannot do: forget the value (only the size counts).
             args[0].constant = None
+        if func is aten.add.Tensor:
+            target = self.rec.rules.inplace_target(args, kwargs)
+            if target is not None:
+                return plain_tensor.run_inplace(args, target)
         try:
             out = func(*args, **kwargs)
         except (torch._subclasses.fake_tensor.DynamicOutputShapeException,
@@ -149,7 +167,10 @@ class RecordingMode(TorchDispatchMode):
             raise PredictionRefused(
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
-        if isinstance(out, torch.Tensor):
+        model = cuda_kernels.MODELS.get(func)
+        if model is not None:
+            model(self.rec, args, kwargs, out)
+        elif isinstance(out, torch.Tensor):
             self.rec.track(out)
         elif isinstance(out, (tuple, list)):
             for t in out:
@@ -159,5 +180,5 @@ class RecordingMode(TorchDispatchMode):
                     for u in t:
                         self.rec.track(u)
         if func in _GEMM_OPS and isinstance(args[0], torch.Tensor) and args[0].device.type == "cuda":
-            self.rec.gemm()
+            self.rec.gemm(lt=func in _LT_OPS and gpu_model.takes_cublaslt(args, kwargs))
         return out
