@@ -1,4 +1,5 @@
 #include "bindings/runtime/runtime.h"
+#include "bindings/runtime/visitor_action.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -272,20 +273,6 @@ namespace {
 void* opaque_of(const ContextPtr* ctx) {
   return ctx && *ctx ? (*ctx)->opaque.get() : nullptr;
 }
-int action_code(EventKind a) {
-  switch (a) {
-    case EventKind::kSegmentAlloc: return 0;
-    case EventKind::kSegmentFree: return 1;
-    case EventKind::kAlloc: return 2;
-    case EventKind::kFreeRequested: return 3;
-    case EventKind::kFreeCompleted: return 4;
-    case EventKind::kOom: return 5;
-    case EventKind::kSnapshot: return 6;
-    case EventKind::kSegmentMap: return 7;
-    case EventKind::kSegmentUnmap: return 8;
-    default: return -1;
-  }
-}
 }  // namespace
 
 void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
@@ -306,7 +293,7 @@ void Runtime::visit_snapshot(const cachealloc_snapshot_visitor& v, void* user) {
                   opaque_of(&b->context_when_allocated));
       }
       for (const TraceEntry& t : g.history[static_cast<size_t>(d)]->entries()) {
-        const int code = action_code(t.action);
+        const int code = visitor_action_code(t.action);
         if (code < 0) continue;
         v.trace(user, d, code, t.address, t.size, reinterpret_cast<void*>(t.stream), t.time_us,
                 opaque_of(&t.context));

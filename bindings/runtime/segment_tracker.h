@@ -18,8 +18,8 @@
 
 #include <cstdint>
 
-#include "allocator/base/event_kind.h"
 #include "allocator/engine/engine_observer.h"
+#include "bindings/runtime/visitor_action.h"
 
 namespace cachealloc {
 
@@ -37,15 +37,14 @@ class SegmentTracker final : public EngineObserver {
       : device_(device), fn_(fn), user_(user) {}
 
   void on_event(const EngineEvent& e) override {
-    int action;
     switch (e.kind) {
-      case EventKind::kSegmentAlloc: action = 0; break;
-      case EventKind::kSegmentFree: action = 1; break;
-      case EventKind::kSegmentMap: action = 7; break;
-      case EventKind::kSegmentUnmap: action = 8; break;
-      default: return;
+      case EventKind::kSegmentAlloc:
+      case EventKind::kSegmentFree:
+      case EventKind::kSegmentMap:
+      case EventKind::kSegmentUnmap: break;
+      default: return;  // segments only
     }
-    fn_(user_, action, device_, e.address, e.size, reinterpret_cast<void*>(e.stream),
+    fn_(user_, visitor_action_code(e.kind), device_, e.address, e.size, reinterpret_cast<void*>(e.stream),
         e.private_pool_first, e.private_pool_second);
   }
 

@@ -50,6 +50,13 @@ using TraceEntry = decltype(SnapshotInfo::device_traces)::value_type::value_type
 using DeviceStats = decltype(std::declval<CCA::CUDAAllocator&>().getDeviceStats(0));
 using ContextPtr = std::shared_ptr<c10::GatheredContext>;
 
+// Native's trace actions by the C API's visitor action code
+// (bindings/runtime/visitor_action.h: 0 segment_alloc ... 8 segment_unmap).
+constexpr TraceEntry::Action kTraceActions[] = {
+    TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
+    TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
+    TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
+
 // What the glue hands the engine with a recorded request: PyTorch's
 // gathered frames, and the compile context and user metadata in force on
 // the calling thread then (native stamps both on every trace entry, and
@@ -469,13 +476,9 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   static void on_segment_event(void* self, int action, int device, uint64_t address,
                                uint64_t bytes, void* stream, uint64_t pool_first,
                                uint64_t pool_second) {
-    static constexpr TraceEntry::Action kActions[] = {
-        TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
-        TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
-        TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
     auto trackers = std::atomic_load(&static_cast<CacheallocTorchAllocator*>(self)->trace_trackers_);
     if (!trackers || action < 0 || action > 8) return;
-    const TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), address, bytes,
+    const TraceEntry te(kTraceActions[action], static_cast<c10::DeviceIndex>(device), address, bytes,
                         static_cast<cudaStream_t>(stream),
                         c10::cuda::MempoolId_t{static_cast<unsigned long long>(pool_first),
                                                static_cast<unsigned long long>(pool_second)},
@@ -668,14 +671,10 @@ SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
                int64_t time_us, void* ctx) {
     auto* c = static_cast<Collector*>(u);
     if (!c->traces) return;
-    static constexpr TraceEntry::Action kActions[] = {
-        TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
-        TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
-        TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
     const auto* recorded = static_cast<const RecordedContext*>(ctx);
     const ContextPtr frames =
         recorded && recorded->frames_in_trace ? recorded->frames : nullptr;
-    TraceEntry te(kActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
+    TraceEntry te(kTraceActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
                   static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
                   frames, recorded ? recorded->compile_context : kNoCompileContext,
                   recorded ? recorded->user_metadata : std::string());

@@ -4,20 +4,10 @@ its reason, on machines with fewer than two CUDA devices."""
 import pytest
 
 from native_vs_cachealloc import run_both
+from two_gpus import needs_two_gpus
 
 
-def _device_count():
-    try:
-        import torch
-
-        return torch.cuda.device_count()
-    except ImportError:
-        return 0
-
-
-pytestmark = pytest.mark.skipif(_device_count() < 2,
-                                reason="GPU test skipped: needs 2 CUDA devices "
-                                       f"(found {_device_count()})")
+pytestmark = needs_two_gpus
 
 
 @pytest.fixture(scope="module")

@@ -1,30 +1,18 @@
 """Issue 34 on two GPUs (multi_gpu_suite.sh): DDP and FSDP2 on GPT-2 small
 under native and cachealloc, the NCCL user-buffer path, and the merged
 report. Skips, with its reason, on machines with fewer than two CUDA
-devices. MULTI_GPU_REPEATS (default 1) sets the repeats; results land in
-$OUT/multi_gpu."""
+devices. MULTI_GPU_REPEATS (default 1) sets the repeats, MULTI_GPU_LLAMA=1
+adds the Llama-style decoder; results land in $OUT/multi_gpu."""
 import json
 import os
 import pathlib
 import subprocess
 
 import pytest
+from two_gpus import needs_two_gpus
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-
-
-def _device_count():
-    try:
-        import torch
-
-        return torch.cuda.device_count()
-    except ImportError:
-        return 0
-
-
-pytestmark = pytest.mark.skipif(_device_count() < 2,
-                                reason="GPU test skipped: needs 2 CUDA devices "
-                                       f"(found {_device_count()})")
+pytestmark = needs_two_gpus
 
 
 @pytest.fixture(scope="module")
