@@ -10,13 +10,16 @@ more tensor than the GPU does:
   output.add_(bias) for plain tensors, output + bias for subclasses.
   Modelled: F.linear is wrapped (fake_device.py) so the recorder knows the
   bias; an add.Tensor(x, bias) inside it runs as add_ on x.
-- Autograd's gradient accumulation (InputBuffer::accumulate): when a node
-  receives a second gradient for one input, with grad mode off, it adds in
-  place into the old gradient if that tensor is a plain, dense tensor held
-  only by the buffer (tensor and storage use count 1), else into the new one
-  under the same rule, else out of place. Modelled: an add.Tensor of two
-  same-shaped, same-dtype gradients inside a backward node, grad mode off,
-  runs in place under that rule. The use counts seen from a dispatch mode
+- Autograd's gradient accumulation (InputBuffer::accumulate, torch 2.11):
+  when a node receives a second gradient for one input, with grad mode off,
+  it adds in place into the old gradient (the buffer's) if that tensor is a
+  plain, dense tensor held only by the buffer (tensor and storage use count
+  1), else out of place: never into the new gradient (only sparse old
+  gradients do that; older torch releases did it for dense ones too, and
+  the H200 recording of GPT-2's tied embedding shows the out-of-place sum).
+  Modelled: an add.Tensor of two same-shaped, same-dtype gradients inside a
+  backward node, grad mode off, runs in place into its first operand (the
+  old gradient: the engine calls old_var + var) under that rule. The use counts seen from a dispatch mode
   include references the dispatch itself holds; calibrate() measures them
   once on a known single-owner accumulation, so the rule compares against
   that. A same-shaped add inside a backward formula (rare: torch's backward
@@ -106,7 +109,8 @@ class PlainTensorRules:
 
     def inplace_target(self, args, kwargs):
         """For an aten.add.Tensor call: the operand the GPU would add into
-        in place (0 or 1), or None for an out-of-place add."""
+        in place (0: the bias add's output or the old gradient), or None for
+        an out-of-place add."""
         if len(args) != 2 or (kwargs and kwargs.get("alpha", 1) != 1):
             return None
         a, b = args
@@ -121,8 +125,6 @@ class PlainTensorRules:
             return None
         if self._owned(a):
             return 0
-        if self._owned(b):
-            return 1
         return None
 
 
