@@ -72,6 +72,8 @@ if [ -n "$LLAMA_RUNS" ]; then
     done
   done
   python3 tests/gpu/multi_gpu_summary.py "$R" | tee "$R/summary.txt"
+  # The device tool returns no deeply nested folders: one archive of them.
+  tar czf "$OUT/multi_gpu_runs.tgz" -C "$R" . 2>/dev/null
   rm -rf "$HOOK"; echo "[$SECONDS s] done" | tee -a "$LOG"; exit 0
 fi
 
@@ -110,5 +112,6 @@ for rep in $(seq 2 "$REPEATS"); do
   done
 done
 python3 tests/gpu/multi_gpu_summary.py "$R" | tee "$R/summary.txt"
+tar czf "$OUT/multi_gpu_runs.tgz" -C "$R" . 2>/dev/null
 rm -rf "$HOOK"
 echo "[$SECONDS s] done" | tee -a "$LOG"
