@@ -17,6 +17,14 @@ void StitchPolicy::shape_config(AllocatorConfig& config) const {
   config.max_split_size = AllocatorConfig::kUnlimitedSplit;
 }
 
+BlockPool::iterator StitchPolicy::find_cached(PolicyEngine& engine, BlockPool& pool,
+                                              StreamId stream, size_t size) {
+  // Every malloc passes here: the peak of allocated bytes, this request in.
+  last_request_ = engine.allocated_bytes() + size;
+  alloc_peak_ = std::max(alloc_peak_, last_request_);
+  return PlacementPolicy::find_cached(engine, pool, stream, size);
+}
+
 Block* StitchPolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
   // A MemPool with its own allocator: segments come from it (native).
   const PrivatePool* owner = r.pool->owner();
@@ -47,7 +55,22 @@ bool StitchPolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, 
   // A graph may be capturing: no unmapping (it waits for a stream).
   const bool may_unmap = !engine.routing();
   if (!limit.is_set()) {
-    if (may_unmap) reclaim(engine, start, bytes, bytes);
+    // Below the peak of live bytes the program repeats itself (a training
+    // step): a miss there comes back next step, and taking pages for it
+    // moves them back and forth every step (an unmap and a map each). Such
+    // a miss maps without taking pages while the bytes so mapped stay
+    // within 1/kSlackDivisor of the live peak (a budget for the engine's
+    // life); the pages then stay mapped and serve it as a hit next step.
+    // Every other miss takes pages, so the peak follows live bytes.
+    const size_t slack = alloc_peak_ / kSlackDivisor;
+    const size_t after = engine.reserved_bytes() + bytes;
+    const bool repeat = last_request_ < alloc_peak_;
+    if (repeat && slack_used_ + bytes <= slack && after <= std::max(high_water_, alloc_peak_ + slack)) {
+      slack_used_ += bytes;
+    } else if (may_unmap) {
+      reclaim(engine, start, bytes, bytes);
+    }
+    high_water_ = std::max(high_water_, engine.reserved_bytes() + bytes);
     return true;
   }
   const size_t allowed = limit.allowed_bytes();

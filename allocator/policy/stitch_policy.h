@@ -44,6 +44,8 @@ class StitchPolicy : public PlacementPolicy {
  public:
   std::string_view name() const override { return "stitch"; }
   void shape_config(AllocatorConfig& config) const override;
+  BlockPool::iterator find_cached(PolicyEngine& engine, BlockPool& pool, StreamId stream,
+                                  size_t size) override;
   Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
   bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
                   size_t bytes) override;
@@ -58,6 +60,15 @@ class StitchPolicy : public PlacementPolicy {
   // Chosen on the bundled traces (benchmarks/fragmentation/policy_table.py):
   // 20/0 MiB made more device calls than native's best on 7 traces, 64/8 on
   // 3, 128/8 on 2 but OOMed on one at native's best minimum.
+  // Without a limit: the peak of allocated bytes with the request being
+  // served (find_cached), that request's figure, and the bytes mapped
+  // without taking pages (the slack).
+  size_t alloc_peak_ = 0;
+  size_t last_request_ = 0;
+  size_t slack_used_ = 0;
+  size_t high_water_ = 0;  // the most bytes reserved so far
+  static constexpr size_t kSlackDivisor = 32;
+
   static constexpr size_t kMapAheadLarge = size_t{64} << 20;
   static constexpr size_t kMapAheadSmall = size_t{8} << 20;
 };
