@@ -78,6 +78,9 @@ class BlockPool {
   // See FreeIndex::reserve_for_insert: the next insert() or replace() then
   // cannot throw.
   void reserve_for_insert() { index_.reserve_for_insert(); }
+  // The same for the next `n` inserts (out of line paths that insert
+  // several blocks after a step that cannot be undone).
+  void reserve_for_inserts(int n) { index_.reserve_for_inserts(n); }
   // Removes a block from the index; returns false if it was not there.
   bool erase(Block* b) {
     ++shape_version_;

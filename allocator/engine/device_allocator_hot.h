@@ -153,6 +153,10 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
 
 // native: free
 void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
+  // The one step of a cache-hit free that can fail (std::bad_alloc for
+  // index nodes) comes first, while nothing has changed: the caller still
+  // holds the block. merge_and_cache's insert then cannot throw.
+  block->pool->reserve_for_insert();
   block->allocated = false;
   allocated_bytes_ -= block->size;
   if (block->stream_uses.empty() && !block->expandable) [[likely]] {
@@ -192,13 +196,12 @@ Block* DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr&
 // native's does. The merged block takes over a merged neighbour's index
 // entry (BlockPool::replace), which usually needs no tree restructuring.
 // Returns the merged block, indexed.
+// Precondition: pool.reserve_for_insert() since the pool's last insert (the
+// caller's first step, before it changed anything), so nothing here throws:
+// once a neighbour is absorbed, the merge must end with the block indexed.
 Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split,
                                                bool expandable_aware) {
-  // The insert at the end must not fail once neighbours were absorbed (a
-  // free block outside its pool is lost): nodes are taken first, and a
-  // std::bad_alloc here leaves everything as it was.
-  pool.reserve_for_insert();
   const size_t requested = block->requested_size;
   Block* const prev = block->prev && block->prev->is_free() ? block->prev : nullptr;
   Block* const next = block->next && block->next->is_free() ? block->next : nullptr;

@@ -150,6 +150,7 @@ Block* DeviceCachingAllocator::take_use_on_oom_block(const Request& r) {
     BlockPool::iterator slot = get_free_block(half, r.stream, r.size);
     if (BlockPool::is_end(slot)) return nullptr;
     Block* block = slot->block;
+    prepare_unindexed_block(half);  // before it leaves the index (erase keeps it)
     half.erase(slot);
     return block;
   });

@@ -55,7 +55,14 @@ void report_free_errors(Fn&& fn,
 // Takes ownership of a framework context object (see cachealloc.h).
 cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
   if (!context) return nullptr;
-  auto ctx = std::make_shared<cachealloc::CallContext>();
+  std::shared_ptr<cachealloc::CallContext> ctx;
+  try {
+    ctx = std::make_shared<cachealloc::CallContext>();
+  } catch (...) {
+    if (release) release(context);  // owned from the call on, also when it fails
+    throw;
+  }
+  // (A shared_ptr that cannot allocate its count releases the object itself.)
   ctx->opaque = std::shared_ptr<void>(context, release ? release : [](void*) {});
   return ctx;
 }
@@ -94,13 +101,15 @@ int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
 
 int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* context,
                               void (*release)(void*), void** out) {
-  cachealloc::ContextPtr ctx = wrap_context(context, release);
   if (!out) {
     last_error = "cachealloc_try_malloc: out is NULL";
     return -1;
   }
   *out = nullptr;
   try {
+    // Inside the try: wrapping the context allocates (std::bad_alloc must
+    // become this call's status, not escape a C function).
+    const cachealloc::ContextPtr ctx = wrap_context(context, release);
     if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
     Runtime& r = initialized_runtime();
     *out = reinterpret_cast<void*>(
@@ -128,8 +137,8 @@ void cachealloc_free(void* ptr, ssize_t, int device, void*) {
 }
 
 void cachealloc_free_ctx(void* ptr, int device, void* context, void (*release)(void*)) {
-  cachealloc::ContextPtr ctx = wrap_context(context, release);
   report_free_errors([&] {
+    const cachealloc::ContextPtr ctx = wrap_context(context, release);
     Runtime& r = initialized_runtime();
     if (context) r.deallocate_with(reinterpret_cast<uintptr_t>(ptr), device, ctx);
     else r.deallocate(reinterpret_cast<uintptr_t>(ptr), device);
