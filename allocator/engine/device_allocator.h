@@ -90,7 +90,17 @@ class DeviceCachingAllocator {
                                       const ContextPtr& context = nullptr);
   // Takes a block back. Precondition: `block` came from malloc() and was not
   // freed since (CachingAllocator checks pointers before calling this).
-  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr);
+  // All or nothing: throws std::bad_alloc (index nodes, stream events'
+  // queues) or BackendError (recording a stream event) with nothing
+  // changed, the block still allocated; `on_failure(block)` runs first, for
+  // a caller that let go of its own record of the block before the call
+  // (the front's pointer table). Its catch sits only around the two steps
+  // that can throw, so the cache-hit path keeps nothing alive for it.
+  template <typename OnFailure>
+  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context, OnFailure&& on_failure);
+  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr) {
+    free(block, context, [](Block*) {});
+  }
   // Marks `block` as used on `stream` too: its memory is not reused before
   // the work queued on `stream` at free() time has finished. While a
   // private pool is routed to (a CUDA graph may be capturing), the use is

@@ -152,11 +152,19 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
 }
 
 // native: free
-void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
+template <typename OnFailure>
+void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx, OnFailure&& on_failure) {
   // The one step of a cache-hit free that can fail (std::bad_alloc for
   // index nodes) comes first, while nothing has changed: the caller still
   // holds the block. merge_and_cache's insert then cannot throw.
-  block->pool->reserve_for_insert();
+  if (!block->pool->reserved_for_insert()) [[unlikely]] {
+    try {
+      block->pool->reserve_for_insert();
+    } catch (...) {
+      on_failure(block);
+      throw;
+    }
+  }
   block->allocated = false;
   allocated_bytes_ -= block->size;
   if (block->stream_uses.empty() && !block->expandable) [[likely]] {
@@ -164,7 +172,12 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
     cache_freed_block(block, ctx, EventKind::kFree);
     return;
   }
-  free_slow(block, ctx);
+  try {
+    free_slow(block, ctx);  // all or nothing (it puts the block back on failure)
+  } catch (...) {
+    on_failure(block);
+    throw;
+  }
 }
 
 // native: free_block's body, shared by free() (kFree) and free_block().
@@ -235,8 +248,8 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
   block->requested_size = requested;
   // block->context_when_allocated is null already: `block` is the freed
   // block (cache_freed_block moved its context out) or a free neighbour.
-  if (BlockPool::is_end(slot)) pool.insert(block);
-  else pool.replace(slot, block);
+  if (BlockPool::is_end(slot)) pool.insert_reserved(block);
+  else pool.replace_reserved(slot, block);
   return block;
 }
 }  // namespace cachealloc

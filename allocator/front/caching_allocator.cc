@@ -120,16 +120,12 @@ void CachingAllocator::deallocate(uintptr_t address, int device,
   if (address == 0) return;
   with_block(address, device, true, "free",
              [&](Device& d, Block* b) CACHEALLOC_HOT_INLINE_LAMBDA {
-               try {
-                 d.engine.free(b, context);  // inline too: the hot path
-               } catch (...) {
-                 // The engine changed nothing (std::bad_alloc before its
-                 // first step, or a backend error recording stream events):
-                 // the caller still holds the block, so the table does too.
-                 // The erase left room: this cannot fail.
-                 d.blocks.insert_reserved(address, b);
-                 throw;
-               }
+               // Inline too: the hot path. A free that fails changes
+               // nothing: the caller still holds the block, so the table
+               // has it again (the erase left room: this cannot fail).
+               d.engine.free(b, context, [&d](Block* kept) CACHEALLOC_HOT_INLINE_LAMBDA {
+                 d.blocks.insert_reserved(kept->address, kept);
+               });
              });
 }
 

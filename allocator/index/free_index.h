@@ -158,8 +158,11 @@ class BasicFreeIndex {
   // state before they insert (a free merging its neighbours). O(1);
   // allocates only when the spares ran low.
   void reserve_for_insert() {
-    if (spare_leaves_.count() < 1 || spare_inners_.count() < inners_for_insert_) [[unlikely]]
-      reserve_spares(1, inners_for_insert_);
+    if (!reserved_for_insert()) [[unlikely]] reserve_spares(1, inners_for_insert_);
+  }
+  // Whether reserve_for_insert() would allocate nothing. O(1).
+  bool reserved_for_insert() const {
+    return spare_leaves_.count() >= 1 && spare_inners_.count() >= inners_for_insert_;
   }
   // reserve_for_insert for the next `n` inserts: each may add a level.
   void reserve_for_inserts(int n) {
