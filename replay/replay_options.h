@@ -1,6 +1,6 @@
 // What a lockstep replay is asked to do (ReplayOptions) and what it found
 // (ReplayResult, with the first Divergence). A header of its own so that
-// the driver (replayer.h) and one device's replay (device_replay.h) share
+// the driver (replayer.h) and one device's replay (lockstep_replay.h) share
 // these types without including each other.
 #pragma once
 

@@ -8,21 +8,21 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "replay/device_replay.h"
+#include "replay/lockstep_replay.h"
 #include "stats/snapshot.h"
 
 namespace cachealloc {
 namespace {
 
-using replay_detail::DeviceReplay;
+using replay_detail::LockstepReplay;
 
-// How many extra replays of one device replay_device may run to settle
-// ambiguous points (each replays the device's trace from its start).
+// How many extra replays of one device replay_device_with_retries may run
+// to settle ambiguous points (each replays the device's trace from its start).
 constexpr size_t kMaxAmbiguityRetries = 64;
 
 // One device's replay, with what it counted.
 struct DeviceOutcome {
-  std::unique_ptr<DeviceReplay> replay;
+  std::unique_ptr<LockstepReplay> replay;
   std::optional<Divergence> divergence;
   size_t empty_cache_calls = 0;
   size_t events = 0;  // replayed in step
@@ -35,14 +35,16 @@ struct DeviceOutcome {
 // state before a run is the same whatever is chosen in it, so a retry
 // reaches at least that run. Bounded: a trace that no choice explains ends
 // with the divergence that got furthest.
-DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const AllocatorConfig& config,
-                            const ReplayOptions& options, size_t done_before, size_t total) {
+DeviceOutcome replay_device_with_retries(const RecordedTrace& trace, size_t dev,
+                                         const AllocatorConfig& config,
+                                         const ReplayOptions& options, size_t done_before,
+                                         size_t total) {
   absl::flat_hash_set<size_t> flipped;
   size_t retries = 0;
   auto attempt = [&] {
     DeviceOutcome o;
-    o.replay = std::make_unique<DeviceReplay>(static_cast<int>(dev), trace.devices[dev], config,
-                                              options, flipped);
+    o.replay = std::make_unique<LockstepReplay>(static_cast<int>(dev), trace.devices[dev],
+                                                config, options, flipped);
     size_t done = done_before;  // run() reports progress over all devices
     o.divergence = o.replay->run(o.empty_cache_calls, done, total);
     o.events = done - done_before;
@@ -63,9 +65,9 @@ DeviceOutcome replay_device(const RecordedTrace& trace, size_t dev, const Alloca
     // events further, after which no later change helps (self-replay seed
     // 12: an empty_cache() in place of the OOM retry's synchronization).
     for (auto p = points.rbegin(); p != points.rend() && retries < kMaxAmbiguityRetries;) {
-      const size_t event = DeviceReplay::point_event(*p);
+      const size_t event = LockstepReplay::point_event(*p);
       std::vector<size_t> run;  // this run's points still open to a change
-      for (; p != points.rend() && DeviceReplay::point_event(*p) == event; ++p)
+      for (; p != points.rend() && LockstepReplay::point_event(*p) == event; ++p)
         if (best.replay->source_index(*p) <= best.divergence->index && !flipped.contains(*p))
           run.push_back(*p);
       std::vector<std::vector<size_t>> changes;
@@ -104,21 +106,21 @@ ReplayResult replay_trace(const RecordedTrace& trace, const ReplayOptions& optio
   size_t total = 0;
   for (const auto& d : trace.devices) total += d.size();
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::unique_ptr<DeviceReplay>> replays;
+  std::vector<std::unique_ptr<LockstepReplay>> replays;
   size_t done = 0;
   for (size_t dev = 0; dev < trace.devices.size(); ++dev) {
     if (result.divergence) {  // an earlier device diverged: only its stats
-      replays.push_back(std::make_unique<DeviceReplay>(static_cast<int>(dev), trace.devices[dev],
-                                                       config, options,
-                                                       absl::flat_hash_set<size_t>{}));
+      replays.push_back(std::make_unique<LockstepReplay>(static_cast<int>(dev),
+                                                         trace.devices[dev], config, options,
+                                                         absl::flat_hash_set<size_t>{}));
     } else {
-      DeviceOutcome o = replay_device(trace, dev, config, options, done, total);
+      DeviceOutcome o = replay_device_with_retries(trace, dev, config, options, done, total);
       done += o.events;
       result.empty_cache_calls += o.empty_cache_calls;
       result.divergence = std::move(o.divergence);
       replays.push_back(std::move(o.replay));
     }
-    DeviceReplay& r = *replays.back();
+    LockstepReplay& r = *replays.back();
     if (!result.divergence && options.check_final_segments && !trace.final_segments.empty())
       result.divergence = r.check_final(trace);
     result.stats.push_back(r.stats());

@@ -1,7 +1,7 @@
 // Lockstep replay of a recorded trace through the engine.
 //
 // The recorded requests (alloc, free, the size of each OOM) are fed to a
-// fresh engine on a ReplayDevice; after each request the events the engine
+// fresh engine on a RecordedAddressDevice; after each request the events the engine
 // emitted must equal the events recorded for it: the segment frees and
 // allocations it caused, then the alloc/oom/free entries, address for
 // address. A run of segment frees that no request explains is an

@@ -192,7 +192,7 @@ AllocatorConfig config_from_settings(const PyValue& settings) {
   // calls, so a text that does not name it gives the default, which is wrong
   // when an earlier call set it and a later one replaced the text: replay
   // then diverges at the first 1-10 MiB segment, and the divergence says so
-  // (see large_segment_hint in device_replay.cc).
+  // (see large_segment_hint in lockstep_replay.cc).
   if (!c.source.empty()) {
     AllocatorConfig from_text;
     try {

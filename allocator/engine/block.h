@@ -40,8 +40,9 @@ struct Block {
   Block* next = nullptr;       // neighbour above, same segment
   bool allocated = false;      // handed out and not yet freed by the caller
   // Part of an expandable segment's mapped range (expandable_segment.h).
-  // Spare Blocks have it false (device_allocator.h, new_block); only the
-  // out-of-line expandable paths set it.
+  // Spare Blocks have it false (block_recycler.h's spare state); only the
+  // out-of-line expandable paths (expandable_blocks.h) set it, and they
+  // clear it before a Block goes back to the recycler.
   bool expandable = false;
   // Outstanding cross-stream events; the block is reusable only at 0.
   int event_count = 0;

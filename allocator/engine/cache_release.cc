@@ -128,8 +128,9 @@ bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId
       [&](PrivatePool& pool) {
         // Expandable segments reserved for it with nothing mapped (a
         // mapping the device refused) go with it.
-        release_unmapped_segments(pool.small);
-        release_unmapped_segments(pool.large);
+        const RefreshAtExit refresh(*this);
+        expandable_.release_unmapped(pool.small);
+        expandable_.release_unmapped(pool.large);
       });
   return true;
 }
@@ -148,11 +149,9 @@ void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& c
   for (Block* b : whole) release_block(b, ctx);
   // Unmapping one block changes no other cached block (two free blocks are
   // never neighbours), so each is still valid when its turn comes.
-  for (Block* b : to_unmap) {
-    ExpandableSegment* seg = segment_of(b->address);
-    unmap_block(b, ctx);
-    if (seg->ranges().empty()) release_expandable_segment(seg);
-  }
+  const RefreshAtExit refresh(*this);  // segments left with nothing mapped go
+  for (Block* b : to_unmap)
+    expandable_.unmap(b, ctx, [this](const auto& change) { account_pages(change); });
 }
 
 void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx, PoolId pool) {

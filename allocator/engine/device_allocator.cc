@@ -28,7 +28,6 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
   if (policy_) {
     policy_->shape_config(config_);
     power2_divisions_ = has_power2_divisions(config_);
-    malloc_slow_ |= kPolicy;
   }
   set_expandable_segments(config_.expandable_segments);
   if (config_.per_process_memory_fraction >= 0.0)
@@ -91,8 +90,9 @@ Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
   BlockPool& pool = pool_for(size, stream);
   if (gc_active()) pool.count_search();
   if (policy_) return malloc_with_policy(pool, stream, size, orig_size, ctx);
-  BlockPool::iterator slot = expandable_.empty() ? find_free_block(pool, stream, size)
-                                                 : find_free_block_expandable(pool, stream, size);
+  BlockPool::iterator slot = expandable_.empty()
+                                  ? find_free_block(pool, stream, size)
+                                  : expandable_.find_free_block(pool, stream, size, config_);
   Block* block;
   if (!BlockPool::is_end(slot)) {
     block = slot->block;
@@ -174,8 +174,9 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
   const size_t size = rounded_request(orig_size);
   // Lookups do not change the pool; pool_for just has no const overload.
   BlockPool& pool = const_cast<DeviceCachingAllocator&>(*this).pool_for(size);
-  return !BlockPool::is_end(expandable_.empty() ? find_free_block(pool, stream, size)
-                                                : find_free_block_expandable(pool, stream, size));
+  return !BlockPool::is_end(expandable_.empty()
+                                ? find_free_block(pool, stream, size)
+                                : expandable_.find_free_block(pool, stream, size, config_));
 }
 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {
@@ -217,8 +218,14 @@ bool DeviceCachingAllocator::native_alloc_block(Request& r, const ContextPtr& ct
   // takes them from it even with expandable segments on, as native 2.11
   // does for such an "active" pool; every other pool maps pages.
   PrivatePool* const owner = r.pool->owner();
-  if (expandable_on_ && !(owner && owner->segment_source)) {
-    r.block = try_allocate_expandable_block(r, ctx);
+  if (expandable_.on() && !(owner && owner->segment_source)) {
+    const RefreshAtExit refresh(*this);  // a new expandable segment
+    r.block = expandable_.allocate(
+        *r.pool, r.stream, r.size, config_, ctx,
+        [this](const auto& change) { account_pages(change); },
+        [this, &ctx](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
+          return policy_may_map(seg, start, bytes, ctx);
+        });
     return r.block != nullptr;
   }
   // Host memory first: a std::bad_alloc here leaves nothing reserved on the
@@ -325,6 +332,51 @@ uintptr_t DeviceCachingAllocator::base_allocation(const Block* block,
     *segment_bytes = total;
   }
   return base;
+}
+
+BlockPool& DeviceCachingAllocator::routed_pool(size_t rounded, StreamId stream) {
+  if (PrivatePool* pool = pools_.routed(stream))
+    return rounded <= kSmallSizeForPool ? pool->small : pool->large;
+  return pool_for(rounded);
+}
+
+// Native routes the request to each use_on_oom pool in turn (adding and
+// dropping a use) and only searches its cached blocks: no segment is
+// reserved there. The search is the same best fit as malloc's. The block
+// leaves its pool's index here; alloc_found_block indexes any remainder in
+// the block's own pool.
+Block* DeviceCachingAllocator::take_use_on_oom_block(const Request& r) {
+  return pools_.first_use_on_oom([&](PrivatePool& pool) -> Block* {
+    BlockPool& half = r.pool->is_small() ? pool.small : pool.large;
+    BlockPool::iterator slot = get_free_block(half, r.stream, r.size);
+    if (BlockPool::is_end(slot)) return nullptr;
+    Block* block = slot->block;
+    prepare_unindexed_block(half);  // before it leaves the index (erase keeps it)
+    half.erase(slot);
+    return block;
+  });
+}
+
+void DeviceCachingAllocator::set_expandable_segments(bool on) {
+  expandable_.set_on(on);
+  large_blocks_.set_expandable_split(on);
+  pools_.set_expandable_split(on);
+  refresh_fast_path();
+}
+
+bool DeviceCachingAllocator::policy_may_map(ExpandableSegment& seg, uintptr_t start,
+                                            size_t bytes, const ContextPtr& ctx) {
+  if (!policy_) return true;
+  PolicyEngine engine(*this, ctx);
+  return policy_->before_map(engine, seg, start, bytes);
+}
+
+void DeviceCachingAllocator::account_pages(const ExpandableBlocks::PageChange& change) {
+  if (change.kind == EventKind::kSegmentMap) reserved_bytes_ += change.bytes;
+  else reserved_bytes_ -= change.bytes;
+  EngineEvent e = segment_event(change.kind, *change.pool, change.stream, change.address,
+                                change.bytes, config_.max_split_size, change.context);
+  emit(e);
 }
 
 }  // namespace cachealloc

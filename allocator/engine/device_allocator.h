@@ -39,28 +39,18 @@
 #include "allocator/engine/block_recycler.h"
 #include "allocator/engine/engine_events.h"
 #include "allocator/engine/engine_observer.h"
+#include "allocator/engine/expandable_blocks.h"
 #include "allocator/engine/expandable_segment.h"
 #include "allocator/engine/pool_checkpoint.h"
 #include "allocator/engine/private_pool.h"
 #include "allocator/engine/private_pools.h"
 #include "allocator/engine/segment_heads.h"
+#include "allocator/engine/segment_views.h"
 #include "allocator/engine/size_policy.h"
 #include "allocator/engine/stream_events.h"
 #include "allocator/policy/placement_policy.h"
 
 namespace cachealloc {
-
-// A read-only view of one segment, for snapshots and checks.
-struct SegmentView {
-  int device = 0;
-  uintptr_t address = 0;
-  StreamId stream = 0;
-  bool is_small = false;
-  PoolId pool_id;                       // (0, 0): the default pools
-  bool is_expandable = false;           // a mapped range of an expandable segment
-  const ContextPtr* context = nullptr;  // where the segment was reserved
-  std::vector<const Block*> blocks;     // address order, tiling the segment
-};
 
 class DeviceCachingAllocator {
  public:
@@ -130,13 +120,13 @@ class DeviceCachingAllocator {
   // route is tried first. Throws if `id` is routed to already.
   void begin_allocate_to_pool(PoolId id, PoolFilter filter) {
     pools_.begin_route(id, std::move(filter));
-    routing_ = true;
+    refresh_fast_path();
   }
   // Ends the route to `id`; its use count is unchanged. Throws if `id` is
   // not routed to.
   void end_allocate_to_pool(PoolId id) {
     pools_.end_route(id);
-    routing_ = pools_.routing();
+    refresh_fast_path();
   }
   // Drops one use of pool `id`; at 0 the pool becomes freeable (empty_cache
   // returns its cached segments; it is erased once it holds none).
@@ -184,17 +174,18 @@ class DeviceCachingAllocator {
   void set_memory_limit(size_t bytes);
   const MemoryLimit& memory_limit() const { return limit_; }
 
-  // --- Expandable segments (expandable_segments:True; expandable_blocks.cc).
+  // --- Expandable segments (expandable_segments:True; the part
+  // expandable_blocks.h).
   // Turns the setting on or off at run time, as native's
   // _set_allocator_settings does: on, new memory is mapped into expandable
   // segments and large blocks split whenever 512 bytes would remain; off,
   // new memory comes as whole segments again and free blocks of expandable
   // segments are no longer reused (they are still unmapped by empty_cache).
   void set_expandable_segments(bool on);
-  bool expandable_segments() const { return expandable_on_; }
+  bool expandable_segments() const { return expandable_.on(); }
   // The expandable segments reserved now, in address order.
   const std::vector<std::unique_ptr<ExpandableSegment>>& expandable_segment_list() const {
-    return expandable_;
+    return expandable_.segments();
   }
 
   // Size of the largest cached free block (PyTorch's cacheInfo), bytes.
@@ -323,8 +314,8 @@ class DeviceCachingAllocator {
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   // Caches a block whose stream events are done (kFreeCompleted); called
-  // from stream_events.cc. Precondition: prepare_free_block(block) since
-  // the last insert into its pool; then it never throws.
+  // from device_allocator_streams.cc. Precondition: prepare_free_block(block)
+  // since the last insert into its pool; then it never throws.
   void free_block(Block* block, const ContextPtr& ctx);
   // What caching `block` needs from the heap (index nodes of its pool),
   // taken before anything about it changes. Throws std::bad_alloc.
@@ -358,41 +349,16 @@ class DeviceCachingAllocator {
   void release_blocks(BlockPool& pool, const ContextPtr& ctx);
   void release_block(Block* block, const ContextPtr& ctx);
 
-  // expandable segments (expandable_blocks.cc)
-  // native: get_free_block with expandable blocks present: best fit by
-  // "expandable size" while the setting is on, skipping expandable blocks
-  // while it is off.
-  BlockPool::iterator find_free_block_expandable(BlockPool& pool, StreamId stream,
-                                                 size_t size) const;
-  // Bytes of the gap right after `b` that b could grow into (native: the
-  // size of an unmapped next block); 0 for a block that is not the last of
-  // its expandable range.
-  size_t unmapped_after(const Block* b) const;
-  ExpandableSegment* segment_of(uintptr_t address) const;
-  // native: try_allocate_expandable_block (with find_expandable_block): a
-  // free block of at least r.size bytes, grown by mapping pages at the
-  // lowest address that fits, unindexed; null when the device refused a
-  // mapping (pages mapped before stay mapped, cached, as native's).
-  Block* try_allocate_expandable_block(const Request& r, const ContextPtr& ctx);
-  // native: map_block. Maps the pages over [start, start + bytes rounded up
-  // to pages), a gap of `seg`, and returns the free block that holds them
-  // (merged with free neighbours, indexed); null if the device refused.
-  Block* map_gap(ExpandableSegment& seg, uintptr_t start, size_t bytes, const ContextPtr& ctx);
-  // native: unmap_block. Unmaps the whole pages inside free block `b`.
-  void unmap_block(Block* b, const ContextPtr& ctx);
-  // native: release_expandable_segment. Returns an unmapped segment's range.
-  void release_expandable_segment(ExpandableSegment* seg);
-  // Releases the expandable segments of `pool` that have nothing mapped.
-  void release_unmapped_segments(const BlockPool& pool);
-  // While the setting is on or expandable segments exist, malloc takes the
-  // aware path (a miss may map an expandable block).
-  void note_expandable() {
-    const bool on = expandable_on_ || !expandable_.empty();
-    malloc_slow_ = static_cast<uint8_t>((malloc_slow_ & ~kExpandableBlocks) |
-                                        (on ? kExpandableBlocks : 0));
-  }
+  // expandable segments (the part expandable_, expandable_blocks.h)
+  // The engine's side of a change of mapped pages: counts them in the
+  // reserved bytes and tells the observers (native: map_block and
+  // unmap_block's stats updates and trace entries).
+  void account_pages(const ExpandableBlocks::PageChange& change);
+  // ExpandableBlocks::MayMap: the policy's before_map (true without one).
+  bool policy_may_map(ExpandableSegment& seg, uintptr_t start, size_t bytes,
+                      const ContextPtr& ctx);
 
-  // cross-stream events (stream_events.cc, on events_)
+  // cross-stream events (device_allocator_streams.cc, on events_)
   // free() of a block with stream uses (out of line: rare). While a route
   // is open the block waits, its stream uses kept and no event recorded
   // (querying or recording an event while a CUDA graph captures is an
@@ -406,10 +372,36 @@ class DeviceCachingAllocator {
   void process_events(const ContextPtr& ctx);
   // `only`: wait for the events of that private pool's blocks only.
   void synchronize_and_free_events(const ContextPtr& ctx, const PrivatePool* only = nullptr);
-  void note_stream_work() {
-    const bool work = events_.has_work();
-    malloc_slow_ = static_cast<uint8_t>((malloc_slow_ & ~kStreamWork) | (work ? kStreamWork : 0));
+
+  // The fast-path flags (malloc_slow_, routing_), derived from the state
+  // they summarize here and nowhere else. Invariant (check_invariants):
+  //   malloc_slow_ == slow_reasons()
+  //   routing_     == pools_.routing()
+  // Called after every step that may change the event queues, the
+  // expandable segments, the setting or the routes; where such a step can
+  // throw part way, through a RefreshAtExit so the flags follow on a throw
+  // too. Cost: a few loads; never on the cache-hit path.
+  uint8_t slow_reasons() const {
+    return static_cast<uint8_t>((events_.has_work() ? kStreamWork : 0) |
+                                (expandable_.on() || !expandable_.empty() ? kExpandableBlocks : 0) |
+                                (policy_ ? kPolicy : 0));
   }
+  void refresh_fast_path() {
+    malloc_slow_ = slow_reasons();
+    routing_ = pools_.routing();
+  }
+  // Refreshes the fast-path flags when it goes out of scope, thrown
+  // through or not.
+  class RefreshAtExit {
+   public:
+    explicit RefreshAtExit(DeviceCachingAllocator& engine) : engine_(engine) {}
+    ~RefreshAtExit() { engine_.refresh_fast_path(); }
+    RefreshAtExit(const RefreshAtExit&) = delete;
+    RefreshAtExit& operator=(const RefreshAtExit&) = delete;
+
+   private:
+    DeviceCachingAllocator& engine_;
+  };
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -484,33 +476,30 @@ class DeviceCachingAllocator {
   // (stream_events.h).
   StreamEvents events_{device_, backend_};
   // Why malloc leaves the hot path, one byte test there: kStreamWork while
-  // events_.has_work() (note_stream_work() after each change of it), kExpandableBlocks while expandable_ is not
-  // empty or the setting is on (note_expandable()).
+  // events_.has_work(), kExpandableBlocks while expandable segments exist
+  // or the setting is on. Derived by refresh_fast_path() only.
   static constexpr uint8_t kStreamWork = 1;
   static constexpr uint8_t kExpandableBlocks = 2;
   // A placement policy is set (policy_): its hooks decide, out of line.
-  // Set once, at construction.
+  // Constant after construction.
   static constexpr uint8_t kPolicy = 4;
   uint8_t malloc_slow_ = 0;
   // The placement policy; null: native (policy/placement_policy.h).
   std::unique_ptr<PlacementPolicy> policy_;
 
-  // The expandable segments, in address order (native's
-  // expandable_segments_), and the setting (native reads it from its global
-  // config; here per engine, changed by set_expandable_segments).
-  std::vector<std::unique_ptr<ExpandableSegment>> expandable_;
-  bool expandable_on_ = false;
-
   // Private pools, their routes and use_on_oom list (private_pools.h).
   PrivatePools pools_{device_};
-  // pools_.routing(), kept for malloc's hot path: a byte test instead of
-  // comparing two pointers. Set where routes begin and end.
+  // pools_.routing(), for malloc's hot path: a byte test instead of
+  // comparing two pointers. Derived by refresh_fast_path() only.
   bool routing_ = false;
 
   size_t reserved_bytes_ = 0;  // bytes held from the device
   MemoryLimit limit_;
   // Block objects for splits to take and merges and releases to give back.
   BlockRecycler recycler_;
+  // The expandable segments, their blocks and the setting (declared after
+  // the recycler and the segment heads it shares).
+  ExpandableBlocks expandable_{device_, backend_, recycler_, segment_heads_};
 };
 
 }  // namespace cachealloc

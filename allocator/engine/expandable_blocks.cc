@@ -1,18 +1,16 @@
-// DeviceCachingAllocator's expandable segments (expandable_segments:True):
-// finding where a request fits by growing a segment, mapping and unmapping
-// pages, and the best-fit search that knows about growth. Native 2.11's
-// find_expandable_block, try_allocate_expandable_block, map_block,
-// unmap_block and get_free_block's expandable branch, step for step, over
-// the representation of expandable_segment.h (unmapped parts are gaps, not
-// Blocks). Out of line: the cache-hit path never comes here.
+// ExpandableBlocks (expandable_blocks.h): the blocks of expandable
+// segments, native's steps over expandable_segment.h's representation.
+#include "allocator/engine/expandable_blocks.h"
+
 #include <algorithm>
 #include <iterator>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "allocator/base/errors.h"
-#include "allocator/engine/device_allocator.h"
-#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/private_pool.h"
+#include "allocator/engine/size_policy.h"
 
 namespace cachealloc {
 namespace {
@@ -34,22 +32,15 @@ struct Piece {
 
 }  // namespace
 
-void DeviceCachingAllocator::set_expandable_segments(bool on) {
-  expandable_on_ = on;
-  large_blocks_.set_expandable_split(on);
-  pools_.set_expandable_split(on);
-  note_expandable();
-}
-
-ExpandableSegment* DeviceCachingAllocator::segment_of(uintptr_t address) const {
-  auto it = std::upper_bound(expandable_.begin(), expandable_.end(), address,
+ExpandableSegment* ExpandableBlocks::segment_of(uintptr_t address) const {
+  auto it = std::upper_bound(segments_.begin(), segments_.end(), address,
                              [](uintptr_t a, const auto& s) { return a < s->base(); });
-  if (it == expandable_.begin()) return nullptr;
+  if (it == segments_.begin()) return nullptr;
   ExpandableSegment* seg = std::prev(it)->get();
   return seg->contains(address) ? seg : nullptr;
 }
 
-size_t DeviceCachingAllocator::unmapped_after(const Block* b) const {
+size_t ExpandableBlocks::unmapped_after(const Block* b) const {
   if (!b->expandable || b->next) return 0;
   const ExpandableSegment* seg = segment_of(b->address);
   const uintptr_t end = b->address + b->size;
@@ -57,13 +48,13 @@ size_t DeviceCachingAllocator::unmapped_after(const Block* b) const {
 }
 
 // native: get_free_block, with expandable blocks in the pool.
-BlockPool::iterator DeviceCachingAllocator::find_free_block_expandable(BlockPool& pool,
-                                                                       StreamId stream,
-                                                                       size_t size) const {
+BlockPool::iterator ExpandableBlocks::find_free_block(BlockPool& pool, StreamId stream,
+                                                     size_t size,
+                                                     const AllocatorConfig& config) const {
   auto it = pool.lower_bound(stream, size);
   if (BlockPool::is_end(it) || it->stream != stream) return pool.end();
   if (it->block->expandable) {
-    if (expandable_on_) {
+    if (on_) {
       // Best fit by the size a block can grow to (its own plus the gap
       // after it): larger blocks that would grow less come first.
       auto grown = [this](const Block* b) { return b->size + unmapped_after(b); };
@@ -82,16 +73,16 @@ BlockPool::iterator DeviceCachingAllocator::find_free_block_expandable(BlockPool
       if (BlockPool::is_end(it) || it->stream != stream) return pool.end();
     }
   }
-  if (size < config_.max_split_size && it->size >= config_.max_split_size) return pool.end();
-  if (size >= config_.max_split_size && it->size >= size + config_.max_non_split_rounding_size)
+  if (size < config.max_split_size && it->size >= config.max_split_size) return pool.end();
+  if (size >= config.max_split_size && it->size >= size + config.max_non_split_rounding_size)
     return pool.end();
   return it;
 }
 
 // native: find_expandable_block and try_allocate_expandable_block.
-Block* DeviceCachingAllocator::try_allocate_expandable_block(const Request& r,
-                                                             const ContextPtr& ctx) {
-  const size_t size = r.size;
+Block* ExpandableBlocks::allocate(BlockPool& pool, StreamId stream, size_t size,
+                                  const AllocatorConfig& config, const ContextPtr& ctx,
+                                  OnPages on_pages, MayMap may_map) {
   ExpandableSegment* seg = nullptr;
   Piece candidate;
 
@@ -122,9 +113,9 @@ Block* DeviceCachingAllocator::try_allocate_expandable_block(const Request& r,
   // The stream's gaps of this pool in address order (native walks its
   // unmapped blocks so); from the free block just below a gap if there is
   // one. The lowest that has room wins.
-  for (const auto& owned : expandable_) {
+  for (const auto& owned : segments_) {
     ExpandableSegment& s = *owned;
-    if (s.pool() != r.pool || s.stream() != r.stream) continue;
+    if (s.pool() != &pool || s.stream() != stream) continue;
     uintptr_t at = s.base();
     for (auto it = s.ranges().begin();; ++it) {
       const uintptr_t gap_end = it == s.ranges().end() ? s.end() : it->first;
@@ -149,54 +140,53 @@ Block* DeviceCachingAllocator::try_allocate_expandable_block(const Request& r,
   if (!seg) {
     // A new segment: address space for 1 1/8 of the device's memory, in
     // whole pages, so pages unmapped early can be mapped again at its end.
-    const size_t page = page_bytes_for(*r.pool, config_);
+    const size_t page = page_bytes_for(pool, config);
     const size_t total = backend_.memory_info(device_).total_bytes;
     const size_t bytes = (total + total / 8 + page - 1) / page * page;
-    expandable_.reserve(expandable_.size() + 1);
+    segments_.reserve(segments_.size() + 1);
     const uintptr_t base = backend_.reserve_address_range(device_, bytes, page);
     std::unique_ptr<ExpandableSegment> owned;
     try {
-      owned = std::make_unique<ExpandableSegment>(base, bytes, page, r.stream, r.pool);
+      owned = std::make_unique<ExpandableSegment>(base, bytes, page, stream, &pool);
     } catch (...) {
       backend_.release_address_range(device_, base, bytes);
       throw;
     }
     seg = owned.get();
-    auto pos = std::upper_bound(expandable_.begin(), expandable_.end(), base,
+    auto pos = std::upper_bound(segments_.begin(), segments_.end(), base,
                                 [](uintptr_t a, const auto& s) { return a < s->base(); });
-    expandable_.insert(pos, std::move(owned));
-    note_expandable();
+    segments_.insert(pos, std::move(owned));
     candidate = Piece{nullptr, base};
   }
 
   Block* block = candidate.block;
   if (!block) {
-    block = map_gap(*seg, candidate.gap, std::min(bytes_of(*seg, candidate), size), ctx);
+    block = map_gap(*seg, candidate.gap, std::min(bytes_of(*seg, candidate), size), ctx,
+                    on_pages, may_map);
     if (!block) return nullptr;
   }
   while (block->size < size) {
     // A free block that ends its range, followed by a gap: grow into it.
     const uintptr_t gap = block->address + block->size;
-    block = map_gap(*seg, gap, std::min(size - block->size, seg->gap_end(gap) - gap), ctx);
+    block = map_gap(*seg, gap, std::min(size - block->size, seg->gap_end(gap) - gap), ctx,
+                    on_pages, may_map);
     if (!block) return nullptr;
   }
   // A std::bad_alloc here leaves the grown block cached, as a refusal does.
-  prepare_unindexed_block(*block->pool);
+  recycler_.reserve_one();  // alloc_found_block's remainder (engine: prepare_unindexed_block)
+  block->pool->reserve_for_insert();
   block->pool->erase(block);
   return block;
 }
 
 // native: map_block.
-Block* DeviceCachingAllocator::map_gap(ExpandableSegment& seg, uintptr_t start, size_t bytes,
-                                       const ContextPtr& ctx) {
+Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t bytes,
+                                 const ContextPtr& ctx, OnPages on_pages, MayMap may_map) {
   const size_t page = seg.page_bytes();
   const size_t mapped = (bytes + page - 1) / page * page;
   // A policy may refuse the mapping or give pages back elsewhere first
   // (before anything below is taken or reserved).
-  if (policy_) {
-    PolicyEngine engine(*this, ctx);
-    if (!policy_->before_map(engine, seg, start, mapped)) return nullptr;
-  }
+  if (!may_map(seg, start, mapped)) return nullptr;
   // Host memory first, so nothing below the device call can throw: the
   // Block, a segment head's room, index nodes, and the node of a new range
   // (none when the pages extend the range that ends at `start`).
@@ -284,19 +274,16 @@ Block* DeviceCachingAllocator::map_gap(ExpandableSegment& seg, uintptr_t start, 
   }
   pool.insert(merged);
 
-  reserved_bytes_ += mapped;
   if (PrivatePool* owner = pool.owner())
     owner->segment_count += static_cast<int>(ranges.size()) - static_cast<int>(ranges_before);
-  EngineEvent e = segment_event(EventKind::kSegmentMap, pool, seg.stream(), start,
-                                mapped, config_.max_split_size, &ctx);
-  emit(e);
+  on_pages({EventKind::kSegmentMap, &pool, seg.stream(), start, mapped, &ctx});
   return merged;
 }
 
-// native: unmap_block. `b` is a free, indexed block of an expandable
-// segment; the whole pages inside it are unmapped, what is left of it on
-// either side stays mapped and free.
-void DeviceCachingAllocator::unmap_block(Block* b, const ContextPtr& ctx) {
+// native: unmap_block, then release_expandable_segment once nothing is
+// mapped.
+void ExpandableBlocks::unmap(Block* b, const ContextPtr& ctx, OnPages on_pages,
+                             EmptySegment empty) {
   ExpandableSegment& seg = *segment_of(b->address);
   const uintptr_t begin = seg.page_up(b->address);
   const uintptr_t end = seg.page_down(b->address + b->size);
@@ -383,26 +370,43 @@ void DeviceCachingAllocator::unmap_block(Block* b, const ContextPtr& ctx) {
     segment_heads_.insert(upper_head);
   }
 
-  reserved_bytes_ -= end - begin;
   if (PrivatePool* owner = pool.owner())
     owner->segment_count += static_cast<int>(ranges.size()) - static_cast<int>(ranges_before);
-  EngineEvent e = segment_event(EventKind::kSegmentUnmap, pool, seg.stream(), begin,
-                                end - begin, config_.max_split_size, &event_ctx);
-  emit(e);
+  on_pages({EventKind::kSegmentUnmap, &pool, seg.stream(), begin, end - begin, &event_ctx});
+  if (ranges.empty() && empty == EmptySegment::kRelease) release(&seg);
 }
 
 // native: release_expandable_segment.
-void DeviceCachingAllocator::release_expandable_segment(ExpandableSegment* seg) {
+void ExpandableBlocks::release(ExpandableSegment* seg) {
   backend_.release_address_range(device_, seg->base(), seg->bytes());
-  std::erase_if(expandable_, [seg](const auto& s) { return s.get() == seg; });
-  note_expandable();
+  std::erase_if(segments_, [seg](const auto& s) { return s.get() == seg; });
 }
 
-void DeviceCachingAllocator::release_unmapped_segments(const BlockPool& pool) {
+void ExpandableBlocks::release_unmapped(const BlockPool& pool) {
   std::vector<ExpandableSegment*> empty;
-  for (const auto& s : expandable_)
+  for (const auto& s : segments_)
     if (s->pool() == &pool && s->ranges().empty()) empty.push_back(s.get());
-  for (ExpandableSegment* s : empty) release_expandable_segment(s);
+  for (ExpandableSegment* s : empty) release(s);
+}
+
+void ExpandableBlocks::check() const {
+  uintptr_t previous_end = 0;
+  size_t ranges = 0;
+  for (const auto& seg : segments_) {
+    if (seg->base() < previous_end)
+      throw InvariantViolation("expandable segments overlap or are out of order");
+    previous_end = seg->end();
+    if (std::string broken = seg->check(); !broken.empty())
+      throw InvariantViolation("invariant broken: " + broken);
+    for (const auto& [start, range] : seg->ranges())
+      if (!segment_heads_.contains(range.head))
+        block_invariant_broken("expandable range's head is not a segment head", range.head);
+    ranges += seg->ranges().size();
+  }
+  size_t expandable_heads = 0;
+  for (const Block* head : segment_heads_) expandable_heads += head->expandable;
+  if (expandable_heads != ranges)
+    throw InvariantViolation("expandable segment heads differ from the mapped ranges");
 }
 
 }  // namespace cachealloc

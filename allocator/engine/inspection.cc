@@ -46,7 +46,7 @@ void DeviceCachingAllocator::check_invariants() const {
     if (const PrivatePool* owner = head->pool->owner()) ++segments_of[owner];
     if (s.is_expandable) {
       // A mapped range of an expandable segment: its head starts a range.
-      const ExpandableSegment* seg = segment_of(s.address);
+      const ExpandableSegment* seg = expandable_.segment_of(s.address);
       if (!seg) block_invariant_broken("expandable block outside every expandable segment", head);
       const auto range = seg->ranges().find(s.address);
       if (range == seg->ranges().end() || range->second.head != head)
@@ -85,25 +85,7 @@ void DeviceCachingAllocator::check_invariants() const {
   }
   // Expandable segments: ordered, disjoint, each well formed, every range
   // listed among the segments (so counted in `reserved` above).
-  size_t ranges = 0;
-  uintptr_t previous_segment_end = 0;
-  for (const auto& seg : expandable_) {
-    if (seg->base() < previous_segment_end)
-      throw InvariantViolation("expandable segments overlap or are out of order");
-    previous_segment_end = seg->end();
-    if (std::string broken = seg->check(); !broken.empty())
-      throw InvariantViolation("invariant broken: " + broken);
-    for (const auto& [start, range] : seg->ranges())
-      if (!segment_heads_.contains(range.head))
-        block_invariant_broken("expandable range's head is not a segment head", range.head);
-    ranges += seg->ranges().size();
-  }
-  size_t expandable_views = 0;
-  for (const Block* head : segment_heads_) expandable_views += head->expandable;
-  if (expandable_views != ranges)
-    throw InvariantViolation("expandable segment heads differ from the mapped ranges");
-  if (((malloc_slow_ & kExpandableBlocks) != 0) != (expandable_on_ || !expandable_.empty()))
-    throw InvariantViolation("expandable flag disagrees with the setting and the segments");
+  expandable_.check();
   if (reserved != reserved_bytes_)
     throw InvariantViolation("reserved bytes " + std::to_string(reserved_bytes_) +
                              " differ from the segments' total " +
@@ -113,8 +95,11 @@ void DeviceCachingAllocator::check_invariants() const {
   pools_.check_segment_counts(segments_of);
   recycler_.check();
   events_.check(waiting, busy);
-  if (((malloc_slow_ & kStreamWork) != 0) != events_.has_work())
+  // The fast-path flags are what refresh_fast_path() derives from state.
+  if ((malloc_slow_ & kStreamWork) != (slow_reasons() & kStreamWork))
     throw InvariantViolation("stream work flag disagrees with the event queues");
+  if ((malloc_slow_ & kExpandableBlocks) != (slow_reasons() & kExpandableBlocks))
+    throw InvariantViolation("expandable flag disagrees with the setting and the segments");
   if (routing_ != pools_.routing())
     throw InvariantViolation("routing flag disagrees with the routes");
   if (allocated != allocated_bytes_)

@@ -1,7 +1,7 @@
 // Private pools (private_pools.h): creation, use counts, routes, the
-// use_on_oom list, and their invariant check; and the two steps of
-// DeviceCachingAllocator's malloc that consult them (routing a malloc, the
-// use_on_oom fallback). Releasing a freeable pool's segments is part of
+// use_on_oom list, and their invariant check. The engine's steps that
+// consult them (routing a malloc, the use_on_oom fallback) are in
+// device_allocator.cc; releasing a freeable pool's segments is part of
 // release_cached_blocks (cache_release.cc).
 #include "allocator/engine/private_pools.h"
 
@@ -10,7 +10,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "allocator/engine/device_allocator.h"
 #include "allocator/base/errors.h"
 
 namespace cachealloc {
@@ -131,29 +130,6 @@ void PrivatePools::check_segment_counts(
                                std::to_string(p->segment_count) + " segments but holds " +
                                std::to_string(held));
   }
-}
-
-BlockPool& DeviceCachingAllocator::routed_pool(size_t rounded, StreamId stream) {
-  if (PrivatePool* pool = pools_.routed(stream))
-    return rounded <= kSmallSizeForPool ? pool->small : pool->large;
-  return pool_for(rounded);
-}
-
-// Native routes the request to each use_on_oom pool in turn (adding and
-// dropping a use) and only searches its cached blocks: no segment is
-// reserved there. The search is the same best fit as malloc's. The block
-// leaves its pool's index here; alloc_found_block indexes any remainder in
-// the block's own pool.
-Block* DeviceCachingAllocator::take_use_on_oom_block(const Request& r) {
-  return pools_.first_use_on_oom([&](PrivatePool& pool) -> Block* {
-    BlockPool& half = r.pool->is_small() ? pool.small : pool.large;
-    BlockPool::iterator slot = get_free_block(half, r.stream, r.size);
-    if (BlockPool::is_end(slot)) return nullptr;
-    Block* block = slot->block;
-    prepare_unindexed_block(half);  // before it leaves the index (erase keeps it)
-    half.erase(slot);
-    return block;
-  });
 }
 
 }  // namespace cachealloc

@@ -9,9 +9,21 @@
 
 #include "allocator/engine/block.h"
 #include "allocator/engine/block_pool.h"
-#include "allocator/engine/device_allocator.h"
+#include "allocator/engine/private_pool.h"
 
 namespace cachealloc {
+
+// A read-only view of one segment, for snapshots and checks.
+struct SegmentView {
+  int device = 0;
+  uintptr_t address = 0;
+  StreamId stream = 0;
+  bool is_small = false;
+  PoolId pool_id;                       // (0, 0): the default pools
+  bool is_expandable = false;           // a mapped range of an expandable segment
+  const ContextPtr* context = nullptr;  // where the segment was reserved
+  std::vector<const Block*> blocks;     // address order, tiling the segment
+};
 
 // One SegmentView per head in `heads` (any order), in address order. A view
 // holds its head and the blocks after it (following next). Stream, pool,

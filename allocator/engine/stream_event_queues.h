@@ -1,20 +1,21 @@
-// Cross-stream safety: the queues of events and their steps
-// (DeviceCachingAllocator runs them in stream_events.cc).
+// Cross-stream safety: the queues of events and their steps (StreamEvents,
+// stream_events.h, holds them; DeviceCachingAllocator drives it from
+// device_allocator_streams.cc).
 //
 // A block used on other streams (record_stream) is not cached when freed:
 // an event is recorded on each of those streams and the block waits, not
 // allocated yet not free, until every event has completed; then the
-// policy's own free_block caches it. Invariants:
+// engine's free_block caches it. Invariants:
 //   - block->event_count == the number of queued (event, block) entries
 //     for that block, over all streams;
 //   - each stream's queue is in recording order, so the first pending
 //     event of a stream ends the scan of that stream (as native).
 //
-// Header-only templates that take the policy's pieces as lambdas, which the
-// compiler inlines: the native engine's versions compile to what they did
+// Header-only templates that take the engine's pieces as lambdas, which the
+// compiler inlines: the engine's versions compile to what they did
 // when the loops were written in place (no std::function, no virtual call,
 // no extra call). process_events runs on every malloc, so this matters.
-// `backend_of()` returns the policy's DeviceBackend and is called at each
+// `backend_of()` returns the engine's DeviceBackend and is called at each
 // use on purpose: holding the backend in a register across free_block calls
 // would cost process_events one more saved register and its two-instruction
 // early return.

@@ -16,12 +16,18 @@ Block* PolicyEngine::native_alloc(const MissRequest& m) {
 }
 
 Block* PolicyEngine::map_for(const MissRequest& m) {
-  DeviceCachingAllocator::Request r;
-  r.size = m.size;
-  r.alloc_size = m.alloc_size;
-  r.stream = m.stream;
-  r.pool = m.pool;
-  return e_.try_allocate_expandable_block(r, ctx_);
+  const DeviceCachingAllocator::RefreshAtExit refresh(e_);  // a new expandable segment
+  return e_.expandable_.allocate(
+      *m.pool, m.stream, m.size, e_.config_, ctx_,
+      [this](const auto& change) { e_.account_pages(change); },
+      [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
+        return e_.policy_may_map(seg, start, bytes, ctx_);
+      });
+}
+
+void PolicyEngine::unmap_free_pages(Block* b) {
+  e_.expandable_.unmap(b, ctx_, [this](const auto& change) { e_.account_pages(change); },
+                       ExpandableBlocks::EmptySegment::kKeep);
 }
 
 size_t PolicyEngine::whole_page_bytes(const ExpandableSegment& segment, uintptr_t address,
@@ -32,17 +38,17 @@ size_t PolicyEngine::whole_page_bytes(const ExpandableSegment& segment, uintptr_
 }
 
 size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
-  ExpandableSegment& seg = *e_.segment_of(b->address);
+  ExpandableSegment& seg = *segment_of(b->address);
   const size_t page = seg.page_bytes();
   const size_t whole = whole_page_bytes(seg, b->address, b->size);
   bytes = std::min(whole, bytes / page * page);
   if (bytes == 0) return 0;
   if (bytes == whole) {
-    e_.unmap_block(b, ctx_);
+    unmap_free_pages(b);
     return bytes;
   }
   // Cut b at `hole`: b keeps [b, hole), a new free block `upper` takes
-  // [hole, b's end), and unmap_block(upper) unmaps upper's whole pages,
+  // [hole, b's end), and unmap_free_pages(upper) unmaps upper's whole pages,
   // which are exactly [hole, hole + bytes). Between the cut and the unmap
   // b and upper are two free neighbours, which the unmap separates.
   const uintptr_t top = seg.page_down(b->address + b->size);
@@ -84,7 +90,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
   if (upper->next) upper->next->prev = upper;
   b->next = upper;
   try {
-    e_.unmap_block(upper, ctx_);
+    unmap_free_pages(upper);
   } catch (...) {
     // The device refused: join the two again (no node is needed: one
     // entry goes, one changes key through erase + the insert's freed slot).

@@ -31,7 +31,7 @@ class PolicyEngine {
   // segments exist).
   BlockPool::iterator native_find_cached(BlockPool& pool, StreamId stream, size_t size) const {
     return e_.expandable_.empty() ? e_.find_free_block(pool, stream, size)
-                                  : e_.find_free_block_expandable(pool, stream, size);
+                                  : e_.expandable_.find_free_block(pool, stream, size, e_.config_);
   }
   bool native_should_split(const Block* block, size_t size) const {
     return e_.should_split(block, size);
@@ -61,10 +61,14 @@ class PolicyEngine {
     for (const auto& e : e_.large_blocks_.entries()) fn(e.block);
   }
   // The expandable segment holding `address`, or null.
-  ExpandableSegment* segment_of(uintptr_t address) const { return e_.segment_of(address); }
+  ExpandableSegment* segment_of(uintptr_t address) const {
+    return e_.expandable_.segment_of(address);
+  }
   // native: unmap_block. Unmaps every whole page inside free block `b`
   // (indexed, expandable); one device call.
-  void unmap_free_pages(Block* b) { e_.unmap_block(b, ctx_); }
+  // A segment left with nothing mapped stays reserved (expandable_blocks.h,
+  // EmptySegment::kKeep).
+  void unmap_free_pages(Block* b);
   // Unmaps the top `bytes` (whole pages, at most those inside `b`) of free
   // block `b`'s whole pages, keeping the rest of b mapped and cached; one
   // device call. Returns the bytes unmapped.

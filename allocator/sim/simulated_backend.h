@@ -1,5 +1,5 @@
 // The DeviceBackend contract over a SimulatedMemory, shared by the three
-// simulated devices (SimulatedDevice, replay's ReplayDevice, the lab's
+// simulated devices (SimulatedDevice, replay's RecordedAddressDevice, the lab's
 // WhatIfDevice). A device adds where segments and reservations go
 // (allocate, reserve_address_range) and may override the rest to add its
 // own refusals or failure injection, calling these for the bookkeeping.

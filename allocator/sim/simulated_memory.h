@@ -1,5 +1,5 @@
 // The bookkeeping every simulated device shares (SimulatedDevice here,
-// replay's ReplayDevice, the lab's WhatIfDevice): live segments, reserved
+// replay's RecordedAddressDevice, the lab's WhatIfDevice): live segments, reserved
 // address ranges and the pages mapped into them (expandable segments), the
 // bytes they hold out of a fixed capacity, and events that complete when the
 // device's owner says so. No byte is ever touched. Each device adds only

@@ -22,7 +22,10 @@ CUDA graph and replayed, with eager steps around it).
 under a memory limit (set_per_process_memory_fraction = limit / total), one
 fresh process per probe, under native classic, native expandable and the
 policy; beside the physical limit: the largest batch whose peak ALLOCATED
-(native, no limit) fits in the limit. Bisection between --lo and --hi.
+(native, no limit) fits in the limit. Bisection: physical from --lo (down
+to 1 if --lo does not fit, up to --hi if it does), then each allocator at
+or below the physical answer (none can train a batch whose peak allocated
+exceeds the limit).
 
 Runs from the repo root on a machine with torch (CUDA) and a built
 libcachealloc.so (CACHEALLOC_LIBRARY, or build/). No network.
@@ -182,27 +185,45 @@ def largest(a) -> None:
     limit = int(a.limit_gib * GIB)
     frac = limit / total
 
-    def search(fits):
-        lo, hi = a.lo, a.hi  # invariant: lo fits (checked), hi + 1 unknown
-        if not fits(lo):
-            return None
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
+    def search(fits, lo, hi):
+        """The largest b in [1, hi] with fits(b), probing lo first; fits is
+        assumed monotone (a batch that fits, every smaller one fits). Returns
+        (b, note): b None when even 1 does not fit; note ">=" when hi fits
+        (the true largest may lie above the window)."""
+        if fits(lo):
+            good, bad = lo, hi + 1
+        else:
+            good, bad = 0, lo  # below the window's start: search down
+        while bad - good > 1:
+            mid = (good + bad) // 2
             if fits(mid):
-                lo = mid
+                good = mid
             else:
-                hi = mid - 1
-        return lo
+                bad = mid
+        if good == 0:
+            return None, ""
+        return good, (">=" if good == hi else "")
 
-    out = {"physical": search(lambda b: (r := probe("native", b, None))["ok"]
-                              and r["peak_allocated"] <= limit)}
+    tried = {}
+
+    def fits(kind, b):
+        r = probe("native", b, None) if kind == "physical" else probe(kind, b, frac)
+        ok = r["ok"] and (kind != "physical" or r["peak_allocated"] <= limit)
+        tried.setdefault(kind, []).append(f"{b}{'+' if ok else '-'}")
+        return ok
+
+    out = {"physical": search(lambda b: fits("physical", b), a.lo, a.hi)}
+    # No allocator trains a batch whose peak allocated exceeds the limit, so
+    # the physical answer bounds the others' window from above.
+    top = out["physical"][0] or a.lo
     for kind in ("native", "native_expandable", "policy"):
-        out[kind] = search(lambda b, k=kind: probe(k, b, frac)["ok"])
+        out[kind] = search(lambda b, k=kind: fits(k, b), max(1, top - 2), top)
     print(f"\n{a.workload}: largest batch under a {a.limit_gib} GiB limit (fraction {frac:.4f} of "
-          f"{total / GIB:.1f} GiB), searched in [{a.lo}, {a.hi}]:")
-    for k, v in out.items():
+          f"{total / GIB:.1f} GiB); physical searched from {a.lo} in [1, {a.hi}], the others "
+          f"at or below it:")
+    for k, (v, note) in out.items():
         name = f"cachealloc {a.policy}" if k == "policy" else k
-        print(f"  {name:24s} {v}")
+        print(f"  {name:24s} {note}{v}    probes: {' '.join(tried.get(k, []))}")
 
 
 def main() -> None:

@@ -239,8 +239,6 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
     check(cachealloc_set_memory_fraction(fraction, device));
   }
-  // (0, 0): torch.cuda.empty_cache(); a pool's id: ~MemPool, on every
-  // device, as native.
   // As native: runtime peer access, and the expandable pages of
   // `dev_to_access` mapped for `dev` (cuMemMap memory is not reached by
   // cudaDeviceEnablePeerAccess). PyTorch calls this before a peer copy.
@@ -248,6 +246,8 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     TORCH_CHECK(cachealloc_enable_peer_access(dev, dev_to_access) == 0, cachealloc_last_error());
   }
 
+  // (0, 0): torch.cuda.empty_cache(); a pool's id: ~MemPool, on every
+  // device, as native.
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
     check(cachealloc_empty_cache_pool(-1, mempool_id.first, mempool_id.second));
   }

@@ -1,6 +1,6 @@
-// The fragmentation-lab subcommands of the `cachealloc` tool. Each takes
-// the arguments after its name, prints its own usage on a usage error, and
-// returns the exit status (0 done, 2 bad input). Other errors (unreadable
+// The subcommands of the `cachealloc` tool: replay and the fragmentation
+// lab's. Each takes the arguments after its name, prints its own usage on
+// a usage error, and returns the exit status (0 done, 2 bad input). Other errors (unreadable
 // trace, bad config) propagate as exceptions for main() to report with 2.
 #pragma once
 
@@ -9,6 +9,12 @@
 
 namespace cachealloc {
 
+// cachealloc replay TRACE [--json] ... (lab_replay.cc): 0 clean replay, 1
+// divergence, 2 bad input.
+int replay_main(const std::vector<std::string>& args);
+// The replay command's usage, which is the tool's own: it lists every
+// command.
+const char* replay_usage();
 // cachealloc compare TRACE --conf A --conf B ... (lab_compare.cc)
 int compare_main(const std::vector<std::string>& args);
 // cachealloc min-memory TRACE --conf A ... (lab_min_memory.cc)

@@ -2,6 +2,9 @@
 # Issue 34 on 2 GPUs, in one device call of about 6 minutes (the glue build
 # and start-up included: the launches stop at --budget seconds, default 270):
 #   bash tests/gpu/multi_gpu_suite.sh [--repeats N] [--steps S] [--budget SECONDS] [--llama]
+#       [--llama-runs FIRST:LAST]
+# --llama-runs: only the Llama-style decoder's DDP and FSDP2 pairs, runs
+# numbered FIRST..LAST (to add repeats to earlier results), then the summary.
 # - DDP and FSDP2 on GPT-2 small under native and under cachealloc
 #   (`cachealloc run -- torchrun --nproc-per-node 2 ...`), the pair repeated
 #   up to N times (default 1; more only while the budget lasts: each torchrun
@@ -17,14 +20,15 @@
 # beside it) and NCCL_NVLS_ENABLE=0 (set here).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-REPEATS=1 STEPS=15 BUDGET=${MULTI_GPU_BUDGET:-270} LLAMA=0
+REPEATS=1 STEPS=15 BUDGET=${MULTI_GPU_BUDGET:-270} LLAMA=0 LLAMA_RUNS=
 while [ $# -gt 0 ]; do
   case "$1" in
     --repeats) REPEATS=$2; shift 2 ;;
     --steps) STEPS=$2; shift 2 ;;
     --budget) BUDGET=$2; shift 2 ;;
     --llama) LLAMA=1; shift ;;
-    *) echo "usage: $0 [--repeats N] [--steps S] [--budget SECONDS] [--llama]" >&2; exit 2 ;;
+    --llama-runs) LLAMA_RUNS=$2; shift 2 ;;
+    *) echo "usage: $0 [--repeats N] [--steps S] [--budget SECONDS] [--llama] [--llama-runs FIRST:LAST]" >&2; exit 2 ;;
   esac
 done
 OUT=${OUT:-/tmp/out}; R=$OUT/multi_gpu; mkdir -p "$R"
@@ -59,6 +63,20 @@ ours() {  # ours MODE DIR [RUN OPTIONS --] [ARGS...]
 # the DDP pair, the history pair (the peak analysis and the report read it),
 # the user-buffer path, the FSDP2 pair, then extra repeats.
 skip() { echo "[$SECONDS s] budget spent: skipping $*" | tee -a "$LOG"; }
+if [ -n "$LLAMA_RUNS" ]; then
+  for rep in $(seq "${LLAMA_RUNS%%:*}" "${LLAMA_RUNS##*:}"); do
+    for mode in ddp fsdp2; do
+      left 60 || { skip "llama run $rep and later"; break 2; }
+      native $mode "$R/llama_$mode/native/$rep" --model llama
+      ours $mode "$R/llama_$mode/cachealloc/$rep" -- --model llama
+    done
+  done
+  python3 tests/gpu/multi_gpu_summary.py "$R" | tee "$R/summary.txt"
+  # The device tool returns no deeply nested folders: one archive of them.
+  tar czf "$OUT/multi_gpu_runs.tgz" -C "$R" . 2>/dev/null
+  rm -rf "$HOOK"; echo "[$SECONDS s] done" | tee -a "$LOG"; exit 0
+fi
+
 left 50 && native ddp "$R/ddp/native/1" || skip "native ddp"
 left 50 && ours ddp "$R/ddp/cachealloc/1" || skip "cachealloc ddp"
 left 50 && native ddp "$R/history/native" --history || skip "native ddp history"
@@ -94,5 +112,6 @@ for rep in $(seq 2 "$REPEATS"); do
   done
 done
 python3 tests/gpu/multi_gpu_summary.py "$R" | tee "$R/summary.txt"
+tar czf "$OUT/multi_gpu_runs.tgz" -C "$R" . 2>/dev/null
 rm -rf "$HOOK"
 echo "[$SECONDS s] done" | tee -a "$LOG"

@@ -203,3 +203,68 @@ def test_reduction_buffers():
     assert cuda_reduce.buffers(torch.empty(4, 512, 512), [0, 1], 4, 132, 2048) == (8388608, 16)
     assert cuda_reduce.buffers(torch.empty(512, 256), [0], 4, 132, 2048) == (0, 0)
     assert cuda_reduce.buffers(torch.empty(8, 4096), [1], 4, 132, 2048) == (0, 0)
+
+
+def _relative_stream(events, start):
+    """events[start:] as ("alloc", bytes) / ("free", n): n counts the
+    allocations from `start` on (0-based)."""
+    index, out, n = {}, [], 0
+    for e in events[start:]:
+        if e["action"] == "alloc":
+            index[e["addr"]] = n
+            n += 1
+            out.append(["alloc", e["size"]])
+        elif e["addr"] in index:
+            out.append(["free", index.pop(e["addr"])])
+        else:
+            out.append(["free", None])
+    return out
+
+
+def test_embedding_backward_matches_gpu_recording(tmp_path):
+    """GPT-2's token-embedding backward as the H200 recorded it (torch 2.11,
+    tests/data/predict/gpt2_embedding_backward_H200.json): sorted and
+    original indices, the arange, CUB's radix-sort storage, grad_weight, the
+    segment buffers, unique-by-key and scan storage, the fp32 partial sums,
+    in order, sizes and pairing."""
+    from cachealloc import predict
+    want = json.loads((DATA / "gpt2_embedding_backward_H200.json").read_text())["requests"]
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:embedding_backward", gpu, size=4, steps=1,
+                         workdir=tmp_path)
+    ev = _events(rec.trace)
+    # Set-up: table, ids, incoming gradient; the step: the lookup's output,
+    # then the backward, from the next request on.
+    outputs = [i for i, e in enumerate(ev) if e["action"] == "alloc" and e["size"] == 4 * 1024 * 768 * 2]
+    start = outputs[1] + 1
+    assert _relative_stream(ev, start)[:len(want)] == want
+
+
+def test_cub_storage_sizes():
+    """CUB's temp_storage_bytes as the H200 recording shows them for 4,096
+    int64 keys (SortPairs with 8-byte values, UniqueByKey, ExclusiveSum),
+    and the rules they follow: one byte for a single-tile sort, more
+    look-back rows for more thread blocks."""
+    from cachealloc.predict import cub_storage
+    assert cub_storage.radix_sort_pairs_bytes(4096, 8, 8, (9, 0)) == 83455
+    assert cub_storage.unique_by_key_bytes(4096, 8) == 1279
+    assert cub_storage.exclusive_sum_bytes(4096, 8) == 1279
+    assert cub_storage.radix_sort_pairs_bytes(2000, 8, 8, (9, 0)) == 1
+    # 8 passes x 256 bins x 8 B, 3 blocks x 256 x 4 B, keys, values, counters.
+    n = 10000
+    assert cub_storage.radix_sort_pairs_bytes(n, 8, 8, (9, 0)) == (
+        16384 + 3072 + 80128 + 80128 + 256 + 255)
+
+
+def test_silu_backward_is_the_fused_kernel(tmp_path):
+    """A GPU backward runs silu_backward (one request: grad_input); the fake
+    run's tensor subclass would take the twice-differentiable formula (five
+    more temporaries). Per step: x * 2, silu, then in the backward
+    silu_backward's output and MulBackward's x.grad: four requests of the
+    activation's size."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:silu_backward", gpu, size=64, steps=2,
+                         workdir=tmp_path)
+    sizes = [e["size"] for e in _events(rec.trace) if e["action"] == "alloc"]
+    assert sizes.count(64 * 1024 * 4) == 2 + 4 * 2

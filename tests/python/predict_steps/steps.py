@@ -62,3 +62,28 @@ def tied(size):
     def step():
         pass
     return step
+
+
+def embedding_backward(size):
+    """GPT-2 small's token embedding backward: (size, 1024) int64 ids into a
+    50257 x 768 bf16 table (size 4: the H200 recording's 4,096 ids)."""
+    w = torch.zeros(50257, 768, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    ids = torch.zeros(size, 1024, dtype=torch.long, device="cuda")
+    g = torch.empty(size, 1024, 768, device="cuda", dtype=torch.bfloat16)
+
+    def step():
+        torch.nn.functional.embedding(ids, w).backward(g)
+        w.grad = None
+    return step
+
+
+def silu_backward(size):
+    """One SiLU between two scalings: the backward's only request of the
+    activation's size besides the other nodes' gradients is silu_backward's."""
+    x = torch.zeros(size, 1024, device="cuda", requires_grad=True)
+    g = torch.empty(size, 1024, device="cuda")
+
+    def step():
+        torch.nn.functional.silu(x * 2.0).backward(g)
+        x.grad = None
+    return step

@@ -55,6 +55,8 @@ another order, keep some outputs on the host, or make temporaries:
   modelled (their sizes come from cuDNN's heuristics on the GPU).
 - Reductions: the staging buffer and semaphores of gpu_reduce_kernel
   (cuda_reduce.py).
+- Embedding backward with more than 3,072 indices: the index sort and
+  segment sums' temporaries and CUB storage (cuda_embedding.py).
 
 Each model takes the op's arguments and the fake outputs and tells the
 recording what to allocate and free, in the kernel's order.
@@ -65,7 +67,7 @@ import math
 
 import torch
 
-from . import cuda_reduce
+from . import cuda_embedding, cuda_reduce
 
 aten = torch.ops.aten
 
@@ -263,6 +265,7 @@ MODELS = {
     aten.convolution_backward.default: _convolution_backward,
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     **cuda_reduce.MODELS,
+    **cuda_embedding.MODELS,
 }
 
 
@@ -273,4 +276,6 @@ def describe() -> str:
             "softmax backward (grad * output temporary), flash attention backward (fp32 softmax_d and dq_accum scratch), "
             "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
             "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
-            "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides)")
+            "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides), "
+            "embedding backward (sorted and original indices, CUB radix-sort, unique-by-key and scan storage, "
+            "segment offsets and fp32 partial sums)")

@@ -23,7 +23,7 @@ import types
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import gpu_model
+from . import gpu_model, plain_tensor
 from .recorder import PredictionRefused, Recording, RecordingMode
 
 
@@ -203,6 +203,8 @@ class FakeCudaDevice:
         # linear's bias add: in place as for plain tensors (plain_tensor.py).
         self._set(torch.nn.functional, "linear",
                   self.recording.rules.linear(torch.nn.functional.linear))
+        # SiLU's backward: the fused kernel, as for plain tensors (plain_tensor.py).
+        self._set(torch.nn.functional, "silu", plain_tensor.silu(torch.nn.functional.silu))
         # torch.tensor(data, device="cuda") builds the data on the CPU and then
         # moves it; with only_lift_cpu_tensors off (FakeTensorMode sets it only
         # when torch.cuda.is_available() is False, and here it says True) the

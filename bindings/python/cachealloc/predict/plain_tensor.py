@@ -10,17 +10,35 @@ more tensor than the GPU does:
   output.add_(bias) for plain tensors, output + bias for subclasses.
   Modelled: F.linear is wrapped (fake_device.py) so the recorder knows the
   bias; an add.Tensor(x, bias) inside it runs as add_ on x.
-- Autograd's gradient accumulation (InputBuffer::accumulate): when a node
-  receives a second gradient for one input, with grad mode off, it adds in
-  place into the old gradient if that tensor is a plain, dense tensor held
-  only by the buffer (tensor and storage use count 1), else into the new one
-  under the same rule, else out of place. Modelled: an add.Tensor of two
-  same-shaped, same-dtype gradients inside a backward node, grad mode off,
-  runs in place under that rule. The use counts seen from a dispatch mode
-  include references the dispatch itself holds; calibrate() measures them
+- Autograd's gradient accumulation (InputBuffer::accumulate, torch 2.11):
+  when a node receives a second gradient for one input, with grad mode off,
+  it adds in place into the old gradient (the buffer's) if that tensor is a
+  plain, dense tensor held only by the buffer (tensor and storage use count
+  1), else out of place: never into the new gradient (only sparse old
+  gradients do that; older torch releases did it for dense ones too, and
+  the H200 recording of GPT-2's tied embedding shows the out-of-place sum).
+  Modelled: an add.Tensor of two same-shaped, same-dtype gradients inside a
+  backward node, grad mode off, runs in place into its first operand (the
+  old gradient: the engine calls old_var + var) under that rule. The use
+  counts seen from a dispatch mode include references the dispatch itself
+  holds; calibrate() measures them
   once on a known single-owner accumulation, so the rule compares against
   that. A same-shaped add inside a backward formula (rare: torch's backward
   kernels are fused ops) would be taken for an accumulation too.
+
+A third place picks another formula rather than another add:
+
+- SiLU's backward (derivatives.yaml): torch uses the twice-differentiable
+  formula grad * sigmoid * (1 + x * (1 - sigmoid)) when grad mode is on or
+  the input is a tensor subclass, else the fused silu_backward kernel, whose
+  only request is grad_input. A GPU backward (grad mode off, plain tensors)
+  takes the kernel; the fake run took the formula (five temporaries of the
+  activation's size, then the result), where the H200 recording of the
+  Llama MLP shows one request. Modelled: F.silu (not in place, input
+  needing a gradient) is wrapped (fake_device.py) in an autograd function
+  that saves the input, as SiluBackward0 does, and whose backward makes
+  the kernel's one output (no values: the fake device has none). A
+  second-order gradient through it (create_graph=True) is not supported.
 """
 from __future__ import annotations
 
@@ -106,7 +124,8 @@ class PlainTensorRules:
 
     def inplace_target(self, args, kwargs):
         """For an aten.add.Tensor call: the operand the GPU would add into
-        in place (0 or 1), or None for an out-of-place add."""
+        in place (0: the bias add's output or the old gradient), or None for
+        an out-of-place add."""
         if len(args) != 2 or (kwargs and kwargs.get("alpha", 1) != 1):
             return None
         a, b = args
@@ -121,9 +140,34 @@ class PlainTensorRules:
             return None
         if self._owned(a):
             return 0
-        if self._owned(b):
-            return 1
         return None
+
+
+class _SiluWithKernelBackward(torch.autograd.Function):
+    """silu whose backward is the fused kernel, as for a plain tensor."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return aten.silu.default(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        # silu_backward itself reaches the recorder decomposed into the
+        # formula's ops under FakeTensorMode; the kernel's one request is its
+        # output, shaped and laid out like grad (a TensorIterator output).
+        ctx.saved_tensors
+        return aten.empty_like.default(grad)
+
+
+def silu(original):
+    """F.silu with the GPU's backward (the third rule above)."""
+    def silu(input, inplace=False):
+        if (inplace or not isinstance(input, torch.Tensor) or input.device.type != "cuda"
+                or not input.requires_grad or not torch.is_grad_enabled()):
+            return original(input, inplace=inplace)
+        return _SiluWithKernelBackward.apply(input)
+    return silu
 
 
 def run_inplace(args, target):

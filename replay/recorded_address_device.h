@@ -36,10 +36,11 @@
 
 namespace cachealloc {
 
-class ReplayDevice : public SimulatedBackend {
+class RecordedAddressDevice : public SimulatedBackend {
  public:
   // capacity: bytes; allocations past it return 0 (device full).
-  explicit ReplayDevice(size_t capacity) : SimulatedBackend("replay device", capacity, 1) {
+  explicit RecordedAddressDevice(size_t capacity)
+      : SimulatedBackend("replay device", capacity, 1) {
     memory_.hold_events(true);
   }
 

@@ -1,4 +1,4 @@
-#include "replay/replay_device.h"
+#include "replay/recorded_address_device.h"
 
 #include <cstdint>
 
@@ -6,12 +6,12 @@
 
 namespace cachealloc {
 
-bool ReplayDevice::range_free(uintptr_t address, size_t bytes) const {
+bool RecordedAddressDevice::range_free(uintptr_t address, size_t bytes) const {
   if (address == 0 || bytes == 0 || bytes > UINTPTR_MAX - address) return false;
   return !memory_.overlaps(address, bytes);
 }
 
-uintptr_t ReplayDevice::unexpected_range(size_t bytes) {
+uintptr_t RecordedAddressDevice::unexpected_range(size_t bytes) {
   // The first free range from next_unexpected_ on, on a 2 MiB grid: the
   // trace may have put segments there too. Device full rather than wrap
   // around.
@@ -23,7 +23,7 @@ uintptr_t ReplayDevice::unexpected_range(size_t bytes) {
   return address;
 }
 
-uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
+uintptr_t RecordedAddressDevice::allocate(int, size_t bytes, StreamId) {
   if (refusing() || !memory_.has_room(bytes)) return 0;
   uintptr_t address;
   if (primed_ && primed_->bytes == bytes && range_free(primed_->address, bytes)) {
@@ -37,12 +37,12 @@ uintptr_t ReplayDevice::allocate(int, size_t bytes, StreamId) {
   return address;
 }
 
-void ReplayDevice::release(int device, uintptr_t address, size_t bytes) {
+void RecordedAddressDevice::release(int device, uintptr_t address, size_t bytes) {
   SimulatedBackend::release(device, address, bytes);
   count_release();
 }
 
-uintptr_t ReplayDevice::reserve_address_range(int, size_t bytes, size_t alignment) {
+uintptr_t RecordedAddressDevice::reserve_address_range(int, size_t bytes, size_t alignment) {
   uintptr_t base = reservation_source_ ? reservation_source_(bytes, alignment) : 0;
   if (!range_free(base, bytes)) base = unexpected_range(bytes);
   if (base == 0) throw BackendError("replay device: no address space for a reservation");
@@ -50,13 +50,13 @@ uintptr_t ReplayDevice::reserve_address_range(int, size_t bytes, size_t alignmen
   return base;
 }
 
-bool ReplayDevice::map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) {
+bool RecordedAddressDevice::map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) {
   // A refusing device refuses the first page: nothing is mapped.
   return memory_.map_pages(address, bytes, page_bytes,
                            refusing() ? 0 : SimulatedMemory::kNoPageLimit);
 }
 
-void ReplayDevice::unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+void RecordedAddressDevice::unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
                                StreamId stream) {
   SimulatedBackend::unmap_pages(device, address, bytes, page_bytes, stream);
   count_release();

@@ -1,4 +1,4 @@
-#include "replay/device_replay.h"
+#include "replay/lockstep_replay.h"
 
 #include <algorithm>
 #include <tuple>
@@ -36,7 +36,7 @@ bool same(const RecordedEvent& r, const Emitted& e) {
 // event: any recorded order is possible). The ids lie above every pointer
 // a real stream can have (2^62 and up), so they never equal a block's own
 // stream.
-StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
+StreamId LockstepReplay::waiting_stream(size_t free_requested_index) {
   if (!completions_built_) {
     completions_built_ = true;
     const size_t n = events_.size();
@@ -62,7 +62,7 @@ StreamId DeviceReplay::waiting_stream(size_t free_requested_index) {
 // later settings call replaces, so replay may run with the default while the
 // program ran with another size. A segment of a 1-10 MiB request recorded at
 // a size other than the one replayed is that case's mark: say so.
-std::string DeviceReplay::large_segment_hint(const EventDescription& want,
+std::string LockstepReplay::large_segment_hint(const EventDescription& want,
                                              const EventDescription& have) const {
   const size_t large = engine_.config().large_segment_size;
   const bool segment = want.action == have.action &&
@@ -74,7 +74,7 @@ std::string DeviceReplay::large_segment_hint(const EventDescription& want,
          "call replaced, the trace's settings text no longer shows it: pass it with --conf";
 }
 
-std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
+std::optional<Divergence> LockstepReplay::compare(size_t first, size_t last,
                                                 const std::string& note) {
   const auto& got = log_.events;
   const size_t expected_count = last - first;
@@ -100,7 +100,7 @@ std::optional<Divergence> DeviceReplay::compare(size_t first, size_t last,
 // Whether the request, run now, could itself return segments to the device
 // (garbage collection, or the OOM retry path). If not, segment frees
 // recorded just before it can only come from an empty_cache() call.
-bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
+bool LockstepReplay::request_would_release(const RecordedEvent& r) const {
   if (r.action == EventKind::kFreeRequested) return false;
   if (engine_.would_hit_cache(r.size, r.stream)) return false;
   if (engine_.would_collect_garbage()) return true;
@@ -110,7 +110,7 @@ bool DeviceReplay::request_would_release(const RecordedEvent& r) const {
   return backend_.memory().free_bytes() < segment;
 }
 
-uintptr_t DeviceReplay::reservation_base(size_t bytes, size_t page) {
+uintptr_t LockstepReplay::reservation_base(size_t bytes, size_t page) {
   (void)bytes;  // a reservation's size is the engine's; the trace shows none
   if (!map_indices_built_) {
     map_indices_built_ = true;
@@ -126,7 +126,7 @@ uintptr_t DeviceReplay::reservation_base(size_t bytes, size_t page) {
   return 0;
 }
 
-bool DeviceReplay::empty_cache_would_free(size_t first, size_t last) const {
+bool LockstepReplay::empty_cache_would_free(size_t first, size_t last) const {
   std::vector<uintptr_t> recorded;
   bool freed_segment = false;
   for (size_t k = first; k < last; ++k) {
@@ -190,7 +190,7 @@ bool DeviceReplay::empty_cache_would_free(size_t first, size_t last) const {
   return true;
 }
 
-std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& done,
+std::optional<Divergence> LockstepReplay::run(size_t& empty_cache_calls, size_t& done,
                                             size_t total) {
   const size_t n = events_.size();
   size_t i = 0;
@@ -239,7 +239,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
     // may explain segment frees. First the likelier: the request where, as
     // replayed, it would release (it misses the cache, and garbage
     // collection is due or the limit or the device's free bytes refuse a
-    // new segment), else the empty_cache(); flipped (replay_device retries
+    // new segment), else the empty_cache(); flipped (replay_device_with_retries retries
     // it where the first choice leads to a divergence), the other. Where
     // the run cannot be an empty_cache(), only the request's release is.
     if (lead_has_segment_free && request_polls && empty_cache_would_free(i, lead)) {
@@ -361,7 +361,7 @@ std::optional<Divergence> DeviceReplay::run(size_t& empty_cache_calls, size_t& d
   return std::nullopt;
 }
 
-std::optional<Divergence> DeviceReplay::check_final(const RecordedTrace& trace) {
+std::optional<Divergence> LockstepReplay::check_final(const RecordedTrace& trace) {
   std::vector<const RecordedSegment*> want;
   for (size_t k = 0; k < trace.final_segments.size(); ++k)
     if (trace.final_segment_devices[k] == device_index_) want.push_back(&trace.final_segments[k]);

@@ -1,4 +1,4 @@
-// One device's lockstep replay: the engine on a ReplayDevice, fed the
+// One device's lockstep replay: the engine on a RecordedAddressDevice, fed the
 // recorded requests, its emitted events compared with the recorded ones.
 // Internal to replay/ (replayer.cc drives it; tests use replay_trace).
 //
@@ -19,7 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "allocator/engine/device_allocator.h"
-#include "replay/replay_device.h"
+#include "replay/recorded_address_device.h"
 #include "replay/replay_options.h"
 #include "replay/trace.h"
 #include "replay/trace_runs.h"
@@ -67,11 +67,11 @@ class EmitLog : public EngineObserver {
 };
 
 // Replays one device's trace.
-class DeviceReplay {
+class LockstepReplay {
  public:
   // `flipped`: the ambiguous points (see ambiguous()) to replay with their
   // second explanation.
-  DeviceReplay(int device, const std::vector<RecordedEvent>& events,
+  LockstepReplay(int device, const std::vector<RecordedEvent>& events,
                const AllocatorConfig& config, const ReplayOptions& options,
                absl::flat_hash_set<size_t> flipped)
       : device_index_(device),
@@ -143,7 +143,7 @@ class DeviceReplay {
   static size_t point(size_t k, PointKind kind) { return k * kPointKinds + kind; }
   const absl::flat_hash_set<size_t> flipped_;
   std::vector<size_t> ambiguous_;
-  ReplayDevice backend_;
+  RecordedAddressDevice backend_;
   DeviceCachingAllocator engine_;
   StatsCollector stats_;
   HistoryRecorder history_;
