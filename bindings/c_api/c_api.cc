@@ -32,6 +32,7 @@ namespace {
 using cachealloc::c_api::guarded;
 using cachealloc::c_api::initialized_runtime;
 using cachealloc::c_api::last_error;
+using cachealloc::c_api::set_last_error;
 // The calling thread's last OutOfMemoryError (cachealloc_last_oom); empty
 // until it has one.
 thread_local std::optional<cachealloc::OutOfMemoryError::Details> last_oom;
@@ -47,7 +48,7 @@ void report_free_errors(Fn&& fn,
     cachealloc::c_api::set_out_of_memory_error(where);
     std::fprintf(stderr, "%s\n", last_error.c_str());
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(e.what());
     std::fprintf(stderr, "%s\n", e.what());
   }
 }
@@ -102,7 +103,7 @@ int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
 int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* context,
                               void (*release)(void*), void** out) {
   if (!out) {
-    last_error = "cachealloc_try_malloc: out is NULL";
+    set_last_error("cachealloc_try_malloc: out is NULL");
     return -1;
   }
   *out = nullptr;
@@ -118,14 +119,14 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
                 : r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
     return 0;
   } catch (const cachealloc::OutOfMemoryError& e) {
-    last_error = e.what();
+    set_last_error(e.what());
     last_oom = e.details();
     return 1;
   } catch (const std::bad_alloc&) {
-    last_error = cachealloc::c_api::out_of_memory_in(std::source_location::current());
+    cachealloc::c_api::set_out_of_memory_error(std::source_location::current());
     return -1;
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(e.what());
     return -1;
   }
 }
@@ -511,11 +512,11 @@ void cachealloc_release_buffer(char* buffer) { std::free(buffer); }
 
 int cachealloc_last_oom(cachealloc_oom_info* out) {
   if (!out) {
-    last_error = "cachealloc_last_oom: out is NULL";
+    set_last_error("cachealloc_last_oom: out is NULL");
     return -1;
   }
   if (!last_oom) {
-    last_error = "cachealloc_last_oom: no out-of-memory error on this thread";
+    set_last_error("cachealloc_last_oom: no out-of-memory error on this thread");
     return -1;
   }
   const auto& d = *last_oom;

@@ -117,6 +117,8 @@ void classify(Shared& sh, int status, const std::string& what) {
   std::string kind;
   if (status == 1 && m.find("out of memory") != std::string::npos) kind = "oom";
   else if (m.find("out of host memory") != std::string::npos) kind = "host oom";
+  // (The message when host memory ran out while the error was reported.)
+  else if (m == "no host memory") kind = "host oom";
   else if (m.find("injected driver error") != std::string::npos) kind = "driver error";
   else if (m.find("CUDA out of memory") != std::string::npos) kind = "oom";
   std::lock_guard<std::mutex> lock(sh.errors_mutex);
