@@ -13,7 +13,8 @@ every rank's file is still read and parsed by the report). Then the report is ti
 all ranks, the advisor on the 8 highest ranks, and the HTML page.
 
     python3 benchmarks/many_ranks_report.py [--ranks 512] [--events 100000]
-        [--variants 16] [--jobs 2] [--dir DIR] [--keep]
+        [--variants 16] [--jobs 2] [--dir DIR] [--keep] [--reuse]
+        [--generate-only]
 Needs a built library (build/bindings/libcachealloc.so or
 $CACHEALLOC_LIBRARY) and tool (build/tools/cachealloc or $CACHEALLOC_CLI).
 """
@@ -125,15 +126,27 @@ def main():
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--dir", help="where to put the run (default: a temporary directory)")
     ap.add_argument("--keep", action="store_true", help="keep the generated run")
+    ap.add_argument("--reuse", action="store_true",
+                    help="time the report over the run already in --dir (kept by --keep) "
+                         "instead of generating it again")
+    ap.add_argument("--generate-only", action="store_true",
+                    help="generate the run (with --dir and --keep) and stop: time it later, "
+                         "on a quiet machine, with --reuse")
     ns = ap.parse_args()
     _setup_env()
     base = pathlib.Path(ns.dir or tempfile.mkdtemp(prefix="cachealloc-ranks-"))
     run_dir = base / "run"
     try:
-        took = generate(run_dir, ns.ranks, ns.events, ns.variants, ns.jobs)
+        if ns.reuse and run_dir.is_dir():
+            took = 0.0
+            print(f"reusing the run in {run_dir}")
+        else:
+            took = generate(run_dir, ns.ranks, ns.events, ns.variants, ns.jobs)
         size = sum(f.stat().st_size for f in run_dir.rglob("*.pickle"))
         print(f"generated {ns.ranks} ranks ({ns.variants} variants) of {ns.events:,} events: "
               f"{size / 2**30:.2f} GiB of snapshots in {took:.0f} s")
+        if ns.generate_only:
+            return
         from cachealloc.report import report
 
         page = base / "report.html"

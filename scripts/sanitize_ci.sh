@@ -2,8 +2,9 @@
 # CI's sanitizer runs (.ci/run), each variant built once per run:
 #   1. ThreadSanitizer (build-tsan/): the whole-front stress test
 #      (tests/cpp/front_stress_test.cc: 8-16 threads on 2 and 4 simulated
-#      devices, device faults, the re-init race) and the front's thread
-#      tests (front_parts_test: pointer table, device lock).
+#      devices, device faults, host-memory faults, the re-init race) and
+#      the front's thread tests (front_parts_test: pointer table, device
+#      lock).
 #   2. AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): the C++
 #      suite. Only the C++ test targets are built (no benchmarks, no PyTorch
 #      glue); the Python suite under these sanitizers stays in

@@ -20,8 +20,8 @@
 #include <tuple>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "allocator/base/call_context.h"
+#include "allocator/base/strong_hash.h"
 #include "pickle/py_value.h"
 
 namespace cachealloc {
@@ -45,8 +45,10 @@ class SnapshotFrames {
   // hashing their text. Equal texts in different boxes get separate dicts,
   // as they would from native.
   using FrameKey = std::tuple<const std::string*, const std::string*, int>;
-  absl::flat_hash_map<FrameKey, PyValue> frames_;
-  absl::flat_hash_map<const CallContext*, std::pair<ContextPtr, PyValue>> lists_;
+  // StrongHashMaps: a snapshot may run out of host memory part way, and
+  // these must still be destroyable then (allocator/base/strong_hash.h).
+  StrongHashMap<FrameKey, PyValue> frames_;
+  StrongHashMap<const CallContext*, std::pair<ContextPtr, PyValue>> lists_;
 };
 
 }  // namespace cachealloc

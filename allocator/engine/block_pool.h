@@ -78,6 +78,15 @@ class BlockPool {
   // See FreeIndex::reserve_for_insert: the next insert() or replace() then
   // cannot throw.
   void reserve_for_insert() { index_.reserve_for_insert(); }
+  bool reserved_for_insert() const { return index_.reserved_for_insert(); }
+  // insert() and replace() after reserve_for_insert(), which then cannot
+  // throw: noexcept, so a caller that must not fail part way (a free's
+  // merge) needs no unwinding around them.
+  bool insert_reserved(Block* b) noexcept { return insert(b); }
+  void replace_reserved(iterator it, Block* b) noexcept { replace(it, b); }
+  // The same for the next `n` inserts (out of line paths that insert
+  // several blocks after a step that cannot be undone).
+  void reserve_for_inserts(int n) { index_.reserve_for_inserts(n); }
   // Removes a block from the index; returns false if it was not there.
   bool erase(Block* b) {
     ++shape_version_;

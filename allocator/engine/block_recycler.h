@@ -8,6 +8,12 @@
 // its placement fields (address, size, requested_size, stream, pool, prev,
 // next, gc_count_base) are stale. At most kMaxSpareBlocks are kept; the
 // recycler owns them and deletes them when it goes.
+//
+// Exception safety: the list of spares has room for kMaxSpareBlocks from
+// construction, so giving a Block back (recycle, recycle_absorbed,
+// give_back_unused) never allocates and never throws: a merge or a release
+// that has begun changing a segment cannot be stopped half way by it. Only
+// take() and reserve_one() can throw (std::bad_alloc for a new Block).
 #pragma once
 
 #include <cstddef>
@@ -22,7 +28,8 @@ namespace cachealloc {
 
 class BlockRecycler {
  public:
-  BlockRecycler() = default;
+  // Throws std::bad_alloc if the list's room (32 KiB) cannot be had.
+  BlockRecycler() { spares_.reserve(kMaxSpareBlocks); }
   ~BlockRecycler() {
     for (Block* b : spares_) delete b;
   }
@@ -37,11 +44,16 @@ class BlockRecycler {
     spares_.pop_back();
     return b;
   }
+  // Makes the next take() unable to throw: keeps one spare ready. For a
+  // step that must not fail once it has begun (alloc_found_block's split of
+  // a block no index holds). Throws std::bad_alloc, nothing changed.
+  void reserve_one() {
+    if (spares_.empty()) spares_.push_back(new Block());
+  }
   // Gives back a Block from take() that was never linked into a segment (a
-  // step after it failed). It is in the spare state, as take() made it; no
-  // push_back that could allocate, so this never throws.
+  // step after it failed). It is in the spare state, as take() made it.
   void give_back_unused(Block* block) noexcept {
-    if (spares_.size() < spares_.capacity()) spares_.push_back(block);
+    if (spares_.size() < kMaxSpareBlocks) spares_.push_back(block);
     else delete block;
   }
   // Drops a Block that is no longer part of any segment (a released

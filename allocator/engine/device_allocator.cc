@@ -34,14 +34,18 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
     set_memory_fraction(config_.per_process_memory_fraction);
 }
 
-void DeviceCachingAllocator::apply_config(const AllocatorConfig& given) {
+AllocatorConfig DeviceCachingAllocator::shaped(const AllocatorConfig& given) const {
   AllocatorConfig config = given;
   if (policy_) policy_->shape_config(config);
+  return config;
+}
+
+void DeviceCachingAllocator::put_in_force(AllocatorConfig&& config) noexcept {
   // expandable_segments at run time changes where new memory is mapped and,
   // when turned off, whether free expandable blocks are reused (native reads
   // the setting at each request).
   const bool expandable_changed = config.expandable_segments != config_.expandable_segments;
-  config_ = config;
+  config_ = std::move(config);
   power2_divisions_ = has_power2_divisions(config_);
   if (expandable_changed) set_expandable_segments(config_.expandable_segments);
 }
@@ -119,13 +123,28 @@ Block* DeviceCachingAllocator::malloc_with_policy(BlockPool& pool, StreamId stre
 
 void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
   if (!block->stream_uses.empty()) {
-    free_used_elsewhere(block, ctx);
+    try {
+      free_used_elsewhere(block, ctx);
+    } catch (...) {
+      // It changed nothing (all or nothing): the caller still holds the
+      // block, as before free() began.
+      block->allocated = true;
+      allocated_bytes_ += block->size;
+      throw;
+    }
     return;
   }
   Block* merged = cache_freed_block(block, ctx, EventKind::kFree, /*expandable_aware=*/true);
   if (policy_) {
-    PolicyEngine engine(*this, ctx);
-    policy_->after_free(engine, merged);
+    // The free is done: a policy's tidy-up that fails (std::bad_alloc, the
+    // device refusing an unmap) leaves its pages cached, the state whole,
+    // and must not reach the caller, whose block is gone now.
+    try {
+      PolicyEngine engine(*this, ctx);
+      policy_->after_free(engine, merged);
+    } catch (const std::exception&) {
+      ++policy_failures_;
+    }
   }
 }
 
@@ -210,10 +229,12 @@ bool DeviceCachingAllocator::native_alloc_block(Request& r, const ContextPtr& ct
     return r.block != nullptr;
   }
   // Host memory first: a std::bad_alloc here leaves nothing reserved on the
-  // device. After the device call nothing below may throw.
+  // device. After the device call nothing below (nor alloc_found_block,
+  // which takes the block next) may throw.
   Block* b = recycler_.take();  // a spare's placement fields are stale: set all
   try {
-    segment_heads_.reserve(segment_heads_.size() + 1);
+    segment_heads_.reserve_one();
+    prepare_unindexed_block(*r.pool);
   } catch (...) {
     recycler_.give_back_unused(b);
     throw;
@@ -330,6 +351,7 @@ Block* DeviceCachingAllocator::take_use_on_oom_block(const Request& r) {
     BlockPool::iterator slot = get_free_block(half, r.stream, r.size);
     if (BlockPool::is_end(slot)) return nullptr;
     Block* block = slot->block;
+    prepare_unindexed_block(half);  // before it leaves the index (erase keeps it)
     half.erase(slot);
     return block;
   });

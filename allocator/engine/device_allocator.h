@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "allocator/base/device_backend.h"
 #include "allocator/base/hot_inline.h"
+#include "allocator/base/strong_hash.h"
 #include "allocator/config/config.h"
 #include "allocator/config/memory_limit.h"
 #include "allocator/engine/block.h"
@@ -43,6 +44,7 @@
 #include "allocator/engine/pool_checkpoint.h"
 #include "allocator/engine/private_pool.h"
 #include "allocator/engine/private_pools.h"
+#include "allocator/engine/segment_heads.h"
 #include "allocator/engine/segment_views.h"
 #include "allocator/engine/size_policy.h"
 #include "allocator/engine/stream_events.h"
@@ -78,7 +80,17 @@ class DeviceCachingAllocator {
                                       const ContextPtr& context = nullptr);
   // Takes a block back. Precondition: `block` came from malloc() and was not
   // freed since (CachingAllocator checks pointers before calling this).
-  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr);
+  // All or nothing: throws std::bad_alloc (index nodes, stream events'
+  // queues) or BackendError (recording a stream event) with nothing
+  // changed, the block still allocated; `on_failure(block)` runs first, for
+  // a caller that let go of its own record of the block before the call
+  // (the front's pointer table). Its catch sits only around the two steps
+  // that can throw, so the cache-hit path keeps nothing alive for it.
+  template <typename OnFailure>
+  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context, OnFailure&& on_failure);
+  CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr) {
+    free(block, context, [](Block*) {});
+  }
   // Marks `block` as used on `stream` too: its memory is not reused before
   // the work queued on `stream` at free() time has finished. While a
   // private pool is routed to (a CUDA graph may be capturing), the use is
@@ -152,7 +164,7 @@ class DeviceCachingAllocator {
   PoolRestore restore_pool(const PoolCheckpoint& checkpoint, const ContextPtr& context = nullptr);
   // Whether the blocks allocated in pool `id` are exactly those at
   // `expected` (native's checkPoolLiveAllocations).
-  bool pool_allocations_are(PoolId id, const absl::flat_hash_set<uintptr_t>& expected) const;
+  bool pool_allocations_are(PoolId id, const StrongHashSet<uintptr_t>& expected) const;
   // The addresses of the blocks allocated in pool `id`, in address order.
   std::vector<uintptr_t> pool_allocations(PoolId id) const;
   // Limits reserved bytes to floor(fraction * device capacity); 1.0 removes
@@ -206,7 +218,13 @@ class DeviceCachingAllocator {
   // AllocatorConfig::with_settings). Cached blocks stay as they are, as in
   // native, which reads its settings at each use; the memory limit is not
   // touched (per_process_memory_fraction acts at construction only).
-  void apply_config(const AllocatorConfig& config);
+  void apply_config(const AllocatorConfig& config) { put_in_force(shaped(config)); }
+  // apply_config's two steps, for a caller that changes several engines
+  // all or nothing: the config apply_config(given) would put in force
+  // (throws std::bad_alloc copying it, nothing changed), then putting that
+  // in force (never throws).
+  AllocatorConfig shaped(const AllocatorConfig& given) const;
+  void put_in_force(AllocatorConfig&& config) noexcept;
   // Whether malloc(size, stream) would be served from the cache right now,
   // without touching the device. Pure: changes nothing.
   bool would_hit_cache(size_t size, StreamId stream) const;
@@ -221,6 +239,9 @@ class DeviceCachingAllocator {
   void check_invariants() const;
   // Events some observer dropped because host memory ran out (see emit).
   uint64_t observer_failures() const { return observer_failures_; }
+  // A policy's after_free steps that failed after their free was done
+  // (free_slow): their pages stay cached.
+  uint64_t policy_failures() const { return policy_failures_; }
 
  private:
   // The policy's hooks reach the engine's steps through PolicyEngine only.
@@ -293,8 +314,23 @@ class DeviceCachingAllocator {
   [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
   // free path
   // Caches a block whose stream events are done (kFreeCompleted); called
-  // from device_allocator_streams.cc.
+  // from device_allocator_streams.cc. Precondition: prepare_free_block(block)
+  // since the last insert into its pool; then it never throws.
   void free_block(Block* block, const ContextPtr& ctx);
+  // What caching `block` needs from the heap (index nodes of its pool),
+  // taken before anything about it changes. Throws std::bad_alloc.
+  void prepare_free_block(Block* block) { block->pool->reserve_for_insert(); }
+  // What alloc_found_block needs from the heap for a block of `pool` that
+  // no index holds (a fresh segment's, one grown in an expandable segment,
+  // one taken from a use_on_oom pool): a spare Block for the remainder and
+  // index nodes to insert it, taken before the block leaves the cache or
+  // the device is asked. Throws std::bad_alloc, nothing changed. Nothing
+  // may insert into `pool` or take a spare between this and that
+  // alloc_found_block.
+  void prepare_unindexed_block(BlockPool& pool) {
+    recycler_.reserve_one();
+    pool.reserve_for_insert();
+  }
   // Caches a freed block (merging it with free neighbours) and emits `kind`:
   // kFree straight from free(), kFreeCompleted from free_block. Returns the
   // merged free block. `expandable_aware` as for alloc_found_block.
@@ -425,6 +461,8 @@ class DeviceCachingAllocator {
   std::vector<EngineObserver*> observers_;
   // Events an observer dropped for want of host memory (emit).
   uint64_t observer_failures_ = 0;
+  // After-free steps of the policy that failed (policy_failures()).
+  uint64_t policy_failures_ = 0;
 
   BlockPool large_blocks_{false};  // free blocks of large segments
   BlockPool small_blocks_{true};   // free blocks of small segments
@@ -432,7 +470,7 @@ class DeviceCachingAllocator {
   // as long as the segment: splits keep the front in the original object,
   // and a freed block merges into its free lower neighbour, never the other
   // way round. Changes only when segments are reserved or released.
-  absl::flat_hash_set<Block*> segment_heads_;
+  SegmentHeads segment_heads_;
   size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
   // Cross-stream events and the frees deferred while a route is open
   // (stream_events.h).

@@ -152,7 +152,19 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
 }
 
 // native: free
-void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
+template <typename OnFailure>
+void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx, OnFailure&& on_failure) {
+  // The one step of a cache-hit free that can fail (std::bad_alloc for
+  // index nodes) comes first, while nothing has changed: the caller still
+  // holds the block. merge_and_cache's insert then cannot throw.
+  if (!block->pool->reserved_for_insert()) [[unlikely]] {
+    try {
+      block->pool->reserve_for_insert();
+    } catch (...) {
+      on_failure(block);
+      throw;
+    }
+  }
   block->allocated = false;
   allocated_bytes_ -= block->size;
   if (block->stream_uses.empty() && !block->expandable) [[likely]] {
@@ -160,7 +172,12 @@ void DeviceCachingAllocator::free(Block* block, const ContextPtr& ctx) {
     cache_freed_block(block, ctx, EventKind::kFree);
     return;
   }
-  free_slow(block, ctx);
+  try {
+    free_slow(block, ctx);  // all or nothing (it puts the block back on failure)
+  } catch (...) {
+    on_failure(block);
+    throw;
+  }
 }
 
 // native: free_block's body, shared by free() (kFree) and free_block().
@@ -192,13 +209,12 @@ Block* DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr&
 // native's does. The merged block takes over a merged neighbour's index
 // entry (BlockPool::replace), which usually needs no tree restructuring.
 // Returns the merged block, indexed.
+// Precondition: pool.reserve_for_insert() since the pool's last insert (the
+// caller's first step, before it changed anything), so nothing here throws:
+// once a neighbour is absorbed, the merge must end with the block indexed.
 Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split,
                                                bool expandable_aware) {
-  // The insert at the end must not fail once neighbours were absorbed (a
-  // free block outside its pool is lost): nodes are taken first, and a
-  // std::bad_alloc here leaves everything as it was.
-  pool.reserve_for_insert();
   const size_t requested = block->requested_size;
   Block* const prev = block->prev && block->prev->is_free() ? block->prev : nullptr;
   Block* const next = block->next && block->next->is_free() ? block->next : nullptr;
@@ -232,8 +248,8 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
   block->requested_size = requested;
   // block->context_when_allocated is null already: `block` is the freed
   // block (cache_freed_block moved its context out) or a free neighbour.
-  if (BlockPool::is_end(slot)) pool.insert(block);
-  else pool.replace(slot, block);
+  if (BlockPool::is_end(slot)) pool.insert_reserved(block);
+  else pool.replace_reserved(slot, block);
   return block;
 }
 }  // namespace cachealloc

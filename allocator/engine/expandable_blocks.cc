@@ -172,6 +172,9 @@ Block* ExpandableBlocks::allocate(BlockPool& pool, StreamId stream, size_t size,
                     on_pages, may_map);
     if (!block) return nullptr;
   }
+  // A std::bad_alloc here leaves the grown block cached, as a refusal does.
+  recycler_.reserve_one();  // alloc_found_block's remainder (engine: prepare_unindexed_block)
+  block->pool->reserve_for_insert();
   block->pool->erase(block);
   return block;
 }
@@ -184,10 +187,18 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
   // A policy may refuse the mapping or give pages back elsewhere first
   // (before anything below is taken or reserved).
   if (!may_map(seg, start, mapped)) return nullptr;
-  // Host memory first, so nothing below the device call can throw.
+  // Host memory first, so nothing below the device call can throw: the
+  // Block, a segment head's room, index nodes, and the node of a new range
+  // (none when the pages extend the range that ends at `start`).
+  BlockPool& pool = *seg.pool();
+  auto& ranges = seg.ranges();
+  const auto left = seg.range_ending_at(start);
+  ExpandableSegment::Ranges::node_type new_range;
   Block* n = recycler_.take();
   try {
-    segment_heads_.reserve(segment_heads_.size() + 1);
+    segment_heads_.reserve_one();
+    pool.reserve_for_insert();
+    if (left == ranges.end()) new_range = ExpandableSegment::spare_range_node();
   } catch (...) {
     recycler_.give_back_unused(n);
     throw;
@@ -203,8 +214,7 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
     recycler_.give_back_unused(n);
     return nullptr;
   }
-  BlockPool& pool = *seg.pool();
-  const size_t ranges_before = seg.ranges().size();
+  const size_t ranges_before = ranges.size();
   n->address = start;
   n->size = mapped;
   n->requested_size = 0;
@@ -217,8 +227,6 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
 
   // Link into the range that ends at `start`, or start a range; join the
   // range that starts right after.
-  auto& ranges = seg.ranges();
-  auto left = seg.range_ending_at(start);
   ExpandableSegment::Range* range;
   if (left != ranges.end()) {
     Block* last = ExpandableSegment::last_block(left->second);
@@ -227,7 +235,9 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
     left->second.end = start + mapped;
     range = &left->second;
   } else {
-    range = &ranges.emplace(start, ExpandableSegment::Range{start + mapped, n}).first->second;
+    new_range.key() = start;
+    new_range.mapped() = ExpandableSegment::Range{start + mapped, n};
+    range = &ranges.insert(std::move(new_range)).position->second;
     segment_heads_.insert(n);
   }
   if (auto right = ranges.find(start + mapped); right != ranges.end()) {
@@ -289,10 +299,16 @@ void ExpandableBlocks::unmap(Block* b, const ContextPtr& ctx, OnPages on_pages,
   const size_t before = begin - b->address;
   const size_t after = b->address + b->size - end;
 
-  // Host memory first: the new blocks and ranges, before the device call.
+  // Host memory first: the new block, index nodes for the two blocks left
+  // on either side, a segment head's room and the node of the range above
+  // the hole (the range's own node serves the one below), before the device
+  // call; nothing after it can throw.
   Block* tail = after > 0 ? recycler_.take() : nullptr;
+  ExpandableSegment::Ranges::node_type upper_range;
   try {
-    segment_heads_.reserve(segment_heads_.size() + 1);
+    segment_heads_.reserve_one();
+    pool.reserve_for_inserts(2);
+    if (tail || after_next) upper_range = ExpandableSegment::spare_range_node();
   } catch (...) {
     if (tail) recycler_.give_back_unused(tail);
     throw;
@@ -342,10 +358,15 @@ void ExpandableBlocks::unmap(Block* b, const ContextPtr& ctx, OnPages on_pages,
     b->expandable = false;
     recycler_.recycle(b);
   }
-  ranges.erase(range_start);
-  if (lower_last) ranges.emplace(range_start, ExpandableSegment::Range{begin, range_head});
+  auto lower_range = ranges.extract(range_start);
+  if (lower_last) {
+    lower_range.mapped() = ExpandableSegment::Range{begin, range_head};
+    ranges.insert(std::move(lower_range));
+  }
   if (upper_head) {
-    ranges.emplace(end, ExpandableSegment::Range{range_end, upper_head});
+    upper_range.key() = end;
+    upper_range.mapped() = ExpandableSegment::Range{range_end, upper_head};
+    ranges.insert(std::move(upper_range));
     segment_heads_.insert(upper_head);
   }
 

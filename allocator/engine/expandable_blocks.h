@@ -36,7 +36,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/functional/function_ref.h"
 #include "allocator/base/device_backend.h"
 #include "allocator/base/event_kind.h"
@@ -45,6 +44,7 @@
 #include "allocator/engine/block_pool.h"
 #include "allocator/engine/block_recycler.h"
 #include "allocator/engine/expandable_segment.h"
+#include "allocator/engine/segment_heads.h"
 
 namespace cachealloc {
 
@@ -80,7 +80,7 @@ class ExpandableBlocks {
   // `backend`, `recycler` and `segment_heads` are the engine's and must
   // outlive this part.
   ExpandableBlocks(int device, DeviceBackend& backend, BlockRecycler& recycler,
-                   absl::flat_hash_set<Block*>& segment_heads)
+                   SegmentHeads& segment_heads)
       : device_(device), backend_(backend), recycler_(recycler), segment_heads_(segment_heads) {}
   ExpandableBlocks(const ExpandableBlocks&) = delete;
   ExpandableBlocks& operator=(const ExpandableBlocks&) = delete;
@@ -141,7 +141,7 @@ class ExpandableBlocks {
   const int device_;
   DeviceBackend& backend_;
   BlockRecycler& recycler_;
-  absl::flat_hash_set<Block*>& segment_heads_;
+  SegmentHeads& segment_heads_;
   // In address order (native's expandable_segments_).
   std::vector<std::unique_ptr<ExpandableSegment>> segments_;
   bool on_ = false;

@@ -64,6 +64,15 @@ class ExpandableSegment {
 
   const Ranges& ranges() const { return ranges_; }
   Ranges& ranges() { return ranges_; }
+  // A node for a new range, made ahead of a step that must not fail once
+  // the device has mapped or unmapped pages: ranges().insert(std::move(
+  // node)) allocates nothing. Set its key() and mapped() first. Throws
+  // std::bad_alloc.
+  static Ranges::node_type spare_range_node() {
+    Ranges scratch;
+    scratch.emplace(0, Range{});
+    return scratch.extract(scratch.begin());
+  }
   // The range holding `address`, or ranges().end().
   Ranges::iterator range_holding(uintptr_t address);
   // The range that ends exactly at `address`, or ranges().end().

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "allocator/base/strong_hash.h"
 #include "allocator/engine/device_allocator.h"
 
 namespace cachealloc {
@@ -69,8 +69,8 @@ PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextP
 void DeviceCachingAllocator::check_restorable(const PrivatePool& pool,
                                               const std::vector<const Block*>& pool_heads,
                                               const PoolCheckpoint& cp) const {
-  absl::flat_hash_map<uintptr_t, const Block*> heads;     // by address
-  absl::flat_hash_map<uintptr_t, size_t> segment_bytes;  // head address -> bytes
+  StrongHashMap<uintptr_t, const Block*> heads;     // by address
+  StrongHashMap<uintptr_t, size_t> segment_bytes;  // head address -> bytes
   for (const Block* head : pool_heads) {
     heads[head->address] = head;
     size_t bytes = 0;
@@ -140,7 +140,7 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
   // checkpoint's blocks out of it, front to back, splitting wherever the
   // block is larger than the checkpoint's (max_split_size may have changed
   // since), then free those the checkpoint had free.
-  absl::flat_hash_map<uintptr_t, Block*> free_at;
+  StrongHashMap<uintptr_t, Block*> free_at;
   for (const Block* head : heads) free_at[head->address] = const_cast<Block*>(head);
   for (const auto& s : cp.segments) {
     Block* curr = free_at.at(s.blocks.front().address);
@@ -177,7 +177,7 @@ std::vector<uintptr_t> DeviceCachingAllocator::pool_allocations(PoolId id) const
 
 // native: checkPoolLiveAllocations
 bool DeviceCachingAllocator::pool_allocations_are(
-    PoolId id, const absl::flat_hash_set<uintptr_t>& expected) const {
+    PoolId id, const StrongHashSet<uintptr_t>& expected) const {
   const std::vector<uintptr_t> allocated = pool_allocations(id);
   if (allocated.size() != expected.size()) return false;
   return std::all_of(allocated.begin(), allocated.end(),

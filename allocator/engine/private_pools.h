@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "allocator/base/strong_hash.h"
 #include "allocator/engine/block.h"
 #include "allocator/base/device_backend.h"
 #include "allocator/engine/private_pool.h"
@@ -130,7 +131,8 @@ class PrivatePools {
   const int device_;  // for messages
   // Owned through pointers: Blocks point at their BlockPools, which must
   // not move.
-  absl::flat_hash_map<PoolId, std::unique_ptr<PrivatePool>> pools_;
+  // (A StrongHashMap: creating a pool may run out of host memory.)
+  StrongHashMap<PoolId, std::unique_ptr<PrivatePool>> pools_;
   // The pools with use count 0, in the order they reached it (empty_cache
   // releases them in this order; native walks a hash map).
   std::vector<PrivatePool*> freeable_;

@@ -23,9 +23,9 @@
 
 #include <algorithm>
 #include <deque>
+#include <map>
 #include <utility>
 
-#include "absl/container/btree_map.h"
 #include "allocator/engine/block.h"
 #include "allocator/base/device_backend.h"
 
@@ -36,9 +36,12 @@ namespace cachealloc {
 // order in every run (a hash map's order changes with its per-process seed).
 // Native walks a hash map here, so with record_stream on two or more streams
 // the order of the resulting free_completed entries can differ from
-// native's; the final state is the same.
-using StreamEventQueues =
-    absl::btree_map<StreamId, std::deque<std::pair<EventId, Block*>>>;
+// native's; the final state is the same. A std::map, not an absl::btree_map:
+// a B-tree node shifts its values before the new one is constructed, and a
+// std::deque's constructor allocates, so a std::bad_alloc there would leave
+// the node broken; a std::map insert that throws has no effect. (Few
+// streams: a node each costs nothing that matters.)
+using StreamEventQueues = std::map<StreamId, std::deque<std::pair<EventId, Block*>>>;
 
 // native: recordStream. Marks `block` as used on `stream` too (a set: each
 // stream once). Uses on the block's own stream need no synchronization.
@@ -50,36 +53,72 @@ inline void add_stream_use(Block* block, StreamId stream) {
 
 // native: insert_events. Records one event on `device` for each stream in
 // block->stream_uses (which it empties) and queues it; the block stays out
-// of every pool until all of them have completed.
+// of every pool until all of them have completed. All or nothing: if a step
+// throws (std::bad_alloc queueing, a backend error recording), the events
+// recorded so far are destroyed and dequeued, queues made for them dropped,
+// and the block keeps its stream uses and no event.
 template <typename BackendOf>
 void insert_stream_events(StreamEventQueues& queues, BackendOf backend_of, int device,
                           Block* block) {
-  auto streams = std::move(block->stream_uses);
-  block->stream_uses.clear();
-  for (StreamId s : streams) {
-    const EventId ev = backend_of().record_event(device, s);
-    ++block->event_count;
-    queues[s].emplace_back(ev, block);
+  const auto& streams = block->stream_uses;
+  size_t queued = 0;
+  // Drops stream s's queue if it is empty (made by this call).
+  auto drop_if_empty = [&](StreamId s) {
+    if (auto it = queues.find(s); it != queues.end() && it->second.empty()) queues.erase(it);
+  };
+  try {
+    for (; queued < streams.size(); ++queued) {
+      const StreamId s = streams[queued];
+      auto& queue = queues[s];  // valid until the next insert into `queues`
+      const EventId ev = backend_of().record_event(device, s);
+      try {
+        queue.emplace_back(ev, block);
+      } catch (...) {
+        backend_of().destroy_event(ev);
+        throw;
+      }
+    }
+  } catch (...) {
+    if (queued < streams.size()) drop_if_empty(streams[queued]);
+    while (queued > 0) {
+      const StreamId s = streams[--queued];
+      auto& queue = queues.find(s)->second;  // ours is its last entry
+      backend_of().destroy_event(queue.back().first);
+      queue.pop_back();
+      drop_if_empty(s);
+    }
+    throw;
   }
+  block->event_count += static_cast<int>(streams.size());
+  block->stream_uses.clear();
 }
+
+// The loops below hand each block whose last event completed to the
+// engine's pieces: prepare(Block*) first, while the event is still queued
+// (it may throw, std::bad_alloc taking what caching the block needs: the
+// loop then stops with the event and the block as they were), then, once
+// the event is gone, free_block(Block*), which must not throw. So a throw
+// never leaves a destroyed event queued or a block out of every queue and
+// every pool.
 
 // native: process_events. Destroys the completed events at the front of each
 // stream's queue and calls free_block(Block*) on each block whose last event
 // that was; never blocks. Streams left with no events are dropped.
-template <typename BackendOf, typename FreeBlock>
+template <typename BackendOf, typename Prepare, typename FreeBlock>
 void free_blocks_of_completed_events(StreamEventQueues& queues, BackendOf backend_of,
-                                     FreeBlock free_block) {
+                                     Prepare prepare, FreeBlock free_block) {
   if (queues.empty()) return;
   for (auto it = queues.begin(); it != queues.end();) {
     auto& queue = it->second;
     while (!queue.empty()) {
       auto [ev, block] = queue.front();
       if (!backend_of().event_completed(ev)) break;
+      if (block->event_count == 1) prepare(block);
       backend_of().destroy_event(ev);
       queue.pop_front();
       if (--block->event_count == 0) free_block(block);
     }
-    if (queue.empty()) it = queues.erase(it);  // B-tree: erase invalidates `it`
+    if (queue.empty()) it = queues.erase(it);
     else ++it;
   }
 }
@@ -89,9 +128,9 @@ void free_blocks_of_completed_events(StreamEventQueues& queues, BackendOf backen
 // `wanted(const Block*)` accepts, destroys it, calls free_block(Block*) on
 // each block whose last event that was, and leaves the other events queued
 // in their order. Streams left with no events are dropped.
-template <typename BackendOf, typename FreeBlock, typename Wanted>
+template <typename BackendOf, typename Prepare, typename FreeBlock, typename Wanted>
 void synchronize_and_free_events_if(StreamEventQueues& queues, BackendOf backend_of,
-                                    FreeBlock free_block, Wanted wanted) {
+                                    Prepare prepare, FreeBlock free_block, Wanted wanted) {
   for (auto it = queues.begin(); it != queues.end();) {
     auto& queue = it->second;
     for (auto e = queue.begin(); e != queue.end();) {
@@ -101,27 +140,33 @@ void synchronize_and_free_events_if(StreamEventQueues& queues, BackendOf backend
         continue;
       }
       backend_of().synchronize_event(ev);
+      if (block->event_count == 1) prepare(block);
       backend_of().destroy_event(ev);
       e = queue.erase(e);
       if (--block->event_count == 0) free_block(block);
     }
-    if (queue.empty()) it = queues.erase(it);  // B-tree: erase invalidates `it`
+    if (queue.empty()) it = queues.erase(it);
     else ++it;
   }
 }
 
 // synchronize_and_free_events_if for every block: leaves no event queued.
-template <typename BackendOf, typename FreeBlock>
+// Each event leaves its queue as it is destroyed (a throw part way leaves
+// the rest queued).
+template <typename BackendOf, typename Prepare, typename FreeBlock>
 void synchronize_and_free_all_events(StreamEventQueues& queues, BackendOf backend_of,
-                                     FreeBlock free_block) {
-  for (auto& [stream, queue] : queues) {
-    for (auto [ev, block] : queue) {
+                                     Prepare prepare, FreeBlock free_block) {
+  for (auto it = queues.begin(); it != queues.end(); it = queues.erase(it)) {
+    auto& queue = it->second;
+    while (!queue.empty()) {
+      auto [ev, block] = queue.front();
       backend_of().synchronize_event(ev);
+      if (block->event_count == 1) prepare(block);
       backend_of().destroy_event(ev);
+      queue.pop_front();
       if (--block->event_count == 0) free_block(block);
     }
   }
-  queues.clear();
 }
 
 }  // namespace cachealloc

@@ -15,20 +15,23 @@
 // its malloc_slow_ flag's kStreamWork bit, equal to has_work().
 //
 // The engine's free_block (which caches a block whose events are done and
-// emits its kFreeCompleted) is passed in as `free_block(Block*)`: header
-// templates, so the compiler inlines it as before.
+// emits its kFreeCompleted) is passed in as `free_block(Block*)`, with the
+// step that makes it unable to throw as `prepare(Block*)`, called before
+// anything about the block changes (stream_event_queues.h): header
+// templates, so the compiler inlines them as before.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
 #include "allocator/engine/block.h"
 #include "allocator/engine/block_pool.h"
 #include "allocator/base/device_backend.h"
+#include "allocator/base/strong_hash.h"
 #include "allocator/engine/private_pool.h"
 #include "allocator/engine/stream_event_queues.h"
 
@@ -47,11 +50,32 @@ class StreamEvents {
 
   // record_stream while a route is open: `stream`'s use of `block` was
   // captured into a graph, not queued (dropped when the block's events go
-  // in after the routes).
+  // in after the routes). Throws std::bad_alloc, nothing changed.
   void note_use_during_route(const Block* block, StreamId stream) {
-    auto& during_route = route_uses_[block];
-    if (std::find(during_route.begin(), during_route.end(), stream) == during_route.end())
+    auto [it, added] = route_uses_.try_emplace(block);
+    auto& during_route = it->second;
+    if (std::find(during_route.begin(), during_route.end(), stream) != during_route.end())
+      return;
+    try {
       during_route.push_back(stream);
+    } catch (...) {
+      if (added) route_uses_.erase(it);  // no entry without a stream
+      throw;
+    }
+  }
+  // Undoes note_use_during_route(block, stream) when it added `stream`
+  // (the caller's next step failed).
+  void forget_use_during_route(const Block* block, StreamId stream) {
+    auto it = route_uses_.find(block);
+    if (it == route_uses_.end()) return;
+    auto& uses = it->second;
+    uses.erase(std::remove(uses.begin(), uses.end(), stream), uses.end());
+    if (uses.empty()) route_uses_.erase(it);
+  }
+  bool route_use_noted(const Block* block, StreamId stream) const {
+    auto it = route_uses_.find(block);
+    return it != route_uses_.end() &&
+           std::find(it->second.begin(), it->second.end(), stream) != it->second.end();
   }
   // A block freed after the routes ended: the uses noted during them no
   // longer matter.
@@ -63,7 +87,8 @@ class StreamEvents {
   // native: free's capture branch. `block` (freed, stream uses kept, no
   // event recorded) waits until insert_deferred, or, with `markers`
   // (graph_capture_record_stream_reuse), until free_safe_in_capture finds
-  // its last uses behind the capture.
+  // its last uses behind the capture. Throws std::bad_alloc, nothing
+  // changed.
   void defer(Block* block, bool markers) {
     deferred_.push_back({block, markers ? free_markers(block) : std::vector<uint64_t>{}});
   }
@@ -73,8 +98,8 @@ class StreamEvents {
   // markers all precede the work `stream` captures from now on is freed
   // (free_block) without events, the graph's order standing in for them.
   // Blocks deferred without markers keep waiting for insert_deferred.
-  template <typename FreeBlock>
-  void free_safe_in_capture(StreamId stream, FreeBlock free_block) {
+  template <typename Prepare, typename FreeBlock>
+  void free_safe_in_capture(StreamId stream, Prepare prepare, FreeBlock free_block) {
     for (size_t i = 0; i < deferred_.size();) {
       auto& [block, markers] = deferred_[i];
       if (markers.empty() || block->stream != stream ||
@@ -82,6 +107,7 @@ class StreamEvents {
         ++i;
         continue;
       }
+      prepare(block);
       Block* freed = block;
       freed->stream_uses.clear();
       route_uses_.erase(freed);
@@ -94,30 +120,40 @@ class StreamEvents {
   // remove_graph_stream_uses. Precondition: no route is open. For each
   // deferred block: drops the stream uses noted during a route, inserts
   // events for the rest, and calls free_block on it at once if none is
-  // left. If a step throws (a backend error recording an event), the blocks
-  // handled so far leave the list and the rest keep waiting.
-  template <typename FreeBlock>
-  void insert_deferred(FreeBlock free_block) {
+  // left. If a step throws (a backend error recording an event,
+  // std::bad_alloc), the blocks handled so far leave the list and the rest
+  // keep waiting (the one that failed with its events not recorded:
+  // insert_stream_events is all or nothing).
+  template <typename Prepare, typename FreeBlock>
+  void insert_deferred(Prepare prepare, FreeBlock free_block) {
     size_t handled = 0;
     try {
       for (; handled < deferred_.size(); ++handled) {
         Block* block = deferred_[handled].block;
+        prepare(block);  // before anything changes: it may be freed at once
         // Work recorded on a stream while it was captured ran in no stream
         // order: it is replayed later as part of the graph, whose memory is
         // the graph's pool. Native drops those uses (even a stream that had
         // been recorded before the route too).
         if (auto it = route_uses_.find(block); it != route_uses_.end()) {
-          auto& uses = block->stream_uses;
+          // On a copy, so that a failed insert leaves the block as it was.
+          auto uses = block->stream_uses;
           for (StreamId s : it->second)
             uses.erase(std::remove(uses.begin(), uses.end(), s), uses.end());
+          std::swap(uses, block->stream_uses);
+          try {
+            insert(block);
+          } catch (...) {
+            std::swap(uses, block->stream_uses);
+            throw;
+          }
           route_uses_.erase(it);
+        } else {
+          insert(block);
         }
-        insert(block);
         if (block->event_count == 0) free_block(block);
       }
     } catch (...) {
-      // A block whose events went in part-way waits on them now.
-      if (deferred_[handled].block->event_count > 0) ++handled;
       deferred_.erase(deferred_.begin(),
                       deferred_.begin() + static_cast<std::ptrdiff_t>(handled));
       throw;
@@ -125,19 +161,19 @@ class StreamEvents {
     deferred_.clear();
   }
   // native: process_events' queue walk (free_blocks_of_completed_events).
-  template <typename FreeBlock>
-  void free_completed(FreeBlock free_block) {
+  template <typename Prepare, typename FreeBlock>
+  void free_completed(Prepare prepare, FreeBlock free_block) {
     free_blocks_of_completed_events(queues_, [this]() -> DeviceBackend& { return backend_; },
-                                    free_block);
+                                    prepare, free_block);
   }
   // native: synchronize_and_free_events' wait, for every queued event or
   // (`only`) those of that private pool's blocks.
-  template <typename FreeBlock>
-  void synchronize_and_free(FreeBlock free_block, const PrivatePool* only) {
+  template <typename Prepare, typename FreeBlock>
+  void synchronize_and_free(Prepare prepare, FreeBlock free_block, const PrivatePool* only) {
     auto backend_of = [this]() -> DeviceBackend& { return backend_; };
-    if (!only) synchronize_and_free_all_events(queues_, backend_of, free_block);
+    if (!only) synchronize_and_free_all_events(queues_, backend_of, prepare, free_block);
     else
-      synchronize_and_free_events_if(queues_, backend_of, free_block,
+      synchronize_and_free_events_if(queues_, backend_of, prepare, free_block,
                                      [only](const Block* b) { return b->pool->owner() == only; });
   }
 
@@ -172,7 +208,8 @@ class StreamEvents {
   // block is freed (insert_deferred reads it; native keeps the entries of
   // blocks freed after the routes ended, keyed by a Block object that may
   // be reused later; here they are dropped at the free).
-  absl::flat_hash_map<const Block*, absl::InlinedVector<StreamId, 2>> route_uses_;
+  // (A StrongHashMap: it grows while a free may run out of host memory.)
+  StrongHashMap<const Block*, absl::InlinedVector<StreamId, 2>> route_uses_;
 };
 
 }  // namespace cachealloc

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
+#include "allocator/base/strong_hash.h"
 #include "allocator/base/errors.h"
 #include "allocator/policy/policy_registry.h"
 
@@ -24,13 +24,20 @@ CachingAllocator::CachingAllocator(const AllocatorConfig& config,
 AllocatorConfig CachingAllocator::apply_settings(std::string_view text) {
   std::lock_guard<std::mutex> config_lock(config_mutex_);
   AllocatorConfig next = config_.with_settings(text);  // throws before any change
+  AllocatorConfig result = next;
   // Every device's lock, in device order, as retire_if_idle takes them.
   std::vector<std::unique_lock<DeviceMutex>> held;
   held.reserve(devices_.size());
   for (auto& d : devices_) held.emplace_back(d->mutex);
-  for (auto& d : devices_) d->engine.apply_config(next);
-  config_ = next;
-  return next;
+  // Every copy first (std::bad_alloc then changes nothing), then the
+  // changes, which cannot fail.
+  std::vector<AllocatorConfig> shaped;
+  shaped.reserve(devices_.size());
+  for (auto& d : devices_) shaped.push_back(d->engine.shaped(next));
+  for (size_t i = 0; i < devices_.size(); ++i)
+    devices_[i]->engine.put_in_force(std::move(shaped[i]));
+  config_ = std::move(next);
+  return result;
 }
 
 [[noreturn]] void CachingAllocator::bad_device(int device) const {
@@ -100,15 +107,11 @@ uintptr_t CachingAllocator::allocate(size_t size, int device, StreamId stream,
   if (size == 0) return 0;
   std::lock_guard<DeviceMutex> lock(d.mutex);
   if (d.retired) [[unlikely]] throw_retired();
+  // The table's room first (std::bad_alloc here changes nothing): once the
+  // engine has handed the block out, recording it cannot fail.
+  d.blocks.reserve_one();
   Block* b = d.engine.malloc(size, stream, context);
-  try {
-    d.blocks.insert(b->address, b);
-  } catch (...) {
-    // Out of host memory: hand the block back. Observers see an alloc and a
-    // free for a block the caller never received; the state stays exact.
-    d.engine.free(b, context);
-    throw;
-  }
+  d.blocks.insert_reserved(b->address, b);
   return b->address;
 }
 
@@ -117,7 +120,12 @@ void CachingAllocator::deallocate(uintptr_t address, int device,
   if (address == 0) return;
   with_block(address, device, true, "free",
              [&](Device& d, Block* b) CACHEALLOC_HOT_INLINE_LAMBDA {
-               d.engine.free(b, context);  // inline too: the hot path
+               // Inline too: the hot path. A free that fails changes
+               // nothing: the caller still holds the block, so the table
+               // has it again (the erase left room: this cannot fail).
+               d.engine.free(b, context, [&d](Block* kept) CACHEALLOC_HOT_INLINE_LAMBDA {
+                 d.blocks.insert_reserved(kept->address, kept);
+               });
              });
 }
 
@@ -216,7 +224,7 @@ void CachingAllocator::resync_pool_table(Device& d, PoolId pool,
                                          const std::vector<uintptr_t>& held) noexcept {
   try {
     const std::vector<uintptr_t> now = d.engine.pool_allocations(pool);
-    const absl::flat_hash_set<uintptr_t> allocated(now.begin(), now.end());
+    const StrongHashSet<uintptr_t> allocated(now.begin(), now.end());
     for (uintptr_t a : held)
       if (!allocated.contains(a)) d.blocks.erase(a);
     for (const SegmentView& s : d.engine.segments())

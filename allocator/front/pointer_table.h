@@ -39,7 +39,20 @@ class PointerTable {
   // Records `block` under `address` (non-zero, not already present). May
   // throw std::bad_alloc when growing; the table is unchanged then.
   void insert(uintptr_t address, Block* block) {
+    reserve_one();
+    insert_reserved(address, block);
+  }
+  // Makes room for one more entry: the next insert_reserved cannot fail.
+  // For a caller that must record a block once it has one (allocate takes
+  // the room before the engine hands the block out). May throw
+  // std::bad_alloc when growing; the table is unchanged then.
+  void reserve_one() {
     if ((size_ + 1) * 2 > capacity_) grow();
+  }
+  // insert() without growing. Precondition: reserve_one() since the last
+  // insert, or an erase since then (an erase leaves room for one). Never
+  // throws.
+  void insert_reserved(uintptr_t address, Block* block) noexcept {
     place(address, block);
     ++size_;
   }

@@ -150,15 +150,24 @@ class BasicFreeIndex {
     return {iterator(leaf, pos), true};
   }
 
-  // Makes the next insert() unable to throw for want of nodes in any tree of
-  // height <= kSpareNodes (a leaf and every ancestor splitting, plus a new
-  // root: far more entries than a device has free blocks). Throws
-  // std::bad_alloc, index unchanged. For callers that change other state
-  // before they insert (a free merging its neighbours). O(1); allocates only
-  // when the spares ran low.
+  // Makes the next insert() unable to throw for want of nodes, whatever the
+  // tree's height: one leaf and an inner node per inner level plus one (the
+  // leaf and every ancestor splitting, and a new root), at least
+  // kSpareNodes. Erases in between do not undo it (they only add spares).
+  // Throws std::bad_alloc, index unchanged. For callers that change other
+  // state before they insert (a free merging its neighbours). O(1);
+  // allocates only when the spares ran low.
   void reserve_for_insert() {
-    if (spare_leaves_.count() < 1 || spare_inners_.count() < kSpareNodes) [[unlikely]]
-      reserve_spares(1, kSpareNodes);
+    if (!reserved_for_insert()) [[unlikely]] reserve_spares(1, inners_for_insert_);
+  }
+  // Whether reserve_for_insert() would allocate nothing. O(1).
+  bool reserved_for_insert() const {
+    return spare_leaves_.count() >= 1 && spare_inners_.count() >= inners_for_insert_;
+  }
+  // reserve_for_insert for the next `n` inserts: each may add a level.
+  void reserve_for_inserts(int n) {
+    reserve_spares(n, n * (inner_levels_ + n + 1) > kSpareNodes ? n * (inner_levels_ + n + 1)
+                                                                : kSpareNodes);
   }
 
   // Removes the entry at `it` (not end()). Returns the iterator to the entry
@@ -276,6 +285,14 @@ class BasicFreeIndex {
   Leaf* leftmost_ = nullptr;   // first leaf (begin())
   Leaf* rightmost_ = nullptr;  // last leaf (end())
   size_t size_ = 0;  // entries
+  // Inner nodes an insert may need at most: inner levels + 1, and at least
+  // kSpareNodes (reserve_for_insert). Updated when the root changes.
+  int inners_for_insert_ = kSpareNodes;
+  int inner_levels_ = 0;  // 0: the root is a leaf
+  void set_inner_levels(int levels) {
+    inner_levels_ = levels;
+    inners_for_insert_ = levels + 1 > kSpareNodes ? levels + 1 : kSpareNodes;
+  }
   // Freed nodes kept for reuse: leaves chained by next, inner nodes by parent.
   SpareNodes<Leaf, &Leaf::next> spare_leaves_;
   SpareNodes<Inner, &Node::parent> spare_inners_;

@@ -61,6 +61,7 @@ void BasicFreeIndex<C, F>::add_child(Node* left, const FreeKey& separator, Node*
     root->keys[0] = separator;
     left->parent = right->parent = root;
     root_ = root;
+    set_inner_levels(inner_levels_ + 1);
     return;
   }
   const uint32_t slot = slot_of(left);
@@ -170,6 +171,7 @@ void BasicFreeIndex<C, F>::after_child_removed(Inner* node) {
       root_ = node->children[0];
       root_->parent = nullptr;
       free_inner(node);
+      set_inner_levels(inner_levels_ - 1);
     }
     return;
   }

@@ -138,8 +138,14 @@ bool SimulatedMemory::map_pages(uintptr_t address, size_t bytes, size_t page_byt
   // or does not fit, ends the call with the ones before it given back.
   if (page_limit < bytes / page_bytes || bytes > capacity_ - used_) return false;
   auto hint = pages_.lower_bound(address);
-  for (uintptr_t p = address; p - address < bytes; p += page_bytes)
-    hint = std::next(pages_.emplace_hint(hint, p, page_bytes));
+  uintptr_t p = address;
+  try {
+    for (; p - address < bytes; p += page_bytes)
+      hint = std::next(pages_.emplace_hint(hint, p, page_bytes));
+  } catch (...) {
+    pages_.erase(pages_.lower_bound(address), pages_.lower_bound(p));  // the pages made
+    throw;
+  }
   used_ += bytes;
   return true;
 }
@@ -160,9 +166,17 @@ void SimulatedMemory::unmap_pages(uintptr_t address, size_t bytes, size_t page_b
 }
 
 EventId SimulatedMemory::record_event() {
-  const EventId id = next_event_++;
+  const EventId id = next_event_;
   live_events_.insert(id);
-  if (hold_events_) pending_.insert(id);
+  if (hold_events_) {
+    try {
+      pending_.insert(id);
+    } catch (...) {
+      live_events_.erase(id);
+      throw;
+    }
+  }
+  ++next_event_;
   return id;
 }
 

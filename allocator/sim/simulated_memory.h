@@ -15,6 +15,9 @@
 //     (reservations hold no memory);
 //   - pending events are live, and live events are ids in [1, last_event()].
 //
+// Exception safety: a call that throws (std::bad_alloc growing the
+// bookkeeping, BackendError) changes nothing, as a driver call that fails.
+//
 // Not thread-safe. Costs, for n live extents (segments, reservations or
 // pages): O(log n) to add, find or remove one; map and unmap O(log n) per
 // page; first_fit O(log n) plus one step per extent it passes.
@@ -25,8 +28,8 @@
 #include <map>
 #include <string>
 
-#include "absl/container/flat_hash_set.h"
 #include "allocator/base/device_backend.h"
+#include "allocator/base/strong_hash.h"
 
 namespace cachealloc {
 
@@ -135,8 +138,8 @@ class SimulatedMemory {
   Extents pages_;         // page address -> page bytes
   bool hold_events_ = false;
   EventId next_event_ = 1;
-  absl::flat_hash_set<EventId> live_events_;
-  absl::flat_hash_set<EventId> pending_;  // subset of live_events_
+  StrongHashSet<EventId> live_events_;
+  StrongHashSet<EventId> pending_;  // subset of live_events_
 };
 
 }  // namespace cachealloc

@@ -32,6 +32,7 @@ namespace {
 using cachealloc::c_api::guarded;
 using cachealloc::c_api::initialized_runtime;
 using cachealloc::c_api::last_error;
+using cachealloc::c_api::set_last_error;
 // The calling thread's last OutOfMemoryError (cachealloc_last_oom); empty
 // until it has one.
 thread_local std::optional<cachealloc::OutOfMemoryError::Details> last_oom;
@@ -47,7 +48,7 @@ void report_free_errors(Fn&& fn,
     cachealloc::c_api::set_out_of_memory_error(where);
     std::fprintf(stderr, "%s\n", last_error.c_str());
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(e.what());
     std::fprintf(stderr, "%s\n", e.what());
   }
 }
@@ -55,7 +56,14 @@ void report_free_errors(Fn&& fn,
 // Takes ownership of a framework context object (see cachealloc.h).
 cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
   if (!context) return nullptr;
-  auto ctx = std::make_shared<cachealloc::CallContext>();
+  std::shared_ptr<cachealloc::CallContext> ctx;
+  try {
+    ctx = std::make_shared<cachealloc::CallContext>();
+  } catch (...) {
+    if (release) release(context);  // owned from the call on, also when it fails
+    throw;
+  }
+  // (A shared_ptr that cannot allocate its count releases the object itself.)
   ctx->opaque = std::shared_ptr<void>(context, release ? release : [](void*) {});
   return ctx;
 }
@@ -94,13 +102,15 @@ int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
 
 int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* context,
                               void (*release)(void*), void** out) {
-  cachealloc::ContextPtr ctx = wrap_context(context, release);
   if (!out) {
-    last_error = "cachealloc_try_malloc: out is NULL";
+    set_last_error("cachealloc_try_malloc: out is NULL");
     return -1;
   }
   *out = nullptr;
   try {
+    // Inside the try: wrapping the context allocates (std::bad_alloc must
+    // become this call's status, not escape a C function).
+    const cachealloc::ContextPtr ctx = wrap_context(context, release);
     if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
     Runtime& r = initialized_runtime();
     *out = reinterpret_cast<void*>(
@@ -109,14 +119,14 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
                 : r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
     return 0;
   } catch (const cachealloc::OutOfMemoryError& e) {
-    last_error = e.what();
+    set_last_error(e.what());
     last_oom = e.details();
     return 1;
   } catch (const std::bad_alloc&) {
-    last_error = cachealloc::c_api::out_of_memory_in(std::source_location::current());
+    cachealloc::c_api::set_out_of_memory_error(std::source_location::current());
     return -1;
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(e.what());
     return -1;
   }
 }
@@ -128,8 +138,8 @@ void cachealloc_free(void* ptr, ssize_t, int device, void*) {
 }
 
 void cachealloc_free_ctx(void* ptr, int device, void* context, void (*release)(void*)) {
-  cachealloc::ContextPtr ctx = wrap_context(context, release);
   report_free_errors([&] {
+    const cachealloc::ContextPtr ctx = wrap_context(context, release);
     Runtime& r = initialized_runtime();
     if (context) r.deallocate_with(reinterpret_cast<uintptr_t>(ptr), device, ctx);
     else r.deallocate(reinterpret_cast<uintptr_t>(ptr), device);
@@ -502,11 +512,11 @@ void cachealloc_release_buffer(char* buffer) { std::free(buffer); }
 
 int cachealloc_last_oom(cachealloc_oom_info* out) {
   if (!out) {
-    last_error = "cachealloc_last_oom: out is NULL";
+    set_last_error("cachealloc_last_oom: out is NULL");
     return -1;
   }
   if (!last_oom) {
-    last_error = "cachealloc_last_oom: no out-of-memory error on this thread";
+    set_last_error("cachealloc_last_oom: no out-of-memory error on this thread");
     return -1;
   }
   const auto& d = *last_oom;

@@ -7,6 +7,7 @@
 #include <new>
 #include <source_location>
 #include <string>
+#include <string_view>
 
 #include "allocator/engine/device_allocator.h"
 #include "allocator/base/hot_inline.h"
@@ -16,6 +17,19 @@ namespace cachealloc::c_api {
 
 // cachealloc_last_error()'s text, per thread.
 inline thread_local std::string last_error;
+
+// last_error = text, never throwing: the catch handlers that report an
+// error must not throw one themselves (host memory may be what ran out,
+// and an exception must not leave a C function). If copying the text
+// fails, the message is "no host memory": short enough for the string's
+// own buffer, so that assignment cannot allocate.
+inline void set_last_error(std::string_view text) noexcept {
+  try {
+    last_error.assign(text);
+  } catch (...) {
+    last_error.assign("no host memory");
+  }
+}
 
 // last_error's text for a std::bad_alloc (whose own text names nothing):
 // the C API function that ran out of host memory. `where` is the caller's
@@ -28,8 +42,13 @@ inline std::string out_of_memory_in(const std::source_location& where) {
 // builds would otherwise give every caller's frame 32 bytes for it, and
 // cachealloc_free (the hot path) would set that frame up on every free
 // (2 instructions per cache-hit pair).
-[[gnu::cold, gnu::noinline]] inline void set_out_of_memory_error(const std::source_location& where) {
-  last_error = out_of_memory_in(where);
+[[gnu::cold, gnu::noinline]] inline void set_out_of_memory_error(
+    const std::source_location& where) noexcept {
+  try {
+    last_error = out_of_memory_in(where);
+  } catch (...) {
+    set_last_error("no host memory");
+  }
 }
 
 // Runs fn, turning exceptions into -1 + last_error.
@@ -41,9 +60,9 @@ int guarded(Fn&& fn, const std::source_location where = std::source_location::cu
   } catch (const std::bad_alloc&) {
     set_out_of_memory_error(where);
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(e.what());
   } catch (...) {
-    last_error = "unknown error";
+    set_last_error("unknown error");
   }
   return -1;
 }

@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "allocator/base/errors.h"
+#include "allocator/base/strong_hash.h"
 #include "bindings/c_api/c_api_internal.h"
 #include "bindings/c_api/cachealloc.h"
 
@@ -170,7 +170,7 @@ int cachealloc_pool_live_allocations_match(int device, uint64_t first, uint64_t 
   return on_pool_device(device, [&](cachealloc::DeviceCachingAllocator& e) {
     if (!match || (n > 0 && !ptrs))
       throw std::invalid_argument("cachealloc_pool_live_allocations_match: NULL argument");
-    absl::flat_hash_set<uintptr_t> expected;
+    cachealloc::StrongHashSet<uintptr_t> expected;
     for (size_t i = 0; i < n; ++i) expected.insert(reinterpret_cast<uintptr_t>(ptrs[i]));
     *match = e.pool_allocations_are({first, second}, expected) ? 1 : 0;
   });

@@ -5,7 +5,7 @@
 #include <mutex>
 #include <string>
 
-#include "absl/container/flat_hash_map.h"
+#include "allocator/base/strong_hash.h"
 
 namespace cachealloc {
 namespace {
@@ -61,9 +61,10 @@ struct CodeNames {
 
 // Code object -> names. Guarded by the GIL (capture runs holding it);
 // the extra reference keeps each cached code object alive, so that its
-// address cannot be reused by another code object while cached.
-absl::flat_hash_map<void*, CodeNames>& code_cache() {
-  static auto* cache = new absl::flat_hash_map<void*, CodeNames>();
+// address cannot be reused by another code object while cached. A
+// StrongHashMap: a capture may run out of host memory while it grows.
+StrongHashMap<void*, CodeNames>& code_cache() {
+  static auto* cache = new StrongHashMap<void*, CodeNames>();
   return *cache;
 }
 
@@ -111,7 +112,13 @@ ContextPtr capture_python_frames(int max_depth) {
   // without it: take it (this thread's own thread state is reused, so its
   // frames are visible). Callers must not hold the allocator's lock here.
   const int gil = py.gil_ensure();
-  ContextPtr ctx = walk_frames(py, max_depth);
+  ContextPtr ctx;
+  try {
+    ctx = walk_frames(py, max_depth);
+  } catch (...) {
+    py.gil_release(gil);  // std::bad_alloc: the GIL must not stay held
+    throw;
+  }
   py.gil_release(gil);
   return ctx;
 }
@@ -120,25 +127,39 @@ ContextPtr walk_frames(const CPython& py, int max_depth) {
   void* frame = py.get_frame();
   if (!frame) return nullptr;
   trim_code_cache(py);
-  auto ctx = std::make_shared<CallContext>();
   void* owned = nullptr;  // frames from frame_back are new references
-  for (int depth = 0; frame && depth < max_depth; ++depth) {
-    void* code = py.frame_code(frame);
-    auto [it, inserted] = code_cache().try_emplace(code);
-    if (inserted) {
-      it->second.filename = attr_string(py, code, "co_filename");
-      it->second.name = attr_string(py, code, "co_name");
-    } else {
-      py.decref(code);  // the cache already holds one reference
+  // On std::bad_alloc part way, the references this walk holds are dropped
+  // and the cache keeps only complete entries.
+  try {
+    auto ctx = std::make_shared<CallContext>();
+    for (int depth = 0; frame && depth < max_depth; ++depth) {
+      void* code = py.frame_code(frame);
+      auto it = code_cache().find(code);
+      if (it == code_cache().end()) {
+        try {
+          CodeNames names;
+          names.filename = attr_string(py, code, "co_filename");
+          names.name = attr_string(py, code, "co_name");
+          it = code_cache().emplace(code, std::move(names)).first;  // keeps the reference
+        } catch (...) {
+          py.decref(code);
+          throw;
+        }
+      } else {
+        py.decref(code);  // the cache already holds one reference
+      }
+      ctx->frames.push_back(StackFrame{it->second.name, it->second.filename, py.frame_line(frame)});
+      void* back = py.frame_back(frame);
+      if (owned) py.decref(owned);
+      owned = back;
+      frame = back;
     }
-    ctx->frames.push_back(StackFrame{it->second.name, it->second.filename, py.frame_line(frame)});
-    void* back = py.frame_back(frame);
     if (owned) py.decref(owned);
-    owned = back;
-    frame = back;
+    return ctx;
+  } catch (...) {
+    if (owned) py.decref(owned);
+    throw;
   }
-  if (owned) py.decref(owned);
-  return ctx;
 }
 
 }  // namespace cachealloc

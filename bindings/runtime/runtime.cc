@@ -403,11 +403,21 @@ void Runtime::set_recording(Generation& g, bool enabled, bool keep_context,
                             size_t max_entries) {
   for_each_recorder(g, [&](DeviceCachingAllocator& e, HistoryRecorder& h) {
     const bool was_enabled = h.enabled();
-    if (enabled) h.enable(max_entries, keep_context);
-    else h.disable();
     // Attached only while recording (a disabled recorder ignores events).
-    if (!was_enabled && h.enabled()) e.add_observer(&h);
-    if (was_enabled && !h.enabled()) e.remove_observer(&h);
+    // Attached before enabling, so that a std::bad_alloc in either step
+    // leaves it off and detached, as it was.
+    if (!enabled) {
+      h.disable();
+      if (was_enabled) e.remove_observer(&h);
+      return;
+    }
+    if (!was_enabled) e.add_observer(&h);
+    try {
+      h.enable(max_entries, keep_context);
+    } catch (...) {
+      if (!was_enabled) e.remove_observer(&h);
+      throw;
+    }
   });
 }
 

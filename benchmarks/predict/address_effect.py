@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Where a classic-allocator prediction differs from the GPU with the same
+requests: the addresses the CUDA driver gives new segments.
+
+Native's best fit orders free blocks by (stream, size, address), so among
+free blocks of equal size the lowest address wins, and which block wins
+decides what is split, what stays whole (a large-pool remainder under
+1 MiB is not split: the whole block is allocated and counted) and hence
+peak allocated and reserved. The fake device's run has the GPU's requests
+(sizes, order, pairing) but not the driver's segment addresses: the
+what-if replay places segments first fit from a base. This script shows
+the effect on a recorded GPU history, three ways:
+
+  1. the GPU recording replayed with its own addresses (= the GPU's stats);
+  2. the same recording with each allocation moved to the fake run's
+     address for the same request (the requests must be equal);
+  3. the fake run's own trace (the prediction).
+
+If 2 equals 3 and differs from 1, the whole difference is the driver's
+segment placement, not a request the fake run missed or added.
+
+    python3 benchmarks/predict/address_effect.py WORKLOAD BATCH [--history GZ]
+        [--truth benchmarks/results/predict_truth_H200.json]
+
+Runs on a CPU (no GPU needed): the fake run records the step, the replays
+use the engine. WORKLOAD is one of benchmarks/predict/workloads.py's.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import pathlib
+import pickle
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bindings" / "python"))
+
+
+class _DataOnly(pickle.Unpickler):
+    """Snapshots hold only plain data: refuse anything that imports code."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing {module}.{name}")
+
+
+def _load(path) -> dict:
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rb") as f:
+        return _DataOnly(f).load()
+
+
+def _requests(trace: list) -> list:
+    """("alloc", bytes) / ("free", index of the allocation) in program order."""
+    index, out = {}, []
+    for e in trace:
+        if e["action"] == "alloc":
+            index[e["addr"]] = len(index)
+            out.append(("alloc", e["size"]))
+        elif e["action"] == "free_requested":
+            out.append(("free", index.pop(e["addr"])))
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("workload")
+    ap.add_argument("batch", type=int)
+    ap.add_argument("--history", help="the GPU recording (default: "
+                    "benchmarks/results/predict_history_H200/WORKLOAD_classic_bBATCH.pickle.gz)")
+    ap.add_argument("--truth", default=str(ROOT / "benchmarks/results/predict_truth_H200.json"))
+    a = ap.parse_args()
+    from cachealloc import lab, predict
+
+    history = a.history or str(ROOT / "benchmarks/results/predict_history_H200"
+                               / f"{a.workload}_classic_b{a.batch}.pickle.gz")
+    truth = json.load(open(a.truth))
+    base = predict.resolve_gpu(memory=truth["device_total_memory"])
+    gpu = predict.Gpu(truth["device"], truth["device_total_memory"], base.capability,
+                      base.multi_processor_count, base.context_bytes, truth["device"])
+    work = pathlib.Path(tempfile.mkdtemp(prefix="cachealloc-address-effect-"))
+    rec = predict.record(f"{ROOT / 'benchmarks/predict/workloads.py'}:{a.workload}", gpu,
+                         size=a.batch, steps=truth["steps"], workdir=work)
+    gpu_trace = _load(history)["device_traces"][0]
+    fake = _load(rec.trace)
+    fake_trace = fake["device_traces"][0]
+    want, got = _requests(gpu_trace), _requests(fake_trace)
+    if got[:len(want)] != want:
+        first = next(i for i, (x, y) in enumerate(zip(want, got)) if x != y)
+        print(f"the requests differ from request {first} on: this script needs equal requests")
+        return 1
+    # The GPU's events, each allocation at the fake run's address for the
+    # same request (both in program order), in the fake trace's format.
+    fake_addr = [e["addr"] for e in fake_trace if e["action"] == "alloc"]
+    template = fake_trace[0]
+    moved, where, k = [], {}, 0
+    for e in gpu_trace:
+        act = e["action"]
+        if act == "alloc":
+            where[e["addr"]] = fake_addr[k]
+            k += 1
+        elif act not in ("free_requested", "free_completed"):
+            continue  # segment events: the replay makes its own
+        addr = where[e["addr"]] if act != "free_completed" else where.pop(e["addr"])
+        moved.append(dict(template, action=act, addr=addr, size=e["size"], stream=e["stream"]))
+    moved_path = work / "gpu_requests_at_fake_addresses.pickle"
+    with open(moved_path, "wb") as f:
+        pickle.dump({"segments": [], "device_traces": [moved]}, f)
+
+    rows = [("GPU recording, the driver's addresses", history),
+            ("GPU requests, the fake run's addresses", str(moved_path)),
+            ("fake run (the prediction)", str(rec.trace))]
+    print(f"{a.workload} batch {a.batch}, classic; {len(want):,} requests equal")
+    print(f"  {'':42s} {'peak allocated':>16s} {'peak reserved':>16s}")
+    for name, path in rows:
+        r = lab.compare(path, [""])[0]
+        print(f"  {name:42s} {r['peak_allocated']:16,d} {r['peak_reserved']:16,d}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
