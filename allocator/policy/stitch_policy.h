@@ -13,7 +13,11 @@
 //     mapped (before_map):
 //       without a memory limit, that many whole free pages are taken from
 //       the cache first (largest free blocks first: fewest device calls),
-//       so reserved grows only when no whole free page is cached;
+//       so reserved grows only when no whole free page is cached; except a
+//       miss below the live peak (a repeating step), which maps without
+//       taking pages while such bytes stay within 1/32 of the live peak
+//       and reserved under max(high-water mark, live peak + that slack):
+//       the pages then stay and serve it next step (no calls per step);
 //       under a limit, nothing is taken while the mapping fits, and a miss
 //       maps ahead (up to 64 MiB, 8 MiB in the small pool) while the limit
 //       has room; otherwise free blocks give all their whole pages, largest
