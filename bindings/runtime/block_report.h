@@ -6,11 +6,12 @@
 // A BlockReporter is an observer the runtime attaches to each device's
 // engine, after its StatsCollector, the first time a caller asks for a
 // report (Runtime::allocate_reported/deallocate_reported); until then it
-// costs nothing. Once attached, each engine event costs one more observer
-// call that reads a thread-local pointer and returns (the events of calls
-// that asked for no report). The caller's thread sets that pointer for the
-// length of its call (ReportRequest), so the reporter fills exactly the
-// report of the call whose event it sees, never another thread's.
+// costs nothing. Once attached (until the next init), each engine event
+// costs one more observer call, which returns at once while no report is
+// in flight on any thread (benchmarks/count_profiler_path.sh:
+// capi+reporter-idle). The caller's thread sets a thread-local pointer for
+// the length of its call (ReportRequest), so the reporter fills exactly
+// the report of the call whose event it sees, never another thread's.
 #pragma once
 
 #include <cstddef>

@@ -51,15 +51,14 @@ void ContextCapture::set(const Settings& s) {
   mask_.store(mask, std::memory_order_release);
 }
 
-void ContextCapture::reset() {
-  static const auto* const defaults = new std::shared_ptr<const Settings>(
-      std::make_shared<const Settings>());  // never destroyed: calls may race with exit
-  settings_.store(*defaults);
+void ContextCapture::reset() noexcept {
   mask_.store(0, std::memory_order_release);
+  settings_.store(nullptr);
 }
 
 ContextPtr ContextCapture::capture_for_alloc() const {
   const auto s = settings_.load();
+  if (!s) return nullptr;
   if (s->source.capture) return from_source(s->source, alloc_flags(*s));
   if (s->python_stacks && s->level >= ContextLevel::kState) return capture_python_frames();
   return nullptr;
@@ -67,6 +66,7 @@ ContextPtr ContextCapture::capture_for_alloc() const {
 
 ContextPtr ContextCapture::capture_for_free() const {
   const auto s = settings_.load();
+  if (!s) return nullptr;
   if (s->source.capture) return from_source(s->source, free_flags(*s));
   if (s->python_stacks && s->level >= ContextLevel::kAll) return capture_python_frames();
   return nullptr;

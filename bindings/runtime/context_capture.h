@@ -66,12 +66,8 @@ class ContextCapture {
   // Puts `s` in force for every later call, whole (a call racing with set
   // sees the old settings or the new, never a mix). Callers serialise set.
   void set(const Settings& s);
-  // set(Settings{}), which cannot fail (the default Settings object is
-  // made once, at the first call).
-  void reset();
-  // The settings in force.
-  std::shared_ptr<const Settings> settings() const { return settings_.load(); }
-
+  // Back to the defaults (no history, no capture); cannot fail.
+  void reset() noexcept;
   // Hot path: whether an allocation (free) may carry a context. One relaxed
   // load; false in the common case (history off).
   bool on_alloc() const { return (mask_.load(std::memory_order_relaxed) & kAllocBit) != 0; }
@@ -97,7 +93,8 @@ class ContextCapture {
   static constexpr uint8_t kAllocBit = 1, kFreeBit = 2, kHistoryBit = 4;
   // Derived from settings_ by set(), for the hot path.
   std::atomic<uint8_t> mask_{0};
-  std::atomic<std::shared_ptr<const Settings>> settings_{std::make_shared<const Settings>()};
+  // Null: the defaults (before the first set(), after reset()).
+  std::atomic<std::shared_ptr<const Settings>> settings_;
 };
 
 }  // namespace cachealloc
