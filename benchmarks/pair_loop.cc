@@ -9,6 +9,15 @@
 //           front+history  ... and a HistoryRecorder recording (100k ring)
 //           capi           the C entry points PyTorch calls (cachealloc_malloc
 //                          / cachealloc_free) on the simulated backend
+//     With PyTorch's profiler recording memory, what the glue asks of the
+//     C API per pair (benchmarks/count_profiler_path.sh):
+//           capi+profiler-3calls  as the glue did before the runtime reported:
+//                          try_malloc, then block_info and usage (two more
+//                          device-lock acquisitions); block_info, free, usage
+//           capi+profiler-report  cachealloc_try_malloc_report +
+//                          cachealloc_free_report (one call, one lock each)
+//           capi+reporter-idle  the plain capi pair after one reported pair
+//                          attached the reporters (their cost when idle)
 //
 // One warm-up pair reserves the segment; every counted pair is a cache hit.
 // With history on, warm-up first fills the ring, so the counted pairs see
@@ -61,12 +70,49 @@ int capi_loop(long pairs, size_t bytes) {
   return 0;
 }
 
+// The pairs with profiler numbers (see the top of the file); `mode`:
+// 0 three calls each way, 1 the _report calls, 2 plain after one report.
+int capi_profiler_loop(long pairs, size_t bytes, int mode) {
+  if (cachealloc_init("", "simulated") != 0) {
+    std::fprintf(stderr, "cachealloc_init: %s\n", cachealloc_last_error());
+    return 1;
+  }
+  const auto size = static_cast<ssize_t>(bytes);
+  int64_t sink = 0;  // keeps the reported numbers live
+  cachealloc_block_report report{};
+  for (long i = 0; i <= pairs; ++i) {
+    void* p = nullptr;
+    if (mode == 0) {
+      size_t block = 0;
+      int device = 0;
+      int64_t allocated = 0, reserved = 0;
+      cachealloc_try_malloc(size, 0, nullptr, &p);
+      cachealloc_block_info(p, &block, &device);
+      cachealloc_usage(device, &allocated, &reserved);
+      sink += static_cast<int64_t>(block) + allocated + reserved;
+      cachealloc_block_info(p, &block, &device);
+      cachealloc_free(p, size, -1, nullptr);
+      cachealloc_usage(device, &allocated, &reserved);
+      sink += static_cast<int64_t>(block) + allocated + reserved;
+    } else if (mode == 1 || i == 0) {
+      cachealloc_try_malloc_report(size, 0, nullptr, &p, &report);
+      sink += static_cast<int64_t>(report.size) + report.allocated + report.reserved;
+      cachealloc_free_report(p, -1, &report);
+      sink += static_cast<int64_t>(report.size) + report.allocated + report.reserved;
+    } else {
+      cachealloc_free(cachealloc_malloc(size, 0, nullptr), size, 0, nullptr);
+    }
+  }
+  return sink == 42 ? 3 : 0;  // never 42: the sizes are multiples of 512
+}
+
 }  // namespace
 }  // namespace cachealloc
 
 int main(int argc, char** argv) {
   if (argc != 4) {
-    std::fprintf(stderr, "usage: pair_loop PAIRS BYTES front|front+stats|front+history|capi\n");
+    std::fprintf(stderr, "usage: pair_loop PAIRS BYTES front|front+stats|front+history|capi|"
+                 "capi+profiler-3calls|capi+profiler-report|capi+reporter-idle\n");
     return 2;
   }
   const long pairs = std::atol(argv[1]);
@@ -80,6 +126,9 @@ int main(int argc, char** argv) {
   if (path == "front+stats") return cachealloc::front_loop(pairs, bytes, true, false);
   if (path == "front+history") return cachealloc::front_loop(pairs, bytes, true, true);
   if (path == "capi") return cachealloc::capi_loop(pairs, bytes);
+  if (path == "capi+profiler-3calls") return cachealloc::capi_profiler_loop(pairs, bytes, 0);
+  if (path == "capi+profiler-report") return cachealloc::capi_profiler_loop(pairs, bytes, 1);
+  if (path == "capi+reporter-idle") return cachealloc::capi_profiler_loop(pairs, bytes, 2);
   std::fprintf(stderr, "pair_loop: unknown path '%s'\n", path.c_str());
   return 2;
 }

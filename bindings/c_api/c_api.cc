@@ -55,17 +55,14 @@ void report_free_errors(Fn&& fn,
 
 // Takes ownership of a framework context object (see cachealloc.h).
 cachealloc::ContextPtr wrap_context(void* context, void (*release)(void*)) {
-  if (!context) return nullptr;
-  std::shared_ptr<cachealloc::CallContext> ctx;
-  try {
-    ctx = std::make_shared<cachealloc::CallContext>();
-  } catch (...) {
-    if (release) release(context);  // owned from the call on, also when it fails
-    throw;
-  }
-  // (A shared_ptr that cannot allocate its count releases the object itself.)
-  ctx->opaque = std::shared_ptr<void>(context, release ? release : [](void*) {});
-  return ctx;
+  return cachealloc::wrap_foreign_context(context, release);
+}
+
+void copy_report(const cachealloc::BlockReport& from, cachealloc_block_report* to) {
+  to->size = from.size;
+  to->device = from.device;
+  to->allocated = from.allocated;
+  to->reserved = from.reserved;
 }
 
 const std::vector<std::string>& stat_names() {
@@ -129,6 +126,56 @@ int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* cont
     set_last_error(e.what());
     return -1;
   }
+}
+
+int cachealloc_try_malloc_report(ssize_t size, int device, void* stream, void** out,
+                                 cachealloc_block_report* report) {
+  if (!report) return cachealloc_try_malloc(size, device, stream, out);
+  *report = cachealloc_block_report{0, -1, 0, 0};
+  if (!out) {
+    set_last_error("cachealloc_try_malloc_report: out is NULL");
+    return -1;
+  }
+  *out = nullptr;
+  try {
+    if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
+    cachealloc::BlockReport r;
+    *out = reinterpret_cast<void*>(initialized_runtime().allocate_reported(
+        static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream), r));
+    copy_report(r, report);
+    return 0;
+  } catch (const cachealloc::OutOfMemoryError& e) {
+    set_last_error(e.what());
+    last_oom = e.details();
+    return 1;
+  } catch (const std::bad_alloc&) {
+    cachealloc::c_api::set_out_of_memory_error(std::source_location::current());
+    return -1;
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    return -1;
+  }
+}
+
+int cachealloc_free_report(void* ptr, int device, cachealloc_block_report* report) {
+  if (!report) {
+    bool failed = false;
+    report_free_errors([&] {
+      failed = true;
+      initialized_runtime().deallocate(reinterpret_cast<uintptr_t>(ptr), device);
+      failed = false;
+    });
+    return failed ? -1 : 0;
+  }
+  *report = cachealloc_block_report{0, -1, 0, 0};
+  bool failed = true;
+  report_free_errors([&] {
+    cachealloc::BlockReport r;
+    initialized_runtime().deallocate_reported(reinterpret_cast<uintptr_t>(ptr), device, r);
+    copy_report(r, report);
+    failed = false;
+  });
+  return failed ? -1 : 0;
 }
 
 void cachealloc_free(void* ptr, ssize_t, int device, void*) {
@@ -457,6 +504,25 @@ int cachealloc_record_history(int enabled, int context, int python_stacks, size_
                                          static_cast<cachealloc::ContextLevel>(context),
                                          python_stacks != 0, max_entries);
   });
+}
+
+int cachealloc_record_history_from(int enabled, int context, size_t max_entries,
+                                   cachealloc_capture_fn capture, void* user,
+                                   void (*release)(void*)) {
+  return guarded([&] {
+    if (context < 0 || context > 3)
+      throw std::invalid_argument("cachealloc_record_history_from: context must be 0..3, got " +
+                                  std::to_string(context));
+    if (!capture) throw std::invalid_argument("cachealloc_record_history_from: capture is NULL");
+    initialized_runtime().record_history_from(
+        enabled != 0, static_cast<cachealloc::ContextLevel>(context), max_entries,
+        cachealloc::ContextSource{capture, release, user});
+  });
+}
+
+int cachealloc_history_enabled(void) {
+  Runtime& r = Runtime::instance();
+  return r.initialized() && r.history_enabled() ? 1 : 0;
 }
 
 int cachealloc_set_segment_callback(cachealloc_segment_event_fn fn, void* user) {

@@ -135,9 +135,50 @@ CACHEALLOC_API int cachealloc_open_shared_expandable(int device, const char* byt
 CACHEALLOC_API int cachealloc_close_shared_expandable(void* base);
 
 /* History. context: 0 never, 1 state, 2 alloc, 3 all (PyTorch's
- * RecordContext). python_stacks: capture Python frames. max_entries >= 1. */
+ * RecordContext): allocations carry the caller's context from 1 up, frees
+ * at 3, also while the ring is off (enabled 0 with context 1 keeps frames
+ * on live blocks). python_stacks: the runtime walks the Python stack for
+ * frames (else contexts are empty). max_entries >= 1 when enabled. Drops
+ * any context source (cachealloc_record_history_from). */
 CACHEALLOC_API int cachealloc_record_history(int enabled, int context, int python_stacks,
                               size_t max_entries);
+/* PyTorch's recordHistory, with the caller's frames from framework glue.
+ * The runtime alone decides, from these settings, which allocations and
+ * frees carry a context: glue passes its settings here and keeps no copy.
+ * enabled: the trace ring records max_entries entries (0 is taken as 1);
+ * 0 turns recording and capture off and clears the ring. context:
+ * PyTorch's RecordContext (0 never, 1 state, 2 alloc, 3 all). Then:
+ *   - an allocation calls capture(user, CACHEALLOC_CAPTURE_FRAMES | ...)
+ *     from "state" up; a free, at "all";
+ *   - otherwise, while enabled, capture(user, flags without
+ *     CACHEALLOC_CAPTURE_FRAMES): a frameless context, for what the
+ *     framework stamps on every entry (torch.compile context, user
+ *     metadata); return NULL when there is none;
+ *   - CACHEALLOC_CAPTURE_FRAMES_IN_TRACE is set from "alloc" up: history
+ *     entries show the context's frames (below, only snapshots' blocks do).
+ * capture returns a context object, owned by cachealloc from then on and
+ * released with release(context) (may be NULL) when nothing refers to it,
+ * or NULL (nothing recorded). It runs on the allocating thread before any
+ * cachealloc lock is taken and must not allocate or free through
+ * cachealloc; it may throw a C++ exception, which fails that call (-1 from
+ * the try_/_report calls). `user` must stay valid while any call may still
+ * use it (a call racing with the next record_history* may): the PyTorch
+ * glue passes PyTorch's gatherer function. Replaces the settings of any
+ * earlier cachealloc_record_history* call (cachealloc_record_history drops
+ * the source). 0, or -1 with cachealloc_last_error() (context out of
+ * range, NULL capture, the ring could not grow: nothing changes then).
+ * Thread-safe: calls racing with it see the old settings or the new. */
+#define CACHEALLOC_CAPTURE_FRAMES 1
+#define CACHEALLOC_CAPTURE_FRAMES_IN_TRACE 2
+typedef void* (*cachealloc_capture_fn)(void* user, int flags);
+CACHEALLOC_API int cachealloc_record_history_from(int enabled, int context, size_t max_entries,
+                                                  cachealloc_capture_fn capture, void* user,
+                                                  void (*release)(void*));
+/* 1 while the history ring records (the last cachealloc_record_history*
+ * call enabled it), else 0 (also before init; init turns it off). One
+ * atomic load; any thread. PyTorch asks (isHistoryEnabled, and the
+ * torch.compile context stack is kept only then). */
+CACHEALLOC_API int cachealloc_history_enabled(void);
 /* The names of the actions the history records, in native's spelling and
  * order, comma-separated: "alloc,free_requested,free_completed,
  * segment_alloc,segment_free,oom,snapshot". The names
@@ -317,7 +358,42 @@ CACHEALLOC_API int cachealloc_try_malloc_ctx(ssize_t size, int device, void* str
                                              void** out);
 CACHEALLOC_API void cachealloc_free_ctx(void* ptr, int device, void* context,
                                         void (*release)(void*));
-/* Size in bytes of the block behind ptr (rounded, as statistics count it). */
+/* What the call that made a change reports for a profiler (PyTorch's
+ * reportMemoryUsageToProfiler needs these three numbers per allocation and
+ * per free). All measured under the device lock the call holds anyway, in
+ * the same critical section as the change: the totals include this call's
+ * change and no other thread's later one. Bytes. */
+typedef struct cachealloc_block_report {
+  size_t size;        /* the block's bytes, rounded as allocated_bytes counts them */
+  int device;         /* the device holding the block; -1: no block (size 0, NULL ptr) */
+  int64_t allocated;  /* the device's allocated_bytes.all.current right after the change */
+  int64_t reserved;   /* the device's reserved_bytes.all.current at the same moment */
+} cachealloc_block_report;
+/* cachealloc_try_malloc that also fills *report (NULL: exactly
+ * cachealloc_try_malloc). Same returns and errors (0, 1 out of memory, -1);
+ * *report is {0, -1, 0, 0} unless 0 was returned with a block. Whether a
+ * context is recorded is decided by the history settings, as for
+ * cachealloc_malloc (cachealloc_record_history*). Any thread. Cost: the
+ * allocation plus a copy of the device's counters; the first call with a
+ * report attaches a reporter to every device (each device's lock taken
+ * once), after which every allocation and free costs one more observer
+ * call (a few ns) until the next cachealloc_init. */
+CACHEALLOC_API int cachealloc_try_malloc_report(ssize_t size, int device, void* stream, void** out,
+                                                cachealloc_block_report* report);
+/* cachealloc_free that also fills *report (NULL: none) for the freed block:
+ * its size and device, and the totals right after the free (allocated
+ * already lowered, also when the block waits for stream events before it
+ * returns to the cache, as native reports it). device -1: look the pointer
+ * up on every device. Returns 0, or -1 for an unknown pointer (reported on
+ * stderr too, as cachealloc_free, since frameworks free from destructors)
+ * with cachealloc_last_error() set; *report is then {0, -1, 0, 0}, as for
+ * a NULL ptr (nothing freed, 0 returned). Context: as cachealloc_free.
+ * Any thread; cost as cachealloc_try_malloc_report. */
+CACHEALLOC_API int cachealloc_free_report(void* ptr, int device, cachealloc_block_report* report);
+
+/* Size in bytes of the block behind ptr (rounded, as statistics count it).
+ * (For a profiler's numbers at an allocation or free, use the _report
+ * calls above: one call, one lock.) */
 CACHEALLOC_API int cachealloc_block_size(void* ptr, size_t* size);
 /* Size in bytes of the block behind ptr (as cachealloc_block_size) and the
  * device that holds it. 0 on success; -1 for an unknown pointer or a NULL

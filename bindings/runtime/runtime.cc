@@ -58,6 +58,7 @@ Generation::Generation(AllocatorConfig config_in, std::string backend_name_in,
     stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
     history.push_back(std::make_unique<HistoryRecorder>());
     scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
+    reporters.push_back(std::make_unique<BlockReporter>(*stats.back()));
     // History and scope trackers are attached only while recording or while
     // a scope is open (record_history, scope_open): idle, they cost nothing.
     allocator.with_device(d, [&](DeviceCachingAllocator& e) { e.add_observer(stats.back().get()); });
@@ -151,8 +152,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend,
   if (old && !old->allocator.retire_if_idle())
     throw ConfigError("cachealloc is already in use (blocks are allocated); it cannot be re-initialized");
   // A new generation records no history and captures no context.
-  context_level_.store(0);
-  python_stacks_.store(false);
+  capture_.reset();
   generations_.push_back(std::move(fresh));
   current_.store(generations_.back().get(), std::memory_order_release);
   attach_segment_trackers(*generations_.back());
@@ -231,17 +231,54 @@ const std::string& Runtime::backend_name() const {
   return g ? g->backend_name : none;
 }
 
-ContextPtr Runtime::capture_stack() const {
-  if (!python_stacks_.load(std::memory_order_relaxed)) return nullptr;
-  return capture_python_frames();
-}
-
 uintptr_t Runtime::allocate_capturing(size_t size, int device, uintptr_t stream) {
-  return allocate_with(size, device, stream, capture_stack());
+  return allocate_with(size, device, stream, capture_.capture_for_alloc());
 }
 
 void Runtime::deallocate_capturing(uintptr_t address, int device) {
-  deallocate_with(address, device, capture_stack());
+  deallocate_with(address, device, capture_.capture_for_free());
+}
+
+void Runtime::attach_reporters(Generation& g) {
+  if (g.reporters_attached.load(std::memory_order_acquire)) [[likely]] return;
+  // Racing first callers may both get here: each removes before it adds,
+  // under the device's lock, so a reporter is attached once. (It follows
+  // the stats collector, attached first when the generation was built.)
+  for (int d = 0; d < g.allocator.device_count(); ++d)
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+      BlockReporter* r = g.reporters[static_cast<size_t>(d)].get();
+      e.remove_observer(r);
+      e.add_observer(r);
+    });
+  g.reporters_attached.store(true, std::memory_order_release);
+}
+
+uintptr_t Runtime::allocate_reported(size_t size, int device, uintptr_t stream,
+                                     BlockReport& report) {
+  const ContextPtr ctx = capture_.on_alloc() ? capture_.capture_for_alloc() : nullptr;
+  for (;;) {
+    Generation& g = current();
+    try {
+      attach_reporters(g);
+      const ReportRequest request(report, 0);
+      return g.allocator.allocate(size, device, stream, ctx);
+    } catch (const AllocatorRetired&) {
+      // init() replaced the generation after we loaded it: retry.
+    }
+  }
+}
+
+void Runtime::deallocate_reported(uintptr_t address, int device, BlockReport& report) {
+  const ContextPtr ctx = capture_.on_free() ? capture_.capture_for_free() : nullptr;
+  for (;;) {
+    Generation& g = current();
+    try {
+      attach_reporters(g);
+      const ReportRequest request(report, address);
+      return g.allocator.deallocate(address, device, ctx);
+    } catch (const AllocatorRetired&) {
+    }
+  }
 }
 
 DeviceStats Runtime::stats(int device) {
@@ -359,15 +396,34 @@ size_t Runtime::scope_depth(int device) {
 
 void Runtime::record_history(bool enabled, ContextLevel level, bool python_stacks,
                              size_t max_entries) {
+  ContextCapture::Settings s;
+  s.history_enabled = enabled;
+  s.level = level;
+  s.python_stacks = python_stacks && level != ContextLevel::kNever;
+  put_history_in_force(s, max_entries);
+}
+
+void Runtime::record_history_from(bool enabled, ContextLevel when, size_t max_entries,
+                                  const ContextSource& source) {
+  // PyTorch's recordHistory: disabled, nothing is captured any more (the
+  // allocator would otherwise keep taking the capturing path for every
+  // call); its max_entries 0 keeps one entry.
+  ContextCapture::Settings s;
+  s.history_enabled = enabled;
+  s.level = enabled ? when : ContextLevel::kNever;
+  if (enabled) s.source = source;
+  put_history_in_force(s, enabled && max_entries == 0 ? 1 : max_entries);
+}
+
+void Runtime::put_history_in_force(const ContextCapture::Settings& s, size_t max_entries) {
   // Under the init lock: the settings and the generation's recorders change
-  // together, never half before and half after a re-initialization.
+  // together, never half before and half after a re-initialization. The
+  // ring first (it can fail: it could not grow), so a failed call leaves
+  // the old settings in force.
   std::lock_guard<std::mutex> lock(init_mutex_);
   Generation& g = current();
-  // Context capture is independent of the trace ring: PyTorch's
-  // enabled="state" keeps frames on live blocks (and a one-entry history).
-  context_level_.store(static_cast<int>(level));
-  python_stacks_.store(python_stacks && level != ContextLevel::kNever);
-  set_recording(g, enabled, level >= ContextLevel::kAlloc, max_entries);
+  set_recording(g, s.history_enabled, ContextCapture::ring_keeps_context(s), max_entries);
+  capture_.set(s);
 }
 
 void Runtime::set_history_skipped(ActionMask skipped) {

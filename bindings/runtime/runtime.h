@@ -19,6 +19,8 @@
 #include "allocator/config/config.h"
 #include "allocator/base/errors.h"
 #include "allocator/base/hot_inline.h"
+#include "bindings/runtime/block_report.h"
+#include "bindings/runtime/context_capture.h"
 #include "bindings/runtime/segment_tracker.h"
 #include "pickle/py_value.h"
 #include "stats/device_stats.h"
@@ -28,14 +30,6 @@
 struct cachealloc_snapshot_visitor;
 
 namespace cachealloc {
-
-// How much caller context to capture, as PyTorch's RecordContext.
-enum class ContextLevel : int {
-  kNever = 0,  // no context
-  kState = 1,  // context of live blocks only (snapshots)
-  kAlloc = 2,  // also on alloc history entries
-  kAll = 3,    // also on free history entries
-};
 
 // Everything one init() builds. Published whole (Runtime's current
 // generation pointer) and never destroyed: init() may replace it while
@@ -64,6 +58,10 @@ struct Generation {
   std::vector<std::unique_ptr<StatsCollector>> stats;
   std::vector<std::unique_ptr<HistoryRecorder>> history;
   std::vector<std::unique_ptr<ScopeTracker>> scopes;
+  // One per device, attached (after stats) by the first call that asks for
+  // a report (attach_reporters); idle until then.
+  std::vector<std::unique_ptr<BlockReporter>> reporters;
+  std::atomic<bool> reporters_attached{false};
   // Attached while a segment callback is set (set_segment_callback); empty
   // otherwise.
   std::vector<std::unique_ptr<SegmentTracker>> segment_trackers;
@@ -147,20 +145,28 @@ class Runtime {
     }
   }
 
-  // Hot path: context per the history settings, then allocate/free.
+  // Hot path: context per the history settings (ContextCapture, the one
+  // place that decides), then allocate/free.
   uintptr_t allocate(size_t size, int device, uintptr_t stream) {
-    if (captures(ContextLevel::kState)) [[unlikely]]
-      return allocate_capturing(size, device, stream);
+    if (capture_.on_alloc()) [[unlikely]] return allocate_capturing(size, device, stream);
     return on_allocator([&](CachingAllocator& a) CACHEALLOC_HOT_INLINE_LAMBDA {
       return a.allocate(size, device, stream);
     });
   }
   void deallocate(uintptr_t address, int device) {
-    if (captures(ContextLevel::kAll)) [[unlikely]] return deallocate_capturing(address, device);
+    if (capture_.on_free()) [[unlikely]] return deallocate_capturing(address, device);
     on_allocator([&](CachingAllocator& a) CACHEALLOC_HOT_INLINE_LAMBDA {
       a.deallocate(address, device);
     });
   }
+  // allocate/deallocate that also fill *report (block_report.h) under the
+  // device lock the call holds: block size and device, and the device's
+  // allocated and reserved totals right after the change. The context is
+  // decided as for allocate/deallocate. Same errors; *report is left as
+  // BlockReport{} (device -1) when no block was made (size 0) or freed
+  // (address 0).
+  uintptr_t allocate_reported(size_t size, int device, uintptr_t stream, BlockReport& report);
+  void deallocate_reported(uintptr_t address, int device, BlockReport& report);
   // The same with a context the caller captured (framework glue).
   uintptr_t allocate_with(size_t size, int device, uintptr_t stream, const ContextPtr& ctx) {
     return on_allocator([&](CachingAllocator& a) { return a.allocate(size, device, stream, ctx); });
@@ -196,9 +202,19 @@ class Runtime {
 
   // History: `enabled` turns the max_entries trace ring on or off (off
   // clears it); `level` and `python_stacks` say what context is captured,
-  // also while the ring is off (PyTorch's enabled="state").
+  // also while the ring is off (PyTorch's enabled="state"). Clears any
+  // context source.
   void record_history(bool enabled, ContextLevel level, bool python_stacks,
                       size_t max_entries);
+  // PyTorch's recordHistory(enabled, recorder, max_entries, when), with
+  // frames from `source` (framework glue): see cachealloc_record_history_from.
+  // Disabled, nothing is captured and the ring is cleared; max_entries 0
+  // is taken as 1.
+  void record_history_from(bool enabled, ContextLevel when, size_t max_entries,
+                           const ContextSource& source);
+  // Whether the history ring records (the last record_history* call
+  // enabled it; false after init).
+  bool history_enabled() const { return capture_.history_enabled(); }
   // Entries of these actions are left out of every device's history from
   // now on (native's skip_actions); 0 records all. Until the next init.
   void set_history_skipped(ActionMask skipped);
@@ -220,14 +236,11 @@ class Runtime {
   // init() with init_mutex_ held.
   void init_locked(const std::string& conf, const std::string& backend,
                    const std::string& policy);
-  // Whether the history settings ask for the caller's context at `needed`
-  // (not in the common case: history off).
-  bool captures(ContextLevel needed) const {
-    return context_level_.load(std::memory_order_relaxed) >= static_cast<int>(needed);
-  }
-  // Python frames if stacks were requested, else null.
-  ContextPtr capture_stack() const;
-  // allocate/deallocate with capture_stack()'s context. Out of line, so
+  // record_history*'s common part, with init_mutex_ held.
+  void put_history_in_force(const ContextCapture::Settings& s, size_t max_entries);
+  // Attaches g's reporters once (each device's lock taken once).
+  static void attach_reporters(Generation& g);
+  // allocate/deallocate with capture_'s context. Out of line, so
   // that the inlined common case needs no ContextPtr (nor the registers and
   // stack to keep one across the call).
   [[gnu::noinline]] uintptr_t allocate_capturing(size_t size, int device, uintptr_t stream);
@@ -261,10 +274,9 @@ class Runtime {
   static inline std::atomic<Generation*> current_{nullptr};
   // instance()'s object, for initialized_instance's fast path.
   static inline Runtime* instance_ = nullptr;
-  // History settings (record_history); reset by init(): a new generation
+  // History settings (record_history*); reset by init(): a new generation
   // records nothing.
-  std::atomic<int> context_level_{0};
-  std::atomic<bool> python_stacks_{false};
+  ContextCapture capture_;
   OomHandler oom_handler_ = nullptr;
 };
 

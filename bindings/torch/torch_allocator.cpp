@@ -78,6 +78,20 @@ thread_local std::string t_user_metadata;
 // Native's text for an entry made outside any compile context.
 constexpr const char* kNoCompileContext = "N/A";
 
+// The runtime's capture callback (cachealloc_record_history_from): it
+// decides when a context is recorded and with which flags; this only
+// gathers. `user` is PyTorch's recorder (a CreateContextFn: the stacks
+// setting chose it). Without frames, a context only when the thread has a
+// compile context or user metadata to stamp on the entries.
+void* capture_context(void* user, int flags) {
+  const auto recorder = reinterpret_cast<CCA::CreateContextFn>(user);
+  const bool frames = (flags & CACHEALLOC_CAPTURE_FRAMES) != 0 && recorder;
+  if (!frames && t_compile_context.empty() && t_user_metadata.empty()) return nullptr;
+  return new RecordedContext{frames ? recorder() : nullptr,
+                             t_compile_context.empty() ? kNoCompileContext : t_compile_context.back(),
+                             t_user_metadata, (flags & CACHEALLOC_CAPTURE_FRAMES_IN_TRACE) != 0};
+}
+
 // The type of createOrIncrefPool's allocator parameter: a raw pointer in
 // some torch releases, a shared_ptr in others. Deduced, so the override
 // below matches whichever release the glue is compiled against.
@@ -111,28 +125,19 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     constexpr size_t kOneExbibyte = size_t{1} << 60;
     TORCH_CHECK_WITH(OutOfMemoryError, size < kOneExbibyte,
                      "CUDA out of memory. Tried to allocate more than 1EB memory.");
+    // Whether to record a context is the runtime's decision (it calls
+    // capture_context when its history settings say so); the profiler's
+    // numbers come back from the same call, measured under its lock.
     void* out = nullptr;
-    const auto when = when_.load(std::memory_order_relaxed);
-    auto recorder = recorder_.load(std::memory_order_relaxed);
-    int status;
-    if (when >= CCA::RecordContext::STATE && recorder) {
-      status = cachealloc_try_malloc_ctx(static_cast<ssize_t>(size), device, stream,
-                                         recorded(recorder()), release_context, &out);
-    } else if (history_enabled_.load(std::memory_order_relaxed) && thread_has_metadata()) {
-      status = cachealloc_try_malloc_ctx(static_cast<ssize_t>(size), device, stream,
-                                         recorded(nullptr), release_context, &out);
-    } else {
-      status = cachealloc_try_malloc(static_cast<ssize_t>(size), device, stream, &out);
-    }
+    const bool profiling = c10::memoryProfilingEnabled();
+    cachealloc_block_report report{};
+    const int status = cachealloc_try_malloc_report(static_cast<ssize_t>(size), device, stream,
+                                                    &out, profiling ? &report : nullptr);
     if (status == 1) raise_oom(size, device);
     TORCH_CHECK(status == 0, cachealloc_last_error());
     // As native (alloc_found_block): the block's rounded size, the device's
     // totals after the allocation.
-    if (c10::memoryProfilingEnabled()) {
-      size_t bytes = 0;
-      int on = device;
-      if (cachealloc_block_info(out, &bytes, &on) == 0) report(out, static_cast<int64_t>(bytes), on);
-    }
+    if (profiling && report.device >= 0) report_to_profiler(out, static_cast<int64_t>(report.size), report);
     return out;
   }
 
@@ -140,20 +145,12 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     if (!ptr) return;
     // As native (free): minus the block's size, on the block's device (PyTorch
     // frees through delete_fn, which does not know it), with the totals after
-    // the free. Size and device are read while the block is still ours.
-    size_t bytes = 0;
-    int on = -1;
-    const bool profiling = c10::memoryProfilingEnabled() &&
-                           cachealloc_block_info(ptr, &bytes, &on) == 0;
-    auto recorder = recorder_.load(std::memory_order_relaxed);
-    if (when_.load(std::memory_order_relaxed) >= CCA::RecordContext::ALL && recorder) {
-      cachealloc_free_ctx(ptr, device, recorded(recorder()), release_context);
-    } else if (history_enabled_.load(std::memory_order_relaxed) && thread_has_metadata()) {
-      cachealloc_free_ctx(ptr, device, recorded(nullptr), release_context);
-    } else {
-      cachealloc_free(ptr, 0, device, nullptr);
-    }
-    if (profiling) report(ptr, -static_cast<int64_t>(bytes), on);
+    // the free, all from the free itself. An unknown pointer is reported on
+    // stderr by the C API (nothing to tell the profiler then).
+    const bool profiling = c10::memoryProfilingEnabled();
+    cachealloc_block_report report{};
+    cachealloc_free_report(ptr, device, profiling ? &report : nullptr);
+    if (profiling && report.device >= 0) report_to_profiler(ptr, -static_cast<int64_t>(report.size), report);
   }
 
   // Bypasses the base class's pointer map: cachealloc already keeps one.
@@ -211,10 +208,10 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   // As native (NativeCachingAllocator): both do nothing unless history is
   // recorded.
   void pushCompileContext(std::string& md) override {
-    if (history_enabled_.load(std::memory_order_relaxed)) t_compile_context.push_back(md);
+    if (cachealloc_history_enabled() == 1) t_compile_context.push_back(md);
   }
   void popCompileContext() override {
-    if (history_enabled_.load(std::memory_order_relaxed) && !t_compile_context.empty())
+    if (cachealloc_history_enabled() == 1 && !t_compile_context.empty())
       t_compile_context.pop_back();
   }
   void setUserMetadata(const std::string& metadata) override { t_user_metadata = metadata; }
@@ -406,7 +403,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
                      const std::vector<std::string>& skip_actions) override;
   // As native: whether the last recordHistory call enabled recording (torch's
   // enabled="state" or "all"); inductor's cudagraph trees ask.
-  bool isHistoryEnabled() override { return history_enabled_.load(std::memory_order_relaxed); }
+  bool isHistoryEnabled() override { return cachealloc_history_enabled() == 1; }
   void attachOutOfMemoryObserver(CCA::OutOfMemoryObserver observer) override {
     std::lock_guard<std::mutex> lock(observers_mutex_);
     oom_observers_.push_back(std::move(observer));
@@ -431,30 +428,15 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
 
  private:
   static void check(int status) { TORCH_CHECK(status == 0, cachealloc_last_error()); }
-  // One profiler record: `delta` bytes on `device`, with the device's
-  // current allocated and reserved totals.
-  static void report(void* ptr, int64_t delta, int device) {
-    int64_t allocated = 0, reserved = 0;
-    if (cachealloc_usage(device, &allocated, &reserved) != 0) return;
-    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(allocated),
-                                     static_cast<size_t>(reserved),
+  // One profiler record: `delta` bytes on the block's device, with that
+  // device's totals right after the change (all from the call that made it).
+  static void report_to_profiler(void* ptr, int64_t delta, const cachealloc_block_report& r) {
+    c10::reportMemoryUsageToProfiler(ptr, delta, static_cast<size_t>(r.allocated),
+                                     static_cast<size_t>(r.reserved),
                                      c10::Device(c10::DeviceType::CUDA,
-                                                 static_cast<c10::DeviceIndex>(device)));
+                                                 static_cast<c10::DeviceIndex>(r.device)));
   }
   [[noreturn]] void raise_oom(size_t size, int device);
-  // A context for the engine to keep with a request: `frames` and this
-  // thread's compile context and user metadata (released by
-  // release_context).
-  void* recorded(ContextPtr frames) const {
-    return new RecordedContext{
-        std::move(frames),
-        t_compile_context.empty() ? kNoCompileContext : t_compile_context.back(),
-        t_user_metadata,
-        when_.load(std::memory_order_relaxed) >= CCA::RecordContext::ALLOC};
-  }
-  static bool thread_has_metadata() {
-    return !t_compile_context.empty() || !t_user_metadata.empty();
-  }
   // native: uncached_allocate (no capture check: cudaMalloc fails in one).
   static void* uncached_alloc(size_t nbytes) {
     if (nbytes == 0) return nullptr;
@@ -463,9 +445,6 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     return p;
   }
 
-  std::atomic<CCA::RecordContext> when_{CCA::RecordContext::NEVER};
-  std::atomic<CCA::CreateContextFn> recorder_{nullptr};
-  std::atomic<bool> history_enabled_{false};
   std::atomic<bool> enabled_{true};  // caching_allocator_enable
   std::mutex observers_mutex_;
   std::vector<CCA::OutOfMemoryObserver> oom_observers_;
@@ -734,24 +713,14 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
                          "' is not an action of the CUDA allocator; ignored, as native does");
   }
   if (clear_history) check(cachealloc_record_history(0, 0, 0, 1));
-  // Disabled, nothing is captured any more (the runtime would otherwise keep
-  // taking the capturing path for every call).
-  // The engine's entries keep their contexts from "state" up: native
-  // stamps compile context and user metadata on every entry, and the
-  // contexts carry them; frames are left out at "state" (frames_in_trace).
-  const auto level = !enabled ? CCA::RecordContext::NEVER
-                     : when == CCA::RecordContext::STATE ? CCA::RecordContext::ALLOC
-                                                          : when;
-  check(cachealloc_record_history(enabled ? 1 : 0, static_cast<int>(level), 0,
-                                  max_entries ? max_entries : 1));
-  // The rest only once the ring is set (it can fail: the ring could not
-  // grow), so a failed call leaves the old settings in force. Every name in
-  // `skipped` is known, so that call cannot fail.
-  // Contexts come from PyTorch's own recorder (stored per block and entry),
-  // so PyTorch symbolizes our snapshots' frames exactly as its own.
-  recorder_.store(enabled ? recorder : nullptr);
-  when_.store(enabled ? when : CCA::RecordContext::NEVER);
-  history_enabled_.store(enabled);
+  // The settings go to the runtime as PyTorch gave them; it alone decides
+  // which calls record a context (calling capture_context with PyTorch's
+  // recorder) and how long the ring is. It fails (the ring could not grow)
+  // before anything changes. Every name in `skipped` is known, so the
+  // next call cannot fail.
+  check(cachealloc_record_history_from(enabled ? 1 : 0, static_cast<int>(when), max_entries,
+                                       &capture_context, reinterpret_cast<void*>(recorder),
+                                       &release_context));
   check(cachealloc_set_history_skip_actions(skipped.c_str()));
 }
 

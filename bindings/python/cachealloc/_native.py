@@ -92,6 +92,18 @@ class CurrentBytesStruct(ctypes.Structure):
                                                     "inactive_split")]
 
 
+class BlockReportStruct(ctypes.Structure):
+    """cachealloc_block_report (cachealloc.h): what the allocation or free
+    that made a change reports for a profiler, in bytes (device -1: none)."""
+    _fields_ = [("size", ctypes.c_size_t), ("device", ctypes.c_int),
+                ("allocated", ctypes.c_int64), ("reserved", ctypes.c_int64)]
+
+
+# cachealloc_capture_fn: (user, flags) -> context object or NULL.
+CAPTURE_FN = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int)
+RELEASE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
 def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
     c_int, c_size, c_char_p, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_void_p
     u64 = ctypes.c_uint64
@@ -99,6 +111,9 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_malloc": (c_void_p, [ctypes.c_ssize_t, c_int, c_void_p]),
         "cachealloc_try_malloc": (c_int, [ctypes.c_ssize_t, c_int, c_void_p, ctypes.POINTER(c_void_p)]),
         "cachealloc_free": (None, [c_void_p, ctypes.c_ssize_t, c_int, c_void_p]),
+        "cachealloc_try_malloc_report": (c_int, [ctypes.c_ssize_t, c_int, c_void_p, ctypes.POINTER(c_void_p),
+                                                 ctypes.POINTER(BlockReportStruct)]),
+        "cachealloc_free_report": (c_int, [c_void_p, c_int, ctypes.POINTER(BlockReportStruct)]),
         "cachealloc_init": (c_int, [c_char_p, c_char_p]),
         "cachealloc_init_policy": (c_int, [c_char_p, c_char_p, c_char_p]),
         "cachealloc_policy_name": (c_char_p, []),
@@ -125,6 +140,9 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_block_size": (c_int, [c_void_p, ctypes.POINTER(c_size)]),
         "cachealloc_base_allocation": (c_void_p, [c_void_p, ctypes.POINTER(c_size)]),
         "cachealloc_record_history": (c_int, [c_int, c_int, c_int, c_size]),
+        "cachealloc_record_history_from": (c_int, [c_int, c_int, c_size, CAPTURE_FN, c_void_p,
+                                                   RELEASE_FN]),
+        "cachealloc_history_enabled": (c_int, []),
         "cachealloc_history_action_names": (c_char_p, []),
         "cachealloc_set_history_skip_actions": (c_int, [c_char_p]),
         "cachealloc_pool_create_or_incref": (c_int, [c_int, u64, u64]),
