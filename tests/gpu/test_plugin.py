@@ -216,9 +216,10 @@ def test_glue_keeps_the_cxx_runtime_to_itself():
     import torch
     from cachealloc import glue_build, torch_glue
 
-    # The glue install() would load (torch_glue.find_and_load's order).
-    glue = (os.environ.get("CACHEALLOC_TORCH_LIBRARY") or next(iter(torch_glue._prebuilt()), None)
-            or glue_build.build(torch, quiet=True))
+    # The glue install() would load: the first of torch_glue.candidates
+    # (find_and_load's order), else one compiled for this torch.
+    found = torch_glue.candidates(torch)
+    glue = found[0][0] if found else glue_build.build(torch, quiet=True)
     if shutil.which("nm") is None:
         pytest.skip("GPU test skipped: nm (binutils) is not installed")
     out = subprocess.run(["nm", "-D", "--defined-only", str(glue)], capture_output=True,
