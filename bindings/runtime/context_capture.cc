@@ -54,17 +54,28 @@ void ContextCapture::set(const Settings& s) {
     if (s.level >= ContextLevel::kAll) mask |= kFreeBit;
   }
   // Settings first: a caller that sees the new mask finds the new settings.
-  settings_.store(std::make_shared<const Settings>(s));
+  auto next = std::make_shared<const Settings>(s);
+  {
+    const std::lock_guard<std::mutex> lock(settings_mutex_);
+    settings_.swap(next);
+  }
   mask_.store(mask, std::memory_order_release);
 }
 
 void ContextCapture::reset() noexcept {
   mask_.store(0, std::memory_order_release);
-  settings_.store(nullptr);
+  std::shared_ptr<const Settings> old;
+  const std::lock_guard<std::mutex> lock(settings_mutex_);
+  settings_.swap(old);  // `old` is released after the lock, on return
+}
+
+std::shared_ptr<const ContextCapture::Settings> ContextCapture::current() const {
+  const std::lock_guard<std::mutex> lock(settings_mutex_);
+  return settings_;
 }
 
 ContextPtr ContextCapture::capture_for_alloc() const {
-  const auto s = settings_.load();
+  const auto s = current();
   if (!s) return nullptr;
   if (s->source.capture) return from_source(s->source, alloc_flags(*s));
   if (s->python_stacks && s->level >= ContextLevel::kState) return capture_python_frames();
@@ -72,7 +83,7 @@ ContextPtr ContextCapture::capture_for_alloc() const {
 }
 
 ContextPtr ContextCapture::capture_for_free() const {
-  const auto s = settings_.load();
+  const auto s = current();
   if (!s) return nullptr;
   if (s->source.capture) return from_source(s->source, free_flags(*s));
   if (s->python_stacks && s->level >= ContextLevel::kAll) return capture_python_frames();

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 
@@ -93,8 +94,13 @@ class ContextCapture {
   static constexpr uint8_t kAllocBit = 1, kFreeBit = 2, kHistoryBit = 4;
   // Derived from settings_ by set(), for the hot path.
   std::atomic<uint8_t> mask_{0};
-  // Null: the defaults (before the first set(), after reset()).
-  std::atomic<std::shared_ptr<const Settings>> settings_;
+  // The settings in force, under settings_mutex_ (held only to copy the
+  // pointer). Null: the defaults (before the first set(), after reset()).
+  // Not std::atomic<std::shared_ptr>: libstdc++ 12 guards it with a lock
+  // bit ThreadSanitizer cannot see, so every capture reported a race.
+  std::shared_ptr<const Settings> current() const;
+  mutable std::mutex settings_mutex_;
+  std::shared_ptr<const Settings> settings_;
 };
 
 }  // namespace cachealloc
