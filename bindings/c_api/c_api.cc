@@ -65,6 +65,39 @@ void copy_report(const cachealloc::BlockReport& from, cachealloc_block_report* t
   to->reserved = from.reserved;
 }
 
+// A C caller's size in bytes; throws SizeOverflowError when negative.
+size_t checked_size(ssize_t size) {
+  if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
+  return static_cast<size_t>(size);
+}
+
+// The try_malloc entry points' status: 0 with *out set by `allocate`
+// (() -> address), 1 when the device is out of memory (last error and last
+// OOM set), -1 on any other error (last error set; `null_out` when out is
+// NULL); *out is null unless 0. No exception leaves it.
+template <typename Allocate>
+int malloc_status(std::string_view null_out, void** out, Allocate&& allocate) {
+  if (!out) {
+    set_last_error(null_out);
+    return -1;
+  }
+  *out = nullptr;
+  try {
+    *out = reinterpret_cast<void*>(allocate());
+    return 0;
+  } catch (const cachealloc::OutOfMemoryError& e) {
+    set_last_error(e.what());
+    last_oom = e.details();
+    return 1;
+  } catch (const std::bad_alloc&) {
+    cachealloc::c_api::set_out_of_memory_error(std::source_location::current());
+    return -1;
+  } catch (const std::exception& e) {
+    set_last_error(e.what());
+    return -1;
+  }
+}
+
 const std::vector<std::string>& stat_names() {
   static const auto* names = [] {
     auto* v = new std::vector<std::string>();
@@ -99,62 +132,31 @@ int cachealloc_try_malloc(ssize_t size, int device, void* stream, void** out) {
 
 int cachealloc_try_malloc_ctx(ssize_t size, int device, void* stream, void* context,
                               void (*release)(void*), void** out) {
-  if (!out) {
-    set_last_error("cachealloc_try_malloc: out is NULL");
-    return -1;
-  }
-  *out = nullptr;
-  try {
-    // Inside the try: wrapping the context allocates (std::bad_alloc must
-    // become this call's status, not escape a C function).
+  return malloc_status("cachealloc_try_malloc: out is NULL", out, [&] {
+    // Inside malloc_status's try: wrapping the context allocates
+    // (std::bad_alloc must become this call's status, not escape a C
+    // function), and comes first: the context is owned from the call on and
+    // is released even when the size is refused.
     const cachealloc::ContextPtr ctx = wrap_context(context, release);
-    if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
+    const size_t bytes = checked_size(size);
     Runtime& r = initialized_runtime();
-    *out = reinterpret_cast<void*>(
-        context ? r.allocate_with(static_cast<size_t>(size), device,
-                                  reinterpret_cast<uintptr_t>(stream), ctx)
-                : r.allocate(static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream)));
-    return 0;
-  } catch (const cachealloc::OutOfMemoryError& e) {
-    set_last_error(e.what());
-    last_oom = e.details();
-    return 1;
-  } catch (const std::bad_alloc&) {
-    cachealloc::c_api::set_out_of_memory_error(std::source_location::current());
-    return -1;
-  } catch (const std::exception& e) {
-    set_last_error(e.what());
-    return -1;
-  }
+    const uintptr_t s = reinterpret_cast<uintptr_t>(stream);
+    return context ? r.allocate_with(bytes, device, s, ctx) : r.allocate(bytes, device, s);
+  });
 }
 
 int cachealloc_try_malloc_report(ssize_t size, int device, void* stream, void** out,
                                  cachealloc_block_report* report) {
   if (!report) return cachealloc_try_malloc(size, device, stream, out);
   *report = cachealloc_block_report{0, -1, 0, 0};
-  if (!out) {
-    set_last_error("cachealloc_try_malloc_report: out is NULL");
-    return -1;
-  }
-  *out = nullptr;
-  try {
-    if (size < 0) throw cachealloc::SizeOverflowError("negative allocation size " + std::to_string(size));
+  return malloc_status("cachealloc_try_malloc_report: out is NULL", out, [&] {
+    const size_t bytes = checked_size(size);
     cachealloc::BlockReport r;
-    *out = reinterpret_cast<void*>(initialized_runtime().allocate_reported(
-        static_cast<size_t>(size), device, reinterpret_cast<uintptr_t>(stream), r));
+    const uintptr_t address = initialized_runtime().allocate_reported(
+        bytes, device, reinterpret_cast<uintptr_t>(stream), r);
     copy_report(r, report);
-    return 0;
-  } catch (const cachealloc::OutOfMemoryError& e) {
-    set_last_error(e.what());
-    last_oom = e.details();
-    return 1;
-  } catch (const std::bad_alloc&) {
-    cachealloc::c_api::set_out_of_memory_error(std::source_location::current());
-    return -1;
-  } catch (const std::exception& e) {
-    set_last_error(e.what());
-    return -1;
-  }
+    return address;
+  });
 }
 
 int cachealloc_free_report(void* ptr, int device, cachealloc_block_report* report) {
