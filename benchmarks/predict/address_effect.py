@@ -28,7 +28,6 @@ use the engine. WORKLOAD is one of benchmarks/predict/workloads.py's.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import pathlib
 import pickle
@@ -39,17 +38,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 
 
-class _DataOnly(pickle.Unpickler):
-    """Snapshots hold only plain data: refuse anything that imports code."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing {module}.{name}")
-
-
 def _load(path) -> dict:
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return _DataOnly(f).load()
+    """A snapshot, plain data only (never a loader that can run code)."""
+    from cachealloc.report import load_snapshot
+    return load_snapshot(path)
 
 
 def _requests(trace: list) -> list:

@@ -41,7 +41,6 @@ encoder_small and tests/data/traces (all classic). Traces that free segments are
 from __future__ import annotations
 
 import bisect
-import gzip
 import itertools
 import os
 import pathlib
@@ -59,17 +58,10 @@ GRID = 2 * MIB
 BASE = 0x7F0000000000 + (1 << 39)
 
 
-class _DataOnly(pickle.Unpickler):
-    """Snapshots hold only plain data: refuse anything that imports code."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing {module}.{name}")
-
-
 def _load(path) -> dict:
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return _DataOnly(f).load()
+    """A snapshot, plain data only (never a loader that can run code)."""
+    from cachealloc.report import load_snapshot
+    return load_snapshot(path)
 
 
 def _up(x: int, a: int) -> int:

@@ -9,10 +9,12 @@ and are reported as one group.
 """
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import pathlib
 import pickle
+import zlib
 from typing import Dict, List, Optional
 
 from .. import rank_files
@@ -35,11 +37,13 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load_snapshot(path) -> dict:
+    """A snapshot pickle (.pickle, or .pickle.gz as torch's tools save them),
+    plain data only; SnapshotError names the file when it is not one."""
     path = pathlib.Path(path)
     try:
-        with open(path, "rb") as f:
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
             data = _PlainUnpickler(io.BufferedReader(f)).load()
-    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError) as e:
+    except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, zlib.error) as e:
         raise SnapshotError(f"{path}: not a readable snapshot pickle: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("segments"), list) \
             or not isinstance(data.get("device_traces"), list):
