@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|predict|policy|all
+#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|multigpu4|predict|policy|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +61,21 @@ case "$stage" in
     # history and the per-site peak analysis, NCCL user buffers, the report.
     # MULTI_GPU_REPEATS (default 1), MULTI_GPU_BUDGET (seconds, default 270).
     python3 -m pytest -v -s -rs tests/gpu/test_multi_gpu_suite.py 2>&1 | tee "$OUT/multi_gpu_tests.log" | tail -60
+    ;;
+  multigpu4)
+    # Issue 34 on 4 GPUs (one call of about 9 minutes): the device-less free
+    # on the last GPU against the first (free_path_gpu_bench), then GPT-2 and
+    # the Llama-style decoder under DDP and FSDP2, native against cachealloc,
+    # with 4 ranks (tests/gpu/multi_gpu_suite.sh --nproc 4; results in
+    # $OUT/multi_gpu_4 and multi_gpu_4_runs.tgz). MULTI_GPU_REPEATS (default 1),
+    # MULTI_GPU_BUDGET (seconds, default 480), MULTI_GPU_FIRST (run number of
+    # the first repeat, to add runs to an earlier call's).
+    TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+    (cmake -S benchmarks/gpu -B /tmp/gpu-bench -DCMAKE_PREFIX_PATH="$TP" -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" >/tmp/gpu-bench.cfg 2>&1 \
+      && cmake --build /tmp/gpu-bench -j16 --target free_path_gpu_bench 2>&1 | tail -2 && /tmp/gpu-bench/free_path_gpu_bench 11 200000) 2>&1 \
+      | tee "$OUT/free_path_gpu.log" || tail -30 /tmp/gpu-bench.cfg
+    MULTI_GPU_BUDGET=${MULTI_GPU_BUDGET:-480} bash tests/gpu/multi_gpu_suite.sh --nproc 4 --llama \
+      --repeats "${MULTI_GPU_REPEATS:-1}" ${MULTI_GPU_FIRST:+--first "$MULTI_GPU_FIRST"} 2>&1 | tail -40
     ;;
   ab)
     # A/B step time only: AB_WORKLOADS, AB_ROUNDS, AB_STEPS, AB_CPUS (pin).

@@ -104,13 +104,15 @@ def _rank(rank, world, allocator, init_file, out):
 
 def main():
     allocator, out = sys.argv[1], sys.argv[2]
+    world = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     assert allocator in ("native", "cachealloc"), allocator
     import tempfile
 
     import torch.multiprocessing as mp
 
     with tempfile.TemporaryDirectory() as tmp:
-        mp.spawn(_rank, args=(2, allocator, os.path.join(tmp, "rdzv"), out), nprocs=2, join=True)
+        mp.spawn(_rank, args=(world, allocator, os.path.join(tmp, "rdzv"), out), nprocs=world,
+                 join=True)
     print(pathlib.Path(out).read_text())
 
 
