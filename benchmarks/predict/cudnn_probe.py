@@ -1,0 +1,217 @@
+"""Usage (on the GPU, from the repo root):
+    python benchmarks/predict/cudnn_probe.py OUT.json [--workloads resnet50,vit] [--batches 1-16]
+        [--dtypes float32] [--steps 2] [--benchmark] [--deterministic] [--no-tf32]
+
+Records, on a real GPU, the cuDNN workspace requests of every convolution
+forward and backward call of the given workloads (benchmarks/predict/
+workloads.py) over a batch range, as the table the predictor reads
+(cachealloc/predict/cudnn_workspace.py; key: cachealloc/predict/cudnn_key.py).
+
+Method (exact, no timing or guessing): the caching allocator's own history
+(torch.cuda.memory._record_memory_history, no stacks) records every alloc
+and free; a TorchDispatchMode reads the allocator's cumulative allocation
+and free counters before and after each aten.convolution /
+aten.convolution_backward call, which slices the history into the requests
+made inside that call. Inside a call, an allocation whose own free is the
+very next request is a workspace (cuDNN's Conv_v8 allocates the plan's
+workspace, runs it and drops it); every other allocation is the op's own
+(output, grad_input, grad_weight, the grad_output copy, ...). A workspace's
+position is the number of the op's own allocations made before it.
+
+The table (JSON):
+  {"format": "cachealloc-cudnn-workspaces/1", "gpu": {name, capability, sms,
+   total_memory}, "torch", "cuda", "cudnn", "source", "entries": {KEY: {
+   "workspaces": [[position, bytes], ...]   (steady state: calls after the first)
+   "first": [[position, bytes], ...]        (only when the first call differed)
+   "other": [bytes, ...]                    (the op's own allocations, in order)
+   "calls": N, "unstable": true             (only when later calls disagreed)}}}
+The file is rewritten after each (workload, dtype, batch), so a run cut short
+keeps what it measured. Runs in ~1 min for resnet50,vit over 1-16 on an H200.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import sys
+import time
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+FORMAT = "cachealloc-cudnn-workspaces/1"
+
+
+def _load_key_module():
+    """cudnn_key.py by path: the cachealloc package (and its native library)
+    need not be built on the GPU machine."""
+    path = os.path.join(ROOT, "bindings", "python", "cachealloc", "predict", "cudnn_key.py")
+    spec = importlib.util.spec_from_file_location("cudnn_key", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+cudnn_key = _load_key_module()
+
+
+def _counters():
+    """Cumulative (allocations, frees) of device 0's caching allocator."""
+    s = torch._C._cuda_memoryStats(0)["allocation"]["all"]
+    return int(s["allocated"]), int(s["freed"])
+
+
+class ConvSlicer(TorchDispatchMode):
+    """Notes (key, counters before, counters after) for each convolution call."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        key = cudnn_key.conv_key(func, args, kwargs)
+        if key is None:
+            return func(*args, **kwargs)
+        before = _counters()
+        out = func(*args, **kwargs)
+        self.calls.append((key, before, _counters()))
+        return out
+
+
+def _history_requests(trace, base):
+    """The trace's allocs and frees as (kind, addr, size, alloc number or free
+    number), numbered from the counters `base` had when recording began."""
+    a, f = base
+    out = []
+    for e in trace:
+        if e["action"] == "alloc":
+            out.append(("a", e["addr"], e["size"], a))
+            a += 1
+        elif e["action"] == "free_requested":
+            out.append(("f", e["addr"], e["size"], f))
+            f += 1
+    return out, (a, f)
+
+
+def _slice_call(reqs, index, before, after):
+    """The requests made inside one call: allocs numbered [before.a, after.a)
+    and frees numbered [before.f, after.f), in trace order. `index` maps
+    ('a', n) / ('f', n) to positions in reqs."""
+    positions = sorted([index[("a", n)] for n in range(before[0], after[0])]
+                       + [index[("f", n)] for n in range(before[1], after[1])])
+    return [reqs[p] for p in positions]
+
+
+def classify(events):
+    """(workspaces [[position, bytes]], own allocation sizes) of one call."""
+    workspaces, own = [], []
+    i = 0
+    while i < len(events):
+        kind, addr, size, _ = events[i]
+        if kind == "a":
+            nxt = events[i + 1] if i + 1 < len(events) else None
+            if nxt is not None and nxt[0] == "f" and nxt[1] == addr:
+                workspaces.append([len(own), size])
+                i += 2
+                continue
+            own.append(size)
+        i += 1
+    return workspaces, own
+
+
+def probe(workload: str, batch: int, dtype, steps: int, entries: dict) -> int:
+    sys.path.insert(0, HERE)
+    import workloads
+    step = workloads.WORKLOADS[workload](batch, device="cuda", dtype=dtype)
+    torch.cuda.synchronize()
+    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                             max_entries=2_000_000, clear_history=True)
+    base = _counters()
+    slicer = ConvSlicer()
+    with slicer:
+        for _ in range(steps):
+            step()
+    torch.cuda.synchronize()
+    snap = torch.cuda.memory._snapshot()
+    torch.cuda.memory._record_memory_history(enabled=None)
+    trace = snap["device_traces"][0]
+    reqs, end = _history_requests(trace, base)
+    if end != _counters():
+        raise RuntimeError(f"history holds {end} requests, the counters say {_counters()}: "
+                           "the trace buffer wrapped or missed requests")
+    index = {(r[0], r[3]): i for i, r in enumerate(reqs)}
+    seen = {}
+    for key, before, after in slicer.calls:
+        seen.setdefault(key, []).append(classify(_slice_call(reqs, index, before, after)))
+    for key, results in seen.items():
+        e = entries.setdefault(key, {"calls": 0})
+        steady = results[1:] or results
+        e["workspaces"] = steady[-1][0]
+        e["other"] = steady[-1][1]
+        if results[0][0] != steady[-1][0]:
+            e["first"] = results[0][0]
+        if any(r[0] != steady[-1][0] for r in steady):
+            e["unstable"] = True
+        e["calls"] += len(results)
+    del step
+    return len(slicer.calls)
+
+
+def _batches(text: str):
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="cuDNN workspace table for cachealloc predict")
+    ap.add_argument("out")
+    ap.add_argument("--workloads", default="resnet50,vit")
+    ap.add_argument("--batches", default="1-16", help="e.g. 1-16 or 1,2,4,8")
+    ap.add_argument("--dtypes", default="float32", help="e.g. float32,bfloat16")
+    ap.add_argument("--steps", type=int, default=2, help="steps per batch (>= 2: first and steady)")
+    ap.add_argument("--benchmark", action="store_true", help="torch.backends.cudnn.benchmark=True")
+    ap.add_argument("--deterministic", action="store_true")
+    ap.add_argument("--no-tf32", action="store_true", help="torch.backends.cudnn.allow_tf32=False")
+    args = ap.parse_args()
+    if not torch.cuda.is_available():
+        sys.exit("cudnn_probe.py needs a CUDA GPU")
+    torch.backends.cudnn.benchmark = args.benchmark
+    torch.backends.cudnn.deterministic = args.deterministic
+    torch.backends.cudnn.allow_tf32 = not args.no_tf32
+    p = torch.cuda.get_device_properties(0)
+    table = {"format": FORMAT,
+             "gpu": {"name": p.name, "capability": [p.major, p.minor],
+                     "sms": p.multi_processor_count, "total_memory": p.total_memory},
+             "torch": torch.__version__, "cuda": torch.version.cuda,
+             "cudnn": torch.backends.cudnn.version(),
+             "source": "benchmarks/predict/cudnn_probe.py " + " ".join(sys.argv[1:]),
+             "workloads": {}, "entries": {}}
+    t0 = time.time()
+    for w in args.workloads.split(","):
+        for dt in args.dtypes.split(","):
+            dtype = getattr(torch, dt)
+            for b in _batches(args.batches):
+                n = probe(w, b, dtype, args.steps, table["entries"])
+                table["workloads"].setdefault(f"{w}/{dt}", []).append(b)
+                torch.cuda.empty_cache()
+                table["seconds"] = round(time.time() - t0, 1)
+                tmp = args.out + ".tmp"
+                with open(tmp, "w") as f:
+                    json.dump(table, f, indent=0, sort_keys=True)
+                os.replace(tmp, args.out)
+                print(f"{w} {dt} batch {b}: {n} conv calls, {len(table['entries'])} keys, "
+                      f"{time.time() - t0:.1f} s", flush=True)
+    ws = sum(1 for e in table["entries"].values() if e["workspaces"])
+    print(f"wrote {args.out}: {len(table['entries'])} keys, {ws} with a workspace, "
+          f"cuDNN {table['cudnn']}, {p.name}, torch {torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()

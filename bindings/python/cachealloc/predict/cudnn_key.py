@@ -1,0 +1,96 @@
+"""The key of a convolution call in the cuDNN workspace table: every
+parameter that can change which algorithm cuDNN's heuristics pick and so
+how much workspace the call asks the caching allocator for.
+
+One function for both sides: benchmarks/predict/cudnn_probe.py computes it
+from the real CUDA tensors on a GPU, the predictor (cudnn_workspace.py) from
+the fake run's tensors; both see the same shapes, strides and dtypes, so a
+call on the GPU and the same call in the fake run get the same string.
+
+This file imports only torch (the probe loads it by path on a machine where
+the cachealloc package is not built).
+
+Key, '|'-separated:
+  fwd / bwd                   aten.convolution / aten.convolution_backward
+  in=N,C,H,W                  input shape
+  w=O,I,kH,kW                 weight shape
+  s= p= d= op=                stride, padding, dilation, output_padding
+  g=                          groups
+  t=0/1                       transposed
+  float32 ...                 dtype of the input
+  fmt=contiguous/channels_last/strided
+                              the memory format cuDNN is run in (channels_last
+                              when input or weight suggests it, as torch's
+                              cudnn_conv_suggest_memory_format)
+  bias=0/1 (fwd)              whether a bias is added
+  mask=111 (bwd)              which of grad_input, grad_weight, grad_bias are wanted
+  flags=B,D,T                 torch.backends.cudnn benchmark, deterministic,
+                              allow_tf32 (1/0) when the call ran
+"""
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+FORWARD_OPS = (aten.convolution.default,)
+BACKWARD_OPS = (aten.convolution_backward.default,)
+
+
+def _ints(v) -> str:
+    return ",".join(str(int(x)) for x in v)
+
+
+def memory_format(inp, weight) -> str:
+    """'channels_last' when input or weight suggests it (cuDNN then runs
+    NHWC), 'contiguous' when both are contiguous, else 'strided' (torch
+    copies to contiguous first)."""
+    def cl(t):
+        if t.dim() == 4:
+            return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+        if t.dim() == 5:
+            return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last_3d)
+        return False
+    if cl(inp) or cl(weight):
+        return "channels_last"
+    if inp.is_contiguous() and weight.is_contiguous():
+        return "contiguous"
+    return "strided"
+
+
+def flags() -> str:
+    b = torch.backends.cudnn
+    return f"{int(bool(b.benchmark))},{int(bool(b.deterministic))},{int(bool(b.allow_tf32))}"
+
+
+def conv_key(func, args, kwargs=None) -> str | None:
+    """The table key of an aten.convolution / aten.convolution_backward
+    call, or None for any other op (or a call whose tensors are not all
+    tensors, which cannot happen for these schemas)."""
+    kwargs = kwargs or {}
+    if func in FORWARD_OPS:
+        names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
+                 "output_padding", "groups")
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        inp, w = a["input"], a["weight"]
+        extra = f"bias={int(a['bias'] is not None)}"
+        kind = "fwd"
+    elif func in BACKWARD_OPS:
+        names = ("grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation",
+                 "transposed", "output_padding", "groups", "output_mask")
+        a = dict(zip(names, args))
+        a.update(kwargs)
+        inp, w = a["input"], a["weight"]
+        extra = "mask=" + "".join(str(int(bool(m))) for m in a["output_mask"])
+        kind = "bwd"
+    else:
+        return None
+    if not isinstance(inp, torch.Tensor) or not isinstance(w, torch.Tensor):
+        return None
+    return "|".join([
+        kind, "in=" + _ints(inp.shape), "w=" + _ints(w.shape), "s=" + _ints(a["stride"]),
+        "p=" + _ints(a["padding"]), "d=" + _ints(a["dilation"]),
+        "op=" + _ints(a["output_padding"]), f"g={int(a['groups'])}",
+        f"t={int(bool(a['transposed']))}", str(inp.dtype).replace("torch.", ""),
+        "fmt=" + memory_format(inp, w), extra, "flags=" + flags()])
