@@ -87,3 +87,23 @@ def silu_backward(size):
         torch.nn.functional.silu(x * 2.0).backward(g)
         x.grad = None
     return step
+
+
+def convolution(size):
+    """Two convolutions, forward and backward. The input needs no gradient,
+    so the first's backward wants grad_weight and grad_bias only; the
+    second's all three. Input (size, 3, 16, 16) fp32; 8 filters of 3 x 3,
+    then 4 filters of 1 x 1 (no bias). Requests per step: the outputs
+    (size * 8 * 14 * 14 * 4 and size * 4 * 14 * 14 * 4 B), then the second's
+    grad_input (like the first's output) and grad_weight (128 B), then the
+    first's grad_weight (864 B) and grad_bias (32 B)."""
+    conv1 = torch.nn.Conv2d(3, 8, 3).to("cuda")
+    conv2 = torch.nn.Conv2d(8, 4, 1, bias=False).to("cuda")
+    x = torch.zeros(size, 3, 16, 16, device="cuda")
+    g = torch.zeros(size, 4, 14, 14, device="cuda")
+
+    def step():
+        conv2(conv1(x)).backward(g)
+        for p in (conv1.weight, conv1.bias, conv2.weight):
+            p.grad = None
+    return step

@@ -4,7 +4,7 @@ Python `cachealloc` command (bindings/python/cachealloc/cli.py sends
 
     cachealloc predict --gpu H100-80GB [--memory-fraction F] [--steps N]
         [--size N | --largest [--start N] [--max N]]
-        [--batch-arg ARG | --batch-env VAR] [--json] [--html PAGE]
+        [--batch-arg ARG | --batch-env VAR] [--json] [--html PAGE] [--cudnn-table FILE|none]
         -- python train.py ARGS...
     cachealloc predict --gpu-memory 24GiB --builder step.py:make --size 8
 
@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from typing import List, Optional
 
-from . import report
+from . import cudnn_workspace, report
 from .gpus import KNOWN_GPUS, UnknownGpu, resolve
 from .record import RecordError
 from .recorder import PredictionRefused
@@ -87,6 +88,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--builder", help="FILE.py:FUNCTION; FUNCTION(size) returns the step")
     p.add_argument("--json", action="store_true")
     p.add_argument("--html", help="also write a page leading with the answer")
+    p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from benchmarks/predict/cudnn_probe.py) "
+                   "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
     p.add_argument("--no-advise", action="store_true", help="skip the advisor's settings search")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
     p.add_argument("command", nargs=argparse.REMAINDER)
@@ -117,6 +120,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         gpu = resolve(ns.gpu, ns.gpu_memory, ns.capability, ns.context_memory)
     except UnknownGpu as e:
         return bad(str(e))
+    if ns.cudnn_table:
+        if ns.cudnn_table.lower() != "none":
+            try:
+                cudnn_workspace.load_table(ns.cudnn_table)
+            except cudnn_workspace.TableError as e:
+                return bad(str(e))
+        os.environ[cudnn_workspace.ENV] = ns.cudnn_table   # the worker processes read it
     target = ns.builder or command
     try:
         if ns.largest:

@@ -28,10 +28,9 @@ changes requests, and describe() says what was modelled and how.
   whose meta implementation allocates that kernel's tensors (flash: output
   and fp32 logsumexp; mem-efficient: output and padded logsumexp; math: the
   attention matrix).
-- cuDNN convolution workspaces: not modelled; bounded by cuDNN's own
-  limit (PyTorch asks benchmark-free heuristics for algorithms whose
-  workspace fits in free memory), so a convolution step may need up to one
-  more workspace-sized block than predicted.
+- cuDNN convolution workspaces: from a table measured on a GPU of the
+  target's compute capability (cudnn_workspace.py); the recording says which
+  table and how many convolution calls it did not cover.
 - torch.compile: refused (its kernels and buffers are decided by Inductor
   at compile time).
 - NCCL buffers (torch.distributed): not counted; NCCL allocates them
@@ -116,8 +115,9 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     return SDP_MATH
 
 
-def describe(gpu, torch_version: str) -> list:
-    """What the prediction modelled, one line each, for the output."""
+def describe(gpu, torch_version: str, cudnn_line: str) -> list:
+    """What the prediction modelled, one line each, for the output;
+    cudnn_line is the recording's CudnnWorkspaces.describe()."""
     ws = cublas_workspace_bytes(gpu.capability)
     return [
         f"target: {gpu.name} ({gpu.total_memory} bytes, sm{gpu.capability[0]}{gpu.capability[1]}), "
@@ -132,7 +132,7 @@ def describe(gpu, torch_version: str) -> list:
         cuda_kernels.describe(),
         "plain tensors: linear's bias added in place after a matmul, autograd's gradient "
         "accumulation in place (where torch does so for plain tensors and not for the fake run's)",
-        "cuDNN workspaces: not modelled (a convolution step may need one more workspace block)",
+        cudnn_line,
         "NCCL buffers: not counted (outside the caching allocator)",
         f"outside the allocator: {gpu.context_bytes} bytes assumed for the CUDA context",
     ]

@@ -14,7 +14,8 @@ land in program order between the allocations.
 
 The events are (ALLOC, id, bytes, stream) and (FREE, id, 0, stream); ids are
 dense and never reused. What a GPU allocates that no op output shows
-(cuBLAS and cuBLASLt workspaces) is added here from gpu_model; ops whose
+(cuBLAS and cuBLASLt workspaces) is added here from gpu_model, cuDNN's
+convolution workspaces from cudnn_workspace's measured table; ops whose
 CUDA kernels allocate otherwise than their meta functions are recorded by
 cuda_kernels' models; adds that a plain tensor would run in place follow
 plain_tensor's rules; the attention kernel is chosen in fake_device.
@@ -28,7 +29,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import cuda_kernels, gpu_model, plain_tensor
+from . import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model, plain_tensor
 
 aten = torch.ops.aten
 ALLOC, FREE = 0, 1
@@ -77,12 +78,51 @@ class Recording:
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
+        table, why = cudnn_workspace.choose_table(gpu, torch.__version__)
+        self.cudnn = cudnn_workspace.CudnnWorkspaces(table, why, torch.__version__)
+        self._ws_plan = None        # workspaces still to insert in the running convolution
+        self._op_allocs = 0         # the running convolution's own allocations so far
+        self.conv_calls = []        # (key, first event index, end event index) per convolution
 
     def alloc(self, nbytes: int, stream: int) -> int:
+        aid = self._new_alloc(nbytes, stream)
+        if self._ws_plan is not None:
+            self._op_allocs += 1
+            self._insert_workspaces(self._op_allocs)
+        return aid
+
+    def _new_alloc(self, nbytes: int, stream: int) -> int:
         aid = self._next_id
         self._next_id += 1
         self.events.append((ALLOC, aid, int(nbytes), stream))
         return aid
+
+    def begin_convolution(self, key: str) -> None:
+        """A convolution op starts: its table workspaces (if the table has
+        the key) go in after the op's own allocations as the GPU made them:
+        each [position, bytes] right after the op's position-th allocation,
+        allocated and freed at once."""
+        self.conv_calls.append([key, len(self.events), None])
+        plan = self.cudnn.plan(key)
+        if plan is None:
+            return
+        self._ws_plan, self._op_allocs = plan, 0
+        self._insert_workspaces(0)
+
+    def end_convolution(self) -> None:
+        """The op is done; workspaces placed after more own allocations than
+        the fake run made go at its end."""
+        if self._ws_plan is not None:
+            self._insert_workspaces(None)
+            self._ws_plan = None
+        self.conv_calls[-1][2] = len(self.events)
+
+    def _insert_workspaces(self, done) -> None:
+        while self._ws_plan and (done is None or self._ws_plan[0][0] <= done):
+            size = self._ws_plan.pop(0)[1]
+            if size > 0:           # a zero-byte request is no request
+                wid = self._new_alloc(size, self.stream)
+                self.events.append((FREE, wid, 0, self.stream))
 
     def free(self, aid: int, stream: int) -> None:
         if self.active:
@@ -127,7 +167,8 @@ class Recording:
                 "cublas_workspaces": len(self._workspaces),
                 "cublaslt_workspaces": len(self._lt_workspaces),
                 "plain_tensor_rules": self.rules.calibration,
-                "item_placeholders": self.placeholders}
+                "item_placeholders": self.placeholders,
+                "cudnn": self.cudnn.stats()}
 
 
 def _placeholder(dtype):
@@ -160,6 +201,19 @@ class RecordingMode(TorchDispatchMode):
             target = self.rec.rules.inplace_target(args, kwargs)
             if target is not None:
                 return plain_tensor.run_inplace(args, target)
+        conv = cudnn_key.conv_key(func, args, kwargs)
+        if conv is not None and any(getattr(t, "device", None) is None or t.device.type != "cuda"
+                                    for t in args[:2]):
+            conv = None
+        if conv is not None:
+            self.rec.begin_convolution(conv)
+        try:
+            return self._run(func, args, kwargs)
+        finally:
+            if conv is not None:
+                self.rec.end_convolution()
+
+    def _run(self, func, args, kwargs):
         try:
             out = func(*args, **kwargs)
         except (torch._subclasses.fake_tensor.DynamicOutputShapeException,

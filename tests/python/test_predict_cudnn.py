@@ -1,0 +1,130 @@
+"""cachealloc predict's cuDNN convolution workspaces (cudnn_workspace.py):
+the bundled H200 table against the bundled GPU recordings of ResNet-50 and
+the ViT, workspaces put where a table says, and convolutions a table lacks
+reported as not modelled."""
+import gzip
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data" / "predict"
+STEPS = pathlib.Path(__file__).with_name("predict_steps") / "steps.py"
+WORKLOADS = REPO / "benchmarks" / "predict" / "workloads.py"
+
+torch = pytest.importorskip("torch")
+
+
+class _DataOnly(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing {module}.{name}")
+
+
+def _request_stream(path):
+    """("alloc", bytes) / ("free", request number of the allocation it frees), in order."""
+    with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as f:
+        trace = _DataOnly(f).load()["device_traces"][0]
+    index, out = {}, []
+    for e in trace:
+        if e["action"] == "alloc":
+            index[e["addr"]] = len(out)
+            out.append(("alloc", e["size"]))
+        elif e["action"] == "free_requested":
+            out.append(("free", index.pop(e["addr"])))
+    return out
+
+
+@pytest.mark.parametrize("workload,convs,workspaces", [("resnet50", 106, 106), ("vit", 2, 1)])
+def test_table_gives_the_gpu_request_stream(workload, convs, workspaces, tmp_path, monkeypatch):
+    """One step of ResNet-50 / the ViT at batch 4, predicted with the bundled
+    H200 table, against the H200's recording (torch 2.11, classic, history
+    from before the model was built): every request of the step equal in
+    size, order and pairing, workspaces included (ResNet-50: 106
+    workspaces a step, 400 B to 19 MiB; ViT: the patch conv's backward)."""
+    from cachealloc import predict
+    monkeypatch.delenv("CACHEALLOC_CUDNN_TABLE", raising=False)
+    gpu = predict.resolve_gpu("H200-141GB")
+    want = _request_stream(DATA / f"{workload}_classic_b4_H200.pickle.gz")
+    rec = predict.record(f"{WORKLOADS}:{workload}", gpu, size=4, steps=1, workdir=tmp_path)
+    got = _request_stream(rec.trace)
+    # Up to the step's last allocation (then the fake run drops the model).
+    n = max(i for i, e in enumerate(got) if e[0] == "alloc") + 1
+    assert got[:n] == want[:n]
+    c = rec.summary["cudnn"]
+    assert c["not_modelled_calls"] == 0 and c["modelled_calls"] == convs
+    assert c["workspaces"] == workspaces
+    assert any("cudnn_H200_torch2.11" in line for line in rec.summary["modelled"])
+
+
+
+def _table(path, entries):
+    path.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0",
+                                "cudnn": 91300, "source": "test",
+                                "gpu": {"name": "NVIDIA H200", "capability": [9, 0]},
+                                "entries": entries}))
+    return path
+
+
+def test_workspaces_go_where_the_table_says(tmp_path, monkeypatch):
+    """A table holding the test step's first convolution: its forward's
+    workspace after the output (position 1; the first call its own 5,000 B),
+    its backward's before grad_weight (position 0) and after grad_bias
+    (position 2, the end), each allocated and freed at once. The second
+    convolution is not in the table: no workspace, and reported (calls,
+    keys, an example) in the summary and the 'modelled' lines that every
+    answer prints. A GPU with no table at all gets the same report."""
+    from cachealloc import predict
+    from cachealloc.predict import cudnn_workspace
+    gpu = predict.resolve_gpu("H200-141GB")
+    # cudnn_key.py's format; torch's default flags: no benchmark, not
+    # deterministic, TF32 allowed.
+    conv1 = "in=2,3,16,16|w=8,3,3,3|s=1,1|p=0,0|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
+    table = _table(tmp_path / "t.json", {
+        f"fwd|{conv1}|bias=1|flags=0,0,1": {"workspaces": [[1, 1000]], "first": [[1, 5000]]},
+        f"bwd|{conv1}|mask=011|flags=0,0,1": {"workspaces": [[0, 3000], [2, 7000]]}})
+    monkeypatch.setenv("CACHEALLOC_CUDNN_TABLE", str(table))
+    rec = predict.record(f"{STEPS}:convolution", gpu, size=2, steps=2, workdir=tmp_path)
+    got = _request_stream(rec.trace)
+    allocs = [e[1] for e in got if e[0] == "alloc"]
+    out1, out2 = 2 * 8 * 14 * 14 * 4, 2 * 4 * 14 * 14 * 4
+    # per step: conv1 out, [ws], conv2 out, conv2 grad_input, grad_weight,
+    # [ws], conv1 grad_weight, grad_bias, [ws]
+    assert allocs[-18:] == [out1, 5000, out2, out1, 128, 3000, 864, 32, 7000,
+                            out1, 1000, out2, out1, 128, 3000, 864, 32, 7000]
+    for i, e in enumerate(got):            # each workspace freed by the very next request
+        if e[0] == "alloc" and e[1] in (1000, 3000, 5000, 7000):
+            assert got[i + 1] == ("free", i)
+    c = rec.summary["cudnn"]
+    assert (c["modelled_calls"], c["workspaces"], c["workspace_bytes"]) == (4, 6, 26000)
+    assert (c["not_modelled_calls"], c["not_modelled_keys"]) == (4, 2)
+    assert c["not_modelled_example"].startswith("fwd|in=2,8,14,14|w=4,8,1,1|")
+    line = next(m for m in rec.summary["modelled"] if m.startswith("cuDNN"))
+    assert "table t.json measured on NVIDIA H200 (sm90), torch 2.11.0, cuDNN 91300" in line
+    assert "NOT MODELLED: 4 call(s) of 2 convolution(s)" in line
+    # No table for an A100: every convolution is reported so.
+    table, why = cudnn_workspace.choose_table(predict.resolve_gpu("A100-80GB"), torch.__version__, env={})
+    assert table is None and why == "no bundled table for compute capability 8.0"
+    ws = cudnn_workspace.CudnnWorkspaces(table, why, torch.__version__)
+    assert ws.plan("fwd|any") is None
+    assert "no table (no bundled table" in ws.describe() and "NOT MODELLED: 1 call(s)" in ws.describe()
+
+
+def test_bad_table_is_refused(tmp_path):
+    """--cudnn-table that is not a table: exit 2 naming the file and the problem."""
+    from cachealloc.predict import cudnn_workspace
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "gpu": {},
+                               "entries": {"k": {"workspaces": [[1]]}}}))
+    with pytest.raises(cudnn_workspace.TableError, match="entry 'k'"):
+        cudnn_workspace.load_table(bad)
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+    proc = subprocess.run([sys.executable, "-m", "cachealloc.predict.cli", "--gpu", "H200-141GB",
+                           "--cudnn-table", str(tmp_path / "missing.json"), "--builder",
+                           f"{STEPS}:convolution", "--size", "2"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "missing.json" in proc.stderr
