@@ -128,7 +128,7 @@ def probe(workload: str, batch: int, dtype, steps: int, entries: dict) -> int:
     import workloads
     step = workloads.WORKLOADS[workload](batch, device="cuda", dtype=dtype)
     torch.cuda.synchronize()
-    torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+    torch.cuda.memory._record_memory_history(enabled="all", stacks="python",
                                              max_entries=2_000_000, clear_history=True)
     base = _counters()
     slicer = ConvSlicer()
@@ -159,6 +159,25 @@ def probe(workload: str, batch: int, dtype, steps: int, entries: dict) -> int:
         e["calls"] += len(results)
     del step
     return len(slicer.calls)
+
+
+def compare_bundled(table: dict) -> None:
+    """Prints how the measured entries agree with the bundled tables of the
+    same GPU (e.g. the one read off recorded histories)."""
+    import glob
+    for path in sorted(glob.glob(os.path.join(ROOT, "bindings", "python", "cachealloc", "predict",
+                                              "data", "cudnn_*.json"))):
+        with open(path) as f:
+            other = json.load(f)
+        if other.get("gpu", {}).get("capability") != table["gpu"]["capability"]:
+            continue
+        common = set(other["entries"]) & set(table["entries"])
+        same = [k for k in common
+                if other["entries"][k]["workspaces"] == table["entries"][k]["workspaces"]]
+        print(f"against {os.path.basename(path)}: {len(common)} keys in both, {len(same)} equal")
+        for k in sorted(common - set(same))[:5]:
+            print(f"  differs: {k}: {other['entries'][k]['workspaces']} there, "
+                  f"{table['entries'][k]['workspaces']} here")
 
 
 def _batches(text: str):
@@ -211,6 +230,7 @@ def main() -> None:
     ws = sum(1 for e in table["entries"].values() if e["workspaces"])
     print(f"wrote {args.out}: {len(table['entries'])} keys, {ws} with a workspace, "
           f"cuDNN {table['cudnn']}, {p.name}, torch {torch.__version__}")
+    compare_bundled(table)
 
 
 if __name__ == "__main__":
