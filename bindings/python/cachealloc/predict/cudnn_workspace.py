@@ -154,7 +154,7 @@ class CudnnWorkspaces:
                 "not_modelled_keys": len(self.missing_keys), "not_modelled_example": example}
 
     def describe(self) -> str:
-        line = (f"cuDNN convolution workspaces: from a measured {self.source()}; "
+        line = (f"cuDNN convolution workspaces: from {self.source()}; "
                 f"{self.modelled_calls} convolution call(s) modelled ({self.workspaces} "
                 f"workspace request(s), {self.workspace_bytes} bytes in all, each allocated and "
                 "freed inside its op where the GPU did)")

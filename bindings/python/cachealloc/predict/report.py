@@ -55,7 +55,23 @@ def largest_text(a: dict) -> str:
               f"  expandable_segments:True:  {L['expandable']}",
               f"  physical limit (peak allocated fits): {L['physical']}",
               f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes"]
+    lines += cudnn_lines(a.get("cudnn") or {})
     return "\n".join(lines) + "\n"
+
+
+def cudnn_lines(per_size: dict) -> list:
+    """How the search's probes were covered by the cuDNN workspace table."""
+    stats = [c for c in per_size.values() if c and (c["modelled_calls"] or c["not_modelled_calls"])]
+    if not stats:
+        return []
+    missing = {s: c for s, c in per_size.items() if c and c["not_modelled_calls"]}
+    lines = [f"cuDNN workspaces: {stats[0]['source']}"]
+    if missing:
+        example = next(iter(missing.values()))["not_modelled_example"]
+        lines.append(f"  NOT MODELLED at size(s) {', '.join(missing)}: "
+                     f"{sum(c['not_modelled_calls'] for c in missing.values())} convolution call(s) the "
+                     f"table lacks got no workspace (e.g. {example})")
+    return lines
 
 
 def page(a: dict, text: str) -> str:

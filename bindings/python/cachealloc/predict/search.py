@@ -108,6 +108,8 @@ def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_siz
 
 
 def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0):
+    cudnn: Dict[int, dict] = {}     # size -> the recording's cuDNN workspace coverage
+    modelled: list = []
 
     def probe(size: int) -> dict:
         if size not in probes:
@@ -115,6 +117,8 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
                             f"size={size}")
             rec = session.record(size)
             probes[size] = measure(rec.trace, limit)
+            cudnn[size] = rec.summary.get("cudnn")
+            modelled[:] = rec.summary.get("modelled", [])
         return probes[size]
 
     criteria: Dict[str, Callable[[dict], bool]] = {
@@ -157,4 +161,5 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
                          else NATIVE_CONFIGS["classic"]),
             "largest_fitting": best_size,
             "probes": {str(s): m for s, m in sorted(probes.items())},
+            "cudnn": {str(s): c for s, c in sorted(cudnn.items())}, "modelled": modelled,
             "seconds": time.perf_counter() - t0}
