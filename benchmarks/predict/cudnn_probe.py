@@ -23,7 +23,7 @@ The table (JSON):
    total_memory}, "torch", "cuda", "cudnn", "source", "entries": {KEY: {
    "workspaces": [[position, bytes], ...]   (steady state: calls after the first)
    "first": [[position, bytes], ...]        (only when the first call differed)
-   "other": [bytes, ...]                    (the op's own allocations, in order)
+   "own": N                                 (the op's own allocations, workspaces aside)
    "calls": N, "unstable": true             (only when later calls disagreed)}}}
 The file is rewritten after each (workload, dtype, batch), so a run cut short
 keeps what it measured. Runs in ~1 min for resnet50,vit over 1-16 on an H200.
@@ -151,7 +151,7 @@ def probe(workload: str, batch: int, dtype, steps: int, entries: dict) -> int:
         e = entries.setdefault(key, {"calls": 0})
         steady = results[1:] or results
         e["workspaces"] = steady[-1][0]
-        e["other"] = steady[-1][1]
+        e["own"] = len(steady[-1][1])
         if results[0][0] != steady[-1][0]:
             e["first"] = results[0][0]
         if any(r[0] != steady[-1][0] for r in steady):
