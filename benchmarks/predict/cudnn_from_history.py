@@ -29,12 +29,12 @@ PREDICT = ROOT / "bindings" / "python" / "cachealloc" / "predict"
 
 
 def _load_guard():
-    """The fake CUDA guard, loaded before torch (worker.py says why)."""
-    spec = importlib.util.spec_from_file_location("_cachealloc_fake_guard", PREDICT / "guard.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    mod.load()
-    return mod
+    """The fake CUDA guard, loaded before torch, as the predictor's worker
+    loads it (worker.py, run by path: it imports nothing of the package)."""
+    spec = importlib.util.spec_from_file_location("_cachealloc_predict_worker", PREDICT / "worker.py")
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    return worker._load_guard()
 
 
 def derive(workload: str, batch: int, history: str, gpu, steps: int) -> tuple:

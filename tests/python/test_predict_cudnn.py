@@ -128,3 +128,24 @@ def test_bad_table_is_refused(tmp_path):
                            f"{STEPS}:convolution", "--size", "2"],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "missing.json" in proc.stderr
+
+
+def test_workspaces_read_off_a_history():
+    """cudnn_history: the GPU's stream walked beside the fake run's; an
+    allocation the fake run lacks, freed by the next request, inside a
+    convolution's span, is that call's workspace at its position; the first
+    call's own list kept when it differs; anything else is refused naming
+    the request."""
+    from cachealloc.predict import cudnn_history as h
+    A, F = h.ALLOC, h.FREE
+    # fake: conv k (out 1, grad 2), other op (3), conv k again (out 4)
+    fake = [(A, 1, 100, 0), (A, 2, 200, 0), (A, 3, 300, 0), (F, 3, 0, 0), (A, 4, 100, 0)]
+    calls = [["k", 0, 2], ["j", 2, 4], ["k", 4, 5]]
+    gpu = [("a", 10, 100), ("a", 11, 7), ("f", 11), ("a", 12, 200), ("a", 13, 300), ("f", 13),
+           ("a", 14, 100), ("a", 15, 9), ("f", 15)]
+    found, matched = h.workspaces_by_call(gpu, fake, calls)
+    assert matched == len(gpu) and found == {0: [[1, 7]], 2: [[1, 9]]}
+    assert h.entries(calls, found) == {"k": {"workspaces": [[1, 9]], "first": [[1, 7]], "calls": 2},
+                                       "j": {"workspaces": [], "calls": 1}}
+    with pytest.raises(h.AlignmentError, match="GPU request 1"):
+        h.workspaces_by_call([("a", 10, 100), ("a", 11, 50)], fake, calls)
