@@ -65,7 +65,8 @@ def _counters():
 
 
 class ConvSlicer(TorchDispatchMode):
-    """Notes (key, counters before, counters after) for each convolution call."""
+    """Notes (key, counters before, counters after, grad_bias bytes) for each
+    convolution call."""
 
     def __init__(self):
         super().__init__()
@@ -76,9 +77,16 @@ class ConvSlicer(TorchDispatchMode):
         key = cudnn_key.conv_key(func, args, kwargs)
         if key is None:
             return func(*args, **kwargs)
+        bias_bytes = 0
+        if func in cudnn_key.BACKWARD_OPS:
+            mask = args[10] if len(args) > 10 else kwargs["output_mask"]
+            if mask[2]:                                       # grad_bias wanted
+                bias_bytes = args[0].element_size()
+                for n in (args[3] if len(args) > 3 else kwargs["bias_sizes"]):
+                    bias_bytes *= int(n)
         before = _counters()
         out = func(*args, **kwargs)
-        self.calls.append((key, before, _counters()))
+        self.calls.append((key, before, _counters(), bias_bytes))
         return out
 
 
@@ -106,11 +114,26 @@ def _slice_call(reqs, index, before, after):
     return [reqs[p] for p in positions]
 
 
-def classify(events):
-    """(workspaces [[position, bytes]], own allocation sizes) of one call."""
+def classify(events, bias_bytes: int = 0):
+    """(workspaces [[position, bytes]], own allocation sizes) of one call.
+    With bias_bytes (a backward that computes grad_bias), everything from
+    the last allocation of grad_bias's size on is that reduction's (its
+    output, and the staging buffer and semaphores a split reduction takes
+    and frees at once), not cuDNN's: the bias gradient is computed after
+    cuDNN has run, and the predictor models the reduction itself."""
+    end = len(events)
+    if bias_bytes:
+        kept = [i for i, e in enumerate(events) if e[0] == "a" and e[2] == bias_bytes]
+        if kept:
+            end = kept[-1]
     workspaces, own = [], []
     i = 0
     while i < len(events):
+        if i >= end:
+            if events[i][0] == "a":
+                own.append(events[i][2])
+            i += 1
+            continue
         kind, addr, size, _ = events[i]
         if kind == "a":
             nxt = events[i + 1] if i + 1 < len(events) else None
@@ -145,8 +168,9 @@ def probe(workload: str, batch: int, dtype, steps: int, entries: dict) -> int:
                            "the trace buffer wrapped or missed requests")
     index = {(r[0], r[3]): i for i, r in enumerate(reqs)}
     seen = {}
-    for key, before, after in slicer.calls:
-        seen.setdefault(key, []).append(classify(_slice_call(reqs, index, before, after)))
+    for key, before, after, bias_bytes in slicer.calls:
+        seen.setdefault(key, []).append(
+            classify(_slice_call(reqs, index, before, after), bias_bytes))
     for key, results in seen.items():
         e = entries.setdefault(key, {"calls": 0})
         steady = results[1:] or results
