@@ -61,6 +61,36 @@ class _FakeEvent:
     def elapsed_time(self, other): return 0.0
 
 
+def _record_stream(self, stream):
+    """Tensor.record_stream on the fake device: accepted, nothing recorded."""
+    if not isinstance(stream, _FakeStream):
+        raise TypeError(f"record_stream() expects a torch.cuda.Stream, got {type(stream).__name__}")
+
+
+def _scaler_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
+    """GradScaler._maybe_opt_step with no inf or NaN found (the fake device
+    has no values; a normal step's gradients are finite)."""
+    return optimizer.step(*args, **kwargs)
+
+
+def _pin_memory(original):
+    def pin_memory(self, *args, **kwargs):
+        from torch._subclasses.fake_tensor import FakeTensor
+        if isinstance(self, FakeTensor):
+            return self
+        return original(self, *args, **kwargs)
+    return pin_memory
+
+
+def _is_pinned(original):
+    def is_pinned(self, *args, **kwargs):
+        from torch._subclasses.fake_tensor import FakeTensor
+        if isinstance(self, FakeTensor):
+            return self.device.type == "cpu"
+        return original(self, *args, **kwargs)
+    return is_pinned
+
+
 _apply_memo = None   # id(old parameter or buffer) -> its converted one, during one .to()
 
 
@@ -180,6 +210,23 @@ class FakeCudaDevice:
         for name, value in patches.items():
             self._set(c, name, value)
         self._set(torch.nn.Module, "_apply", _overwrite_apply)
+        # Tensor.record_stream takes a real torch.Stream; the fake streams are
+        # not. On a GPU it only defers the block's reuse until that stream's
+        # queued work is done (an event), which a replay without timing
+        # cannot see: accepted, and the free is replayed at the last use.
+        self._set(torch.Tensor, "record_stream", _record_stream)
+        # GradScaler skips optimizer.step() when found_inf's .item() is not
+        # 0; the placeholder (1.0) would skip every step, and the optimizer
+        # state would never be allocated. A normal step has finite
+        # gradients: the step is always taken.
+        from torch.amp import grad_scaler
+        self._set(grad_scaler.GradScaler, "_maybe_opt_step", _scaler_opt_step)
+        # Pinned host memory comes from CUDA's host allocator, not the device
+        # caching allocator, and FakeTensorMode has no _pin_memory: a fake
+        # host tensor stays as it is (DataLoader(pin_memory=True) calls this,
+        # also from its pinning thread, where no dispatch mode is pushed).
+        self._set(torch.Tensor, "pin_memory", _pin_memory(torch.Tensor.pin_memory))
+        self._set(torch.Tensor, "is_pinned", _is_pinned(torch.Tensor.is_pinned))
         # torch 2.11's FakeTensor primes a real GPU context (a real 1-element
         # tensor) when torch.cuda.is_available() says True: none exists here.
         import torch._subclasses.fake_tensor as fake_tensor_mod
@@ -233,6 +280,7 @@ class FakeCudaDevice:
                                 is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
             backend = gpu_model.choose_sdp_backend(cap, query, key, value, attn_mask, dropout_p,
                                                    enable_gqa)
+            self.recording.note_attention(backend, query, key, attn_mask, dropout_p, enable_gqa)
             if backend == gpu_model.SDP_FLASH:
                 return aten._scaled_dot_product_flash_attention(
                     query, key, value, dropout_p, is_causal, False, scale=scale)[0]

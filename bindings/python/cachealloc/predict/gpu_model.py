@@ -96,21 +96,29 @@ def takes_cublaslt(args, kwargs, env=None) -> bool:
 
 # scaled_dot_product_attention kernels, as torch's SDPBackend numbers them.
 SDP_MATH, SDP_FLASH, SDP_EFFICIENT = 0, 1, 2
+SDP_NAMES = {SDP_MATH: "math", SDP_FLASH: "flash", SDP_EFFICIENT: "memory-efficient"}
 
 
 def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False) -> int:
     """The kernel torch's CUDA SDPA dispatch picks for these inputs (the main
-    rules of sdp_utils.cpp; flash first, then memory-efficient, then math)."""
+    rules of sdp_utils.cpp; flash first, then memory-efficient, then math).
+    Grouped-query inputs (fewer key/value heads than query heads, with
+    enable_gqa): torch 2.11 runs them on flash or math only (its
+    F.scaled_dot_product_attention documentation); equal head counts pass
+    whatever enable_gqa says."""
     import torch
     dtype = query.dtype
     head_dim = query.shape[-1]
     same_head = key.shape[-1] == head_dim and value.shape[-1] == head_dim
     dims4 = query.dim() == 4 and key.dim() == 4 and value.dim() == 4
+    grouped = dims4 and (key.shape[1] != query.shape[1] or value.shape[1] != query.shape[1])
+    heads_ok = not grouped or (enable_gqa and key.shape[1] == value.shape[1]
+                               and query.shape[1] % key.shape[1] == 0)
     if (capability >= (8, 0) and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
-            and head_dim <= 256 and head_dim % 8 == 0 and same_head and dims4 and not enable_gqa):
+            and head_dim <= 256 and head_dim % 8 == 0 and same_head and dims4 and heads_ok):
         return SDP_FLASH
     if (capability >= (5, 0) and dtype in (torch.float16, torch.bfloat16, torch.float32)
-            and head_dim % 8 == 0 and value.shape[-1] % 8 == 0 and dims4 and not enable_gqa
+            and head_dim % 8 == 0 and value.shape[-1] % 8 == 0 and dims4 and not grouped
             and not (dtype == torch.bfloat16 and capability < (8, 0))):
         return SDP_EFFICIENT
     return SDP_MATH

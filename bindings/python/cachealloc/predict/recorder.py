@@ -77,6 +77,7 @@ class Recording:
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
+        self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
 
     def alloc(self, nbytes: int, stream: int) -> int:
         aid = self._next_id
@@ -121,13 +122,24 @@ class Recording:
             self._lt_workspaces.add(key)
             self.alloc(self.lt_workspace_bytes, self.stream)  # kept for the process's life
 
+    def note_attention(self, backend, query, key, attn_mask, dropout_p, enable_gqa) -> None:
+        """Counts a scaled_dot_product_attention call by the kernel it was
+        steered to and what decided it (printed with the answer)."""
+        what = (f"{gpu_model.SDP_NAMES[backend]}: {str(query.dtype).replace('torch.', '')}, "
+                f"head dim {query.shape[-1]}" + (", mask" if attn_mask is not None else "")
+                + (", dropout" if dropout_p else "")
+                + (f", {query.shape[-3]}/{key.shape[-3]} query/key heads"
+                   if query.dim() >= 3 and key.dim() >= 3 and query.shape[-3] != key.shape[-3] else ""))
+        self.attention[what] = self.attention.get(what, 0) + 1
+
     def stats(self) -> dict:
         allocs = sum(1 for e in self.events if e[0] == ALLOC)
         return {"allocations": allocs, "frees": len(self.events) - allocs,
                 "cublas_workspaces": len(self._workspaces),
                 "cublaslt_workspaces": len(self._lt_workspaces),
                 "plain_tensor_rules": self.rules.calibration,
-                "item_placeholders": self.placeholders}
+                "item_placeholders": self.placeholders,
+                "attention_calls": dict(self.attention)}
 
 
 def _placeholder(dtype):

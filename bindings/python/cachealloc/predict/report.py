@@ -40,10 +40,27 @@ def fits_text(a: dict) -> str:
         for row in b["configs"][:8]:
             lines.append(f"  {gib(row['min_memory']):>10}  {row['line'] or 'defaults'}")
     lines += ["", f"recorded {a['recording']['allocations']} allocations in {a['steps']} step(s); "
-              f"{a['recording']['item_placeholders']} .item() placeholder(s)", "modelled:"]
+              f"{a['recording']['item_placeholders']} .item() placeholder(s)"]
+    lines += notes(a)
+    lines.append("modelled:")
     lines += ["  " + m for m in a["modelled"]]
     lines.append(f"predicted in {a['seconds']:.1f} s; trace: {a['trace']}")
     return "\n".join(lines) + "\n"
+
+
+def notes(a: dict) -> list:
+    """What this recording did that the reader should know: attention
+    kernels chosen, a script that stopped early or never stepped."""
+    rec = a["recording"]
+    out = []
+    for what, n in sorted((rec.get("attention_calls") or {}).items()):
+        out.append(f"attention: {n} call(s) on {what}")
+    wanted = a.get("steps_requested")
+    if wanted and a["steps"] < wanted and not rec.get("builder"):
+        out.append(f"note: the script ended after {a['steps']} of the {wanted} optimizer step(s) "
+                   "asked for: its whole run was recorded"
+                   + (" (no optimizer.step() call was seen)" if a["steps"] == 0 else ""))
+    return out
 
 
 def largest_text(a: dict) -> str:

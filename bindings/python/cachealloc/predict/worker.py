@@ -80,7 +80,8 @@ def record_one(ns, size, out, summary_path, script):
     g = json.loads(ns.gpu_json)
     gpu = Gpu(g["name"], g["total_memory"], tuple(g["capability"]), g["multi_processor_count"],
               g["context_bytes"], g.get("product", ""))
-    summary = {"refused": None, "steps": 0, "torch": torch.__version__, "size": size}
+    summary = {"refused": None, "steps": 0, "torch": torch.__version__, "size": size,
+               "builder": bool(ns.builder)}
     steps = [0]
 
     def hook(opt, args, kwargs):
