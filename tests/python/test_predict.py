@@ -123,6 +123,7 @@ def test_refusals_name_the_problem(tmp_path):
     proc = _predict_cmd("--gpu", "H100-80GB", "--builder", f"{STEPS / 'steps.py'}:compiled",
                         "--size", "8")
     assert proc.returncode == 2 and "torch.compile" in proc.stderr
+    assert "steps.py:29" in proc.stderr     # the line that called torch.compile
     proc = _predict_cmd("--gpu", "H100-80GB", "--builder", f"{STEPS / 'steps.py'}:data_dependent",
                         "--size", "8")
     assert proc.returncode == 2 and "nonzero" in proc.stderr and "steps.py:" in proc.stderr

@@ -87,3 +87,25 @@ def silu_backward(size):
         torch.nn.functional.silu(x * 2.0).backward(g)
         x.grad = None
     return step
+
+
+def attention_variants(size):
+    """scaled_dot_product_attention as torch's CUDA dispatch sees it (on an
+    sm90 target): a bool mask made additive before the memory-efficient
+    kernel; fp32 inputs under fp16 autocast cast first, then flash; grouped
+    query heads on flash; an fp32 head dim of 36 (a multiple of 4, not 8) on
+    the memory-efficient kernel."""
+    F = torch.nn.functional
+    q = torch.empty(2, 4, size, 64, device="cuda")
+    mask = torch.ones(2, 1, size, size, dtype=torch.bool, device="cuda")
+    qg = torch.empty(2, 8, size, 64, device="cuda", dtype=torch.bfloat16)
+    kg = torch.empty(2, 2, size, 64, device="cuda", dtype=torch.bfloat16)
+    q36 = torch.empty(2, 4, size, 36, device="cuda")
+
+    def step():
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        with torch.autocast("cuda", dtype=torch.float16):
+            F.scaled_dot_product_attention(q, q, q)
+        F.scaled_dot_product_attention(qg, kg, kg, enable_gqa=True)
+        F.scaled_dot_product_attention(q36, q36, q36)
+    return step

@@ -61,6 +61,16 @@ class _FakeEvent:
     def elapsed_time(self, other): return 0.0
 
 
+def _autocast_cast(t, dtype):
+    """autocast's cached_cast for an op on the lower-precision list: a
+    floating tensor on cuda (not fp64) becomes `dtype` (a new tensor);
+    anything else passes."""
+    if (isinstance(t, torch.Tensor) and t.device.type == "cuda" and t.is_floating_point()
+            and t.dtype not in (torch.float64, dtype)):
+        return t.to(dtype)
+    return t
+
+
 def _record_stream(self, stream):
     """Tensor.record_stream on the fake device: accepted, nothing recorded."""
     if not isinstance(stream, _FakeStream):
@@ -234,10 +244,11 @@ class FakeCudaDevice:
             self._set(fake_tensor_mod, "init_gpu_context", lambda device=None: None)
 
         def refuse_compile(*a, **k):
+            from .recorder import user_line
             raise PredictionRefused(
-                "torch.compile is not supported on the fake device: Inductor decides its kernels' "
-                "buffers when it compiles, which needs the real GPU; predict the eager step instead "
-                "(remove torch.compile)")
+                f"torch.compile at {user_line()} is not supported on the fake device: Inductor "
+                "decides its kernels' buffers when it compiles, which needs the real GPU; predict "
+                "the eager step instead (remove torch.compile)")
         self._set(torch, "compile", refuse_compile)
         # Optimizers pick foreach kernels only for plain tensors; on a GPU the
         # parameters are plain, here they are FakeTensors: count them as plain.
@@ -269,6 +280,14 @@ class FakeCudaDevice:
         return self
 
     def _sdpa(self):
+        """F.scaled_dot_product_attention steered to the kernel the target GPU
+        picks, with what torch's CUDA dispatch (attention.cpp) does before the
+        kernel: autocast's casts (the function is on autocast's
+        lower-precision list, so q, k, v and a float mask arrive cast), a
+        bool mask made additive (where(mask, 0, -inf) in the query's dtype),
+        the memory-efficient kernel's mask padded when its strides are not
+        multiples of 8 (pad_bias), and flash's head dim padded to a multiple
+        of 8 (pad_last_dim)."""
         original = torch.nn.functional.scaled_dot_product_attention
         cap = tuple(self.gpu.capability)
         aten = torch.ops.aten
@@ -278,19 +297,42 @@ class FakeCudaDevice:
             if query.device.type != "cuda":
                 return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
                                 is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+            if torch.is_autocast_enabled("cuda"):
+                low = torch.get_autocast_dtype("cuda")
+                query, key, value, attn_mask = (_autocast_cast(t, low)
+                                                for t in (query, key, value, attn_mask))
+                with torch.autocast("cuda", enabled=False):
+                    return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
             backend = gpu_model.choose_sdp_backend(cap, query, key, value, attn_mask, dropout_p,
                                                    enable_gqa)
             self.recording.note_attention(backend, query, key, attn_mask, dropout_p, enable_gqa)
+            if backend == gpu_model.SDP_MATH:
+                return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
+                                is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+            if attn_mask is not None and attn_mask.dtype == torch.bool:
+                attn_mask = torch.where(attn_mask, 0.0, torch.scalar_tensor(
+                    float("-inf"), dtype=query.dtype, device=attn_mask.device))
             if backend == gpu_model.SDP_FLASH:
-                return aten._scaled_dot_product_flash_attention(
-                    query, key, value, dropout_p, is_causal, False, scale=scale)[0]
-            if backend == gpu_model.SDP_EFFICIENT:
-                need_lse = torch.is_grad_enabled() and (
-                    query.requires_grad or key.requires_grad or value.requires_grad)
-                return aten._scaled_dot_product_efficient_attention(
-                    query, key, value, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
-            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                            is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
+                head = query.shape[-1]
+                if head % 8:
+                    pad = 8 - head % 8
+                    query, key, value = (torch.nn.functional.pad(t, (0, pad))
+                                         for t in (query, key, value))
+                out = aten._scaled_dot_product_flash_attention(
+                    query, key, value, dropout_p, is_causal, False,
+                    scale=scale if scale is not None else head ** -0.5)[0]
+                return out[..., :head] if head % 8 else out
+            need_lse = torch.is_grad_enabled() and (
+                query.requires_grad or key.requires_grad or value.requires_grad)
+            if attn_mask is not None:
+                if (attn_mask.stride(-1) != 1
+                        or any(st % 8 for st in attn_mask.stride()[:-1])):
+                    n = attn_mask.shape[-1]
+                    attn_mask = torch.nn.functional.pad(attn_mask, (0, 8 - n % 8))[..., :n]
+                attn_mask = attn_mask.expand(query.shape[0], query.shape[1], query.shape[2],
+                                             key.shape[2])
+            return aten._scaled_dot_product_efficient_attention(
+                query, key, value, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
         return sdpa
 
     def __exit__(self, *exc):

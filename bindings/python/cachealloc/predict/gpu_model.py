@@ -115,10 +115,19 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     heads_ok = not grouped or (enable_gqa and key.shape[1] == value.shape[1]
                                and query.shape[1] % key.shape[1] == 0)
     if (capability >= (8, 0) and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
-            and head_dim <= 256 and head_dim % 8 == 0 and same_head and dims4 and heads_ok):
-        return SDP_FLASH
+            and head_dim <= 256 and same_head and dims4 and heads_ok):
+        return SDP_FLASH          # a head dim not a multiple of 8 is padded (fake_device)
+    # minimum_gemm_alignment: tensor cores on sm80+ (and for fp16 on sm70+)
+    # want 128-bit rows; sm80+ asks at least 4 elements.
+    half = dtype in (torch.float16, torch.bfloat16)
+    align = 1
+    if capability >= (8, 0):
+        align = 8 if half else 4
+    elif capability >= (7, 0) and half:
+        align = 8
     if (capability >= (5, 0) and dtype in (torch.float16, torch.bfloat16, torch.float32)
-            and head_dim % 8 == 0 and value.shape[-1] % 8 == 0 and dims4 and not grouped
+            and head_dim % align == 0 and value.shape[-1] % align == 0 and dims4 and not grouped
+            and key.shape[-1] == head_dim
             and not (dtype == torch.bfloat16 and capability < (8, 0))):
         return SDP_EFFICIENT
     return SDP_MATH

@@ -1,0 +1,79 @@
+"""cachealloc predict on workloads issue 33 does not name: what a user's
+script does that the named workloads did not (docs/prediction.md,
+"Workloads the issue does not name"). One fake-device worker per test
+(a few seconds each)."""
+import json
+import os
+import pathlib
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+torch = pytest.importorskip("torch")
+STEPS = pathlib.Path(__file__).with_name("predict_steps")
+
+
+@pytest.fixture(autouse=True)
+def _tool(cli, monkeypatch):
+    monkeypatch.setenv("CACHEALLOC_CLI", str(cli))
+
+
+class _DataOnly(pickle.Unpickler):
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing {module}.{name}")
+
+
+def _requests(path):
+    with open(path, "rb") as f:
+        snap = _DataOnly(f).load()
+    return [(e["action"], e["size"]) for e in snap["device_traces"][0]
+            if e["action"] in ("alloc", "free_requested")]
+
+
+def test_amp_script_with_loader_streams_and_scaler_steps(tmp_path):
+    """DataLoader(pin_memory=True), record_stream, events, synchronize, the
+    memory API, nn.Linear(device="cuda") and a GradScaler all run on the
+    fake device, and the scaler takes every step (its found_inf read gets a
+    placeholder, which used to skip each step: no optimizer state, and the
+    script ran to its end). The (1024, 512) fp32 weight's 2 MiB requests:
+    the weight, its gradient in each of the 3 steps, one momentum buffer."""
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "cachealloc.predict.cli", "--gpu", "H200-141GB", "--steps", "3",
+         "--size", "8", "--batch-arg=--batch-size", "--json", "--no-advise", "--",
+         "python", str(STEPS / "amp_train.py")], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    ans = json.loads(proc.stdout)
+    assert ans["steps"] == 3
+    sizes = [s for a, s in _requests(ans["trace"]) if a == "alloc"]
+    assert sizes.count(1024 * 512 * 4) == 1 + 3 + 1
+
+
+def test_attention_takes_the_cuda_dispatch_path(tmp_path):
+    """steps.py:attention_variants on an H200: the kernel per call, and the
+    bool mask's conversion (two 4-byte scalars, where's additive mask) before
+    the memory-efficient kernel's output."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:attention_variants", gpu, size=128, steps=1,
+                         workdir=tmp_path)
+    assert rec.summary["attention_calls"] == {
+        "memory-efficient: float32, head dim 64, mask": 1,
+        "flash: float16, head dim 64": 1,               # autocast cast fp32 inputs first
+        "flash: bfloat16, head dim 64, 8/2 query/key heads": 1,
+        "memory-efficient: float32, head dim 36": 1}
+    req = _requests(rec.trace)
+    setup = [s for _, s in req[:5]]
+    assert setup == [2 * 4 * 128 * 64 * 4, 2 * 128 * 128, 2 * 8 * 128 * 64 * 2,
+                     2 * 2 * 128 * 64 * 2, 2 * 4 * 128 * 36 * 4]
+    mask_f32, out = 2 * 128 * 128 * 4, 2 * 4 * 128 * 64 * 4
+    assert req[5:11] == [("alloc", 4), ("alloc", 4), ("alloc", mask_f32), ("free_requested", 0),
+                         ("free_requested", 0), ("alloc", out)]
+    # Under autocast: q, k and v each cast to fp16 (one request each), then
+    # flash's output and fp32 logsumexp.
+    half = 2 * 4 * 128 * 64 * 2
+    allocs = [s for a, s in req[11:] if a == "alloc"]
+    assert allocs[:5] == [half, half, half, half, 2 * 4 * 128 * 4]
