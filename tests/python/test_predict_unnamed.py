@@ -34,12 +34,13 @@ def _requests(path):
 
 
 def test_amp_script_with_loader_streams_and_scaler_steps(tmp_path):
-    """DataLoader(pin_memory=True), record_stream, events, synchronize, the
-    memory API, nn.Linear(device="cuda") and a GradScaler all run on the
-    fake device, and the scaler takes every step (its found_inf read gets a
-    placeholder, which used to skip each step: no optimizer state, and the
-    script ran to its end). The (1024, 512) fp32 weight's 2 MiB requests:
-    the weight, its gradient in each of the 3 steps, one momentum buffer."""
+    """DataLoader(num_workers=2, pin_memory=True), record_stream, events,
+    synchronize, the memory API, nn.Linear(device="cuda") and a GradScaler
+    all run on the fake device; the scaler takes every step (its found_inf
+    read got a placeholder, which skipped each step: no optimizer state,
+    and the script ran to its end) and so does the NaN guard (isnan/isfinite
+    answer "finite"). The (1024, 512) fp32 weight's 2 MiB requests: the
+    weight, its gradient in each of the 3 steps, one momentum buffer."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
     proc = subprocess.run(
         [sys.executable, "-m", "cachealloc.predict.cli", "--gpu", "H200-141GB", "--steps", "3",
@@ -64,7 +65,8 @@ def test_attention_takes_the_cuda_dispatch_path(tmp_path):
         "memory-efficient: float32, head dim 64, mask": 1,
         "flash: float16, head dim 64": 1,               # autocast cast fp32 inputs first
         "flash: bfloat16, head dim 64, 8/2 query/key heads": 1,
-        "memory-efficient: float32, head dim 36": 1}
+        "memory-efficient: float32, head dim 36": 1,
+        "math: float32, head dim 64": 1}
     req = _requests(rec.trace)
     setup = [s for _, s in req[:5]]
     assert setup == [2 * 4 * 128 * 64 * 4, 2 * 128 * 128, 2 * 8 * 128 * 64 * 2,

@@ -1,7 +1,8 @@
 """An unmodified fp16 training script in the usual shape: a DataLoader over a
-TensorDataset with pinned memory, autocast with a GradScaler, SGD with
-momentum, a side stream with record_stream, events, synchronize and the
-memory API, a layer built straight on "cuda", and a no_grad evaluation."""
+TensorDataset with worker processes and pinned memory, autocast with a
+GradScaler, a NaN guard, SGD with momentum, a side stream with
+record_stream, events, synchronize and the memory API, a layer built
+straight on "cuda", and a no_grad evaluation."""
 import argparse
 
 import torch
@@ -16,7 +17,8 @@ params = list(model.parameters()) + list(head.parameters())
 opt = torch.optim.SGD(params, lr=0.1, momentum=0.9)
 scaler = torch.amp.GradScaler("cuda")
 loader = DataLoader(TensorDataset(torch.randn(64, 512), torch.randint(0, 8, (64,))),
-                    batch_size=args.batch_size, shuffle=True, pin_memory=True)
+                    batch_size=args.batch_size, shuffle=True, pin_memory=True,
+                    num_workers=2)
 side = torch.cuda.Stream()
 done = torch.cuda.Event()
 for x, y in loader:
@@ -27,6 +29,8 @@ for x, y in loader:
     y = y.cuda(non_blocking=True)
     with torch.autocast("cuda", dtype=torch.float16):
         loss = torch.nn.functional.cross_entropy(head(model(x)), y)
+    if torch.isnan(loss).any() or not torch.isfinite(loss):
+        continue
     scaler.scale(loss).backward()
     scaler.step(opt)
     scaler.update()

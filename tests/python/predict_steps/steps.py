@@ -94,7 +94,7 @@ def attention_variants(size):
     sm90 target): a bool mask made additive before the memory-efficient
     kernel; fp32 inputs under fp16 autocast cast first, then flash; grouped
     query heads on flash; an fp32 head dim of 36 (a multiple of 4, not 8) on
-    the memory-efficient kernel."""
+    the memory-efficient kernel; math under sdpa_kernel(SDPBackend.MATH)."""
     F = torch.nn.functional
     q = torch.empty(2, 4, size, 64, device="cuda")
     mask = torch.ones(2, 1, size, size, dtype=torch.bool, device="cuda")
@@ -108,4 +108,7 @@ def attention_variants(size):
             F.scaled_dot_product_attention(q, q, q)
         F.scaled_dot_product_attention(qg, kg, kg, enable_gqa=True)
         F.scaled_dot_product_attention(q36, q36, q36)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):         # the user's choice is honoured
+            F.scaled_dot_product_attention(q, q, q)
     return step

@@ -23,7 +23,7 @@ import types
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import gpu_model, plain_tensor
+from . import gpu_model, known_values, plain_tensor
 from .recorder import PredictionRefused, Recording, RecordingMode
 
 
@@ -75,6 +75,17 @@ def _record_stream(self, stream):
     """Tensor.record_stream on the fake device: accepted, nothing recorded."""
     if not isinstance(stream, _FakeStream):
         raise TypeError(f"record_stream() expects a torch.cuda.Stream, got {type(stream).__name__}")
+
+
+def _in_process_iterator(self):
+    """DataLoader._get_iterator with num_workers taken as 0."""
+    from torch.utils.data import dataloader
+    workers, timeout = self.num_workers, self.timeout
+    self.num_workers, self.timeout = 0, 0
+    try:
+        return dataloader._SingleProcessDataLoaderIter(self)
+    finally:
+        self.num_workers, self.timeout = workers, timeout
 
 
 def _scaler_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
@@ -181,6 +192,9 @@ class FakeCudaDevice:
                             else getattr(obj, name, _MISSING)))
         setattr(obj, name, value)
 
+    def _empty_cache(self):
+        self.recording.empty_cache_calls += 1
+
     def _stream_ctx(self, stream):
         dev = self
 
@@ -207,7 +221,7 @@ class FakeCudaDevice:
             "mem_get_info": lambda d=None: (free, g.total_memory),
             "is_bf16_supported": lambda including_emulation=True: g.capability >= (8, 0),
             "manual_seed": lambda s: None, "manual_seed_all": lambda s: None, "seed": lambda: None,
-            "seed_all": lambda: None, "empty_cache": lambda: None, "_lazy_init": lambda: None,
+            "seed_all": lambda: None, "_lazy_init": lambda: None,
             "is_initialized": lambda: True, "init": lambda: None,
             "set_per_process_memory_fraction": lambda f, d=None: None,
             "memory_allocated": lambda d=None: 0, "max_memory_allocated": lambda d=None: 0,
@@ -231,6 +245,20 @@ class FakeCudaDevice:
         # gradients: the step is always taken.
         from torch.amp import grad_scaler
         self._set(grad_scaler.GradScaler, "_maybe_opt_step", _scaler_opt_step)
+        # NaN/inf checks answer "finite" (known_values.py).
+        for name in known_values.CHECKS:
+            for owner in (torch, torch.Tensor):
+                if hasattr(owner, name):
+                    self._set(owner, name, self.recording.known.wrap(getattr(owner, name)))
+        # DataLoader worker processes would collate fake tensors through
+        # shared memory, which fake tensors have none of; loading is host
+        # work that asks the device allocator for nothing: batches are made
+        # in this process instead (the same batches, in the same order).
+        from torch.utils.data import dataloader
+        self._set(dataloader.DataLoader, "_get_iterator", _in_process_iterator)
+        # empty_cache() is not replayed (the engine replays requests only):
+        # counted, and the answer says so.
+        self._set(torch.cuda, "empty_cache", self._empty_cache)
         # Pinned host memory comes from CUDA's host allocator, not the device
         # caching allocator, and FakeTensorMode has no _pin_memory: a fake
         # host tensor stays as it is (DataLoader(pin_memory=True) calls this,

@@ -101,7 +101,10 @@ SDP_NAMES = {SDP_MATH: "math", SDP_FLASH: "flash", SDP_EFFICIENT: "memory-effici
 
 def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False) -> int:
     """The kernel torch's CUDA SDPA dispatch picks for these inputs (the main
-    rules of sdp_utils.cpp; flash first, then memory-efficient, then math).
+    rules of sdp_utils.cpp; flash first, then memory-efficient, then math),
+    among the kernels the user left enabled (torch.nn.attention.sdpa_kernel,
+    torch.backends.cuda.enable_*_sdp). cuDNN attention is never chosen here:
+    on sm90 torch may prefer it (cuDNN newer than 9.15); not modelled.
     Grouped-query inputs (fewer key/value heads than query heads, with
     enable_gqa): torch 2.11 runs them on flash or math only (its
     F.scaled_dot_product_attention documentation); equal head counts pass
@@ -114,7 +117,9 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     grouped = dims4 and (key.shape[1] != query.shape[1] or value.shape[1] != query.shape[1])
     heads_ok = not grouped or (enable_gqa and key.shape[1] == value.shape[1]
                                and query.shape[1] % key.shape[1] == 0)
-    if (capability >= (8, 0) and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
+    flags = torch.backends.cuda      # the user's sdpa_kernel(...) / enable_*_sdp choices
+    if (flags.flash_sdp_enabled() and capability >= (8, 0)
+            and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
             and head_dim <= 256 and same_head and dims4 and heads_ok):
         return SDP_FLASH          # a head dim not a multiple of 8 is padded (fake_device)
     # minimum_gemm_alignment: tensor cores on sm80+ (and for fp16 on sm70+)
@@ -125,7 +130,8 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
         align = 8 if half else 4
     elif capability >= (7, 0) and half:
         align = 8
-    if (capability >= (5, 0) and dtype in (torch.float16, torch.bfloat16, torch.float32)
+    if (flags.mem_efficient_sdp_enabled() and capability >= (5, 0)
+            and dtype in (torch.float16, torch.bfloat16, torch.float32)
             and head_dim % align == 0 and value.shape[-1] % align == 0 and dims4 and not grouped
             and key.shape[-1] == head_dim
             and not (dtype == torch.bfloat16 and capability < (8, 0))):

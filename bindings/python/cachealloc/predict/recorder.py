@@ -28,7 +28,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import cuda_kernels, gpu_model, plain_tensor
+from . import cuda_kernels, gpu_model, known_values, plain_tensor
 
 aten = torch.ops.aten
 ALLOC, FREE = 0, 1
@@ -74,9 +74,11 @@ class Recording:
         self.lt_workspace_bytes = gpu_model.cublaslt_workspace_bytes(gpu.capability)
         self._lt_workspaces = set() # (thread kind, stream) that hold a cuBLASLt workspace
         self.rules = plain_tensor.PlainTensorRules()
+        self.known = known_values.KnownValues()
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
+        self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (not replayed)
         self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
 
     def alloc(self, nbytes: int, stream: int) -> int:
@@ -139,7 +141,8 @@ class Recording:
                 "cublaslt_workspaces": len(self._lt_workspaces),
                 "plain_tensor_rules": self.rules.calibration,
                 "item_placeholders": self.placeholders,
-                "attention_calls": dict(self.attention)}
+                "attention_calls": dict(self.attention),
+                "empty_cache_calls": self.empty_cache_calls}
 
 
 def _placeholder(dtype):
@@ -160,7 +163,11 @@ class RecordingMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is aten._local_scalar_dense.default:
-            # .item(), bool(t), printing a value: no data on the fake device.
+            # .item(), bool(t), printing a value: no data on the fake device;
+            # a known value (known_values.py) or a placeholder.
+            value = self.rec.known.get(args[0])
+            if value is not None:
+                return value
             self.rec.placeholders += 1
             return _placeholder(args[0].dtype)
         if func is aten._to_copy.default and getattr(args[0], "constant", None) is not None:
@@ -179,6 +186,7 @@ class RecordingMode(TorchDispatchMode):
             raise PredictionRefused(
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
+        self.rec.known.propagate(func, args, out)
         model = cuda_kernels.MODELS.get(func)
         if model is not None:
             model(self.rec, args, kwargs, out)

@@ -55,6 +55,10 @@ def notes(a: dict) -> list:
     out = []
     for what, n in sorted((rec.get("attention_calls") or {}).items()):
         out.append(f"attention: {n} call(s) on {what}")
+    if rec.get("empty_cache_calls"):
+        out.append(f"note: torch.cuda.empty_cache() was called {rec['empty_cache_calls']} time(s): "
+                   "not replayed (cached segments are kept, so peak reserved may be over-predicted; "
+                   "peak allocated is unaffected)")
     wanted = a.get("steps_requested")
     if wanted and a["steps"] < wanted and not rec.get("builder"):
         out.append(f"note: the script ended after {a['steps']} of the {wanted} optimizer step(s) "
