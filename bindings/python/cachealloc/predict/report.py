@@ -53,6 +53,13 @@ def notes(a: dict) -> list:
     kernels chosen, a script that stopped early or never stepped."""
     rec = a["recording"]
     out = []
+    held = rec.get("at_optimizer_step")
+    if held:
+        peak = max(c["peak_allocated"] for c in a["configs"].values())
+        out.append(f"held at an optimizer step: parameters {gib(held['parameters'])} + gradients "
+                   f"{gib(held['gradients'])} + optimizer state {gib(held['optimizer_state'])} = "
+                   f"{gib(held['total'])}; the rest of the peak allocated (activations, saved "
+                   f"tensors, temporaries, workspaces) {gib(peak - held['total'])}")
     for what, n in sorted((rec.get("attention_calls") or {}).items()):
         out.append(f"attention: {n} call(s) on {what}")
     if rec.get("empty_cache_calls"):

@@ -91,6 +91,10 @@ def record_one(ns, size, out, summary_path, script):
 
     dev = FakeCudaDevice(gpu)
     status = 0
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from cachealloc.predict.accounting import StepAccounting
+    accounting = StepAccounting()
+    accounting_handle = register_optimizer_step_post_hook(accounting)
     try:
         with dev:
             if ns.builder:
@@ -126,7 +130,10 @@ def record_one(ns, size, out, summary_path, script):
         status = 3
     except _StepsDone:
         pass
+    finally:
+        accounting_handle.remove()
     summary["steps"] = steps[0]
+    summary["at_optimizer_step"] = accounting.result
     summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__)
