@@ -11,7 +11,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 stage=${1:-tests}
 # The PyTorch glue must be built against the torch installed there.
-if [ ! -f .carry/lib/libcachealloc_torch.so ]; then
+# (Not for predict_unnamed: it runs only native PyTorch and the cachealloc tool.)
+if [ ! -f .carry/lib/libcachealloc_torch.so ] && [ "$stage" != predict_unnamed ]; then
   TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
   cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" >/tmp/glue.log 2>&1 \
     && cmake --build /tmp/glue -j16 >>/tmp/glue.log 2>&1 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/ \
