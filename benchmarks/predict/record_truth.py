@@ -286,6 +286,8 @@ def main_run(args) -> None:
 
     if not args.largest:
         result["seconds"] = round(time.time() - t0, 1)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1, sort_keys=True, default=str)
         print("wrote", path, flush=True)
         summary(result)
         return
