@@ -35,7 +35,9 @@ def _requests(path):
 
 def test_amp_script_with_loader_streams_and_scaler_steps(tmp_path):
     """DataLoader(num_workers=2, pin_memory=True), record_stream, events,
-    synchronize, the memory API, nn.Linear(device="cuda") and a GradScaler
+    synchronize, the memory API (memory_stats, memory_summary, memory
+    history, _dump_snapshot: the requests so far), NVTX ranges,
+    nn.Linear(device="cuda") and a GradScaler
     all run on the fake device; the scaler takes every step (its found_inf
     read got a placeholder, which skipped each step: no optimizer state,
     and the script ran to its end) and so does the NaN guard (isnan/isfinite
@@ -45,12 +47,16 @@ def test_amp_script_with_loader_streams_and_scaler_steps(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "cachealloc.predict.cli", "--gpu", "H200-141GB", "--steps", "3",
          "--size", "8", "--batch-arg=--batch-size", "--json", "--no-advise", "--",
-         "python", str(STEPS / "amp_train.py")], capture_output=True, text=True, env=env)
+         "python", str(STEPS / "amp_train.py"), "--snapshot", str(tmp_path / "user.pickle")],
+        capture_output=True, text=True, env=env)
     assert proc.returncode == 0, proc.stderr
     ans = json.loads(proc.stdout)
     assert ans["steps"] == 3
     sizes = [s for a, s in _requests(ans["trace"]) if a == "alloc"]
     assert sizes.count(1024 * 512 * 4) == 1 + 3 + 1
+    # The snapshot the script dumped after its 2nd step: the requests so far.
+    dumped = [s for a, s in _requests(tmp_path / "user.pickle") if a == "alloc"]
+    assert 0 < len(dumped) < len(sizes) and dumped == sizes[:len(dumped)]
 
 
 def test_attention_takes_the_cuda_dispatch_path(tmp_path):

@@ -1,8 +1,9 @@
 """An unmodified fp16 training script in the usual shape: a DataLoader over a
 TensorDataset with worker processes and pinned memory, autocast with a
 GradScaler, a NaN guard, SGD with momentum, a side stream with
-record_stream, events, synchronize and the memory API, a layer built
-straight on "cuda", and a no_grad evaluation."""
+record_stream, events, synchronize, the memory API (stats, summary,
+history and a dumped snapshot), NVTX ranges, a layer built straight on
+"cuda", and a no_grad evaluation."""
 import argparse
 
 import torch
@@ -10,7 +11,9 @@ from torch.utils.data import DataLoader, TensorDataset
 
 p = argparse.ArgumentParser()
 p.add_argument("--batch-size", type=int, default=8)
+p.add_argument("--snapshot", default="snapshot.pickle")
 args = p.parse_args()
+torch.cuda.memory._record_memory_history(max_entries=100000)
 model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.ReLU()).to("cuda")
 head = torch.nn.Linear(1024, 8, device="cuda")
 params = list(model.parameters()) + list(head.parameters())
@@ -37,6 +40,11 @@ for x, y in loader:
     opt.zero_grad(set_to_none=True)
     done.record()
     torch.cuda.synchronize()
-    print(f"loss {loss.item():.3f} allocated {torch.cuda.memory_allocated()}")
+    torch.cuda.nvtx.range_push("log")
+    print(f"loss {loss.item():.3f} allocated {torch.cuda.memory_allocated()} "
+          f"peak {torch.cuda.memory_stats()['allocated_bytes.all.peak']}")
+    print(torch.cuda.memory_summary(abbreviated=True))
+    torch.cuda.memory._dump_snapshot(args.snapshot)
+    torch.cuda.nvtx.range_pop()
 with torch.no_grad():
     print(head(model(torch.randn(4, 512, device="cuda"))).argmax(1).tolist())

@@ -17,13 +17,14 @@ Refused: torch.compile; ops whose output shape depends on the data.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import types
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import gpu_model, known_values, plain_tensor
+from . import gpu_model, known_values, plain_tensor, trace_writer
 from .recorder import PredictionRefused, Recording, RecordingMode
 
 
@@ -75,6 +76,14 @@ def _record_stream(self, stream):
     """Tensor.record_stream on the fake device: accepted, nothing recorded."""
     if not isinstance(stream, _FakeStream):
         raise TypeError(f"record_stream() expects a torch.cuda.Stream, got {type(stream).__name__}")
+
+
+class _NoNvtx:
+    """torch.cuda.nvtx's library handle on the fake device: every call a no-op
+    (range ids 0, nesting depth 0)."""
+
+    def __getattr__(self, name):
+        return lambda *a, **k: 0
 
 
 def _in_process_iterator(self):
@@ -192,6 +201,9 @@ class FakeCudaDevice:
                             else getattr(obj, name, _MISSING)))
         setattr(obj, name, value)
 
+    def _dump_snapshot(self, filename="dump_snapshot.pickle"):
+        trace_writer.write(filename, list(self.recording.events))
+
     def _empty_cache(self):
         self.recording.empty_cache_calls += 1
 
@@ -226,7 +238,18 @@ class FakeCudaDevice:
             "set_per_process_memory_fraction": lambda f, d=None: None,
             "memory_allocated": lambda d=None: 0, "max_memory_allocated": lambda d=None: 0,
             "memory_reserved": lambda d=None: 0, "max_memory_reserved": lambda d=None: 0,
-            "reset_peak_memory_stats": lambda d=None: None, "memory_stats": lambda d=None: {},
+            "reset_peak_memory_stats": lambda d=None: None,
+            # The memory API reads as an empty allocator (every statistic 0):
+            # the recording holds the answer, not the running script.
+            "memory_stats": lambda d=None: collections.defaultdict(int),
+            "memory_summary": lambda device=None, abbreviated=False: _SUMMARY,
+            "memory_snapshot": lambda *a, **k: [], "list_gpu_processes": lambda d=None: _SUMMARY,
+            "reset_max_memory_allocated": lambda d=None: None,
+            "reset_max_memory_cached": lambda d=None: None,
+            "reset_accumulated_memory_stats": lambda d=None: None,
+            "memory_cached": lambda d=None: 0, "max_memory_cached": lambda d=None: 0,
+            "utilization": lambda d=None: 0, "memory_usage": lambda d=None: 0,
+            "get_arch_list": lambda: [f"sm_{g.capability[0]}{g.capability[1]}"],
             "Stream": _FakeStream, "Event": _FakeEvent, "stream": self._stream_ctx,
             "current_stream": lambda d=None: _FakeStream.__new__(_DefaultStream) if False else _DefaultStream(),
             "default_stream": lambda d=None: _DefaultStream(),
@@ -256,6 +279,16 @@ class FakeCudaDevice:
         # in this process instead (the same batches, in the same order).
         from torch.utils.data import dataloader
         self._set(dataloader.DataLoader, "_get_iterator", _in_process_iterator)
+        # Memory history: recording is always on here; a snapshot the script
+        # dumps is the prediction's request stream so far (device_traces).
+        import torch.cuda.memory as cuda_memory
+        self._set(cuda_memory, "_record_memory_history", lambda *a, **k: None)
+        self._set(cuda_memory, "_dump_snapshot", self._dump_snapshot)
+        self._set(cuda_memory, "_snapshot", lambda device=None, *a, **k: trace_writer.snapshot_dict(
+            list(self.recording.events)))
+        # NVTX ranges and marks (profiler annotations): no-ops.
+        import torch.cuda.nvtx as nvtx
+        self._set(nvtx, "_nvtx", _NoNvtx())
         # empty_cache() is not replayed (the engine replays requests only):
         # counted, and the answer says so.
         self._set(torch.cuda, "empty_cache", self._empty_cache)
@@ -381,3 +414,4 @@ class FakeCudaDevice:
 
 
 _MISSING = object()
+_SUMMARY = "(cachealloc predict: a fake CUDA device; the prediction has the memory figures)"

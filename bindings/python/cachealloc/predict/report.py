@@ -9,6 +9,13 @@ def gib(n) -> str:
     return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
 
 
+def size_text(n) -> str:
+    """GiB, or MiB below one GiB (small steps would read 0.00 GiB)."""
+    if n is not None and abs(n) < (1 << 30):
+        return f"{n / (1 << 20):.1f} MiB"
+    return gib(n)
+
+
 def settings_block(line) -> list:
     if line is None:
         return []
@@ -56,10 +63,11 @@ def notes(a: dict) -> list:
     held = rec.get("at_optimizer_step")
     if held:
         peak = max(c["peak_allocated"] for c in a["configs"].values())
-        out.append(f"held at an optimizer step: parameters {gib(held['parameters'])} + gradients "
-                   f"{gib(held['gradients'])} + optimizer state {gib(held['optimizer_state'])} = "
-                   f"{gib(held['total'])}; the rest of the peak allocated (activations, saved "
-                   f"tensors, temporaries, workspaces) {gib(peak - held['total'])}")
+        out.append(f"held at an optimizer step: parameters {size_text(held['parameters'])} + "
+                   f"gradients {size_text(held['gradients'])} + optimizer state "
+                   f"{size_text(held['optimizer_state'])} = {size_text(held['total'])}; the rest of "
+                   f"the peak allocated (activations, saved tensors, temporaries, workspaces) "
+                   f"{size_text(peak - held['total'])}")
     for what, n in sorted((rec.get("attention_calls") or {}).items()):
         out.append(f"attention: {n} call(s) on {what}")
     if rec.get("empty_cache_calls"):
