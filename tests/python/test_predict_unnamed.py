@@ -73,15 +73,18 @@ def test_attention_takes_the_cuda_dispatch_path(tmp_path):
         "flash: bfloat16, head dim 64, 8/2 query/key heads": 1,
         "memory-efficient: float32, head dim 36": 1,
         "math: float32, head dim 64": 1}
+    assert rec.summary["unmodelled_calls"] == {"nn.LSTM (cuDNN RNN)": 1}
     req = _requests(rec.trace)
     setup = [s for _, s in req[:5]]
     assert setup == [2 * 4 * 128 * 64 * 4, 2 * 128 * 128, 2 * 8 * 128 * 64 * 2,
                      2 * 2 * 128 * 64 * 2, 2 * 4 * 128 * 36 * 4]
+    # The LSTM's weights and biases (4 * 16 gates).
+    assert [s for _, s in req[5:9]] == [64 * 36 * 4, 64 * 16 * 4, 64 * 4, 64 * 4]
     mask_f32, out = 2 * 128 * 128 * 4, 2 * 4 * 128 * 64 * 4
-    assert req[5:11] == [("alloc", 4), ("alloc", 4), ("alloc", mask_f32), ("free_requested", 0),
+    assert req[9:15] == [("alloc", 4), ("alloc", 4), ("alloc", mask_f32), ("free_requested", 0),
                          ("free_requested", 0), ("alloc", out)]
     # Under autocast: q, k and v each cast to fp16 (one request each), then
     # flash's output and fp32 logsumexp.
     half = 2 * 4 * 128 * 64 * 2
-    allocs = [s for a, s in req[11:] if a == "alloc"]
+    allocs = [s for a, s in req[15:] if a == "alloc"]
     assert allocs[:5] == [half, half, half, half, 2 * 4 * 128 * 4]

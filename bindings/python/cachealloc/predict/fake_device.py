@@ -78,6 +78,14 @@ def _record_stream(self, stream):
         raise TypeError(f"record_stream() expects a torch.cuda.Stream, got {type(stream).__name__}")
 
 
+def _scatter_one(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=None):
+    """comm.scatter onto the fake device's one GPU."""
+    devices = list(devices or [0])
+    if len(devices) != 1:
+        raise PredictionRefused(f"scatter over {len(devices)} GPUs: the fake device has one")
+    return (tensor.to(torch.device("cuda", 0)),)
+
+
 class _NoNvtx:
     """torch.cuda.nvtx's library handle on the fake device: every call a no-op
     (range ids 0, nesting depth 0)."""
@@ -201,6 +209,15 @@ class FakeCudaDevice:
                             else getattr(obj, name, _MISSING)))
         setattr(obj, name, value)
 
+    def _unmodelled(self, what, original):
+        rec = self.recording
+
+        def call(*args, **kwargs):
+            if any(isinstance(a, torch.Tensor) and a.device.type == "cuda" for a in args):
+                rec.unmodelled[what] = rec.unmodelled.get(what, 0) + 1
+            return original(*args, **kwargs)
+        return call
+
     def _dump_snapshot(self, filename="dump_snapshot.pickle"):
         trace_writer.write(filename, list(self.recording.events))
 
@@ -286,6 +303,17 @@ class FakeCudaDevice:
         self._set(cuda_memory, "_dump_snapshot", self._dump_snapshot)
         self._set(cuda_memory, "_snapshot", lambda device=None, *a, **k: trace_writer.snapshot_dict(
             list(self.recording.events)))
+        # nn.DataParallel on the one fake GPU: its scatter is a move to that
+        # device (torch._C._scatter is in CUDA builds only).
+        from torch.nn.parallel import comm
+        self._set(comm, "scatter", _scatter_one)
+        # Recurrent layers: a GPU runs them as one cuDNN call (workspace and
+        # reserve space sized by cuDNN), a CPU torch unrolls them per time
+        # step: recorded as unrolled, counted, and the answer says so.
+        for name in ("lstm", "gru", "rnn_tanh", "rnn_relu"):
+            self._set(torch._VF, name, self._unmodelled(
+                f"nn.{name.upper().replace('_TANH', '').replace('_RELU', '')} (cuDNN RNN)",
+                getattr(torch._VF, name)))
         # NVTX ranges and marks (profiler annotations): no-ops.
         import torch.cuda.nvtx as nvtx
         self._set(nvtx, "_nvtx", _NoNvtx())

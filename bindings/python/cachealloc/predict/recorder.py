@@ -78,6 +78,7 @@ class Recording:
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
+        self.unmodelled = {}        # what ran that the fake run records otherwise than a GPU -> calls
         self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (not replayed)
         self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
 
@@ -142,7 +143,8 @@ class Recording:
                 "plain_tensor_rules": self.rules.calibration,
                 "item_placeholders": self.placeholders,
                 "attention_calls": dict(self.attention),
-                "empty_cache_calls": self.empty_cache_calls}
+                "empty_cache_calls": self.empty_cache_calls,
+                "unmodelled_calls": dict(self.unmodelled)}
 
 
 def _placeholder(dtype):

@@ -70,6 +70,10 @@ def notes(a: dict) -> list:
                    f"{size_text(peak - held['total'])}")
     for what, n in sorted((rec.get("attention_calls") or {}).items()):
         out.append(f"attention: {n} call(s) on {what}")
+    for what, n in sorted((rec.get("unmodelled_calls") or {}).items()):
+        out.append(f"NOT MODELLED: {n} call(s) of {what}: a GPU runs each as one cuDNN call with a "
+                   "workspace and reserve space cuDNN sizes; the fake run recorded the CPU build's "
+                   "per-time-step ops instead (the prediction may be far off for this step)")
     if rec.get("empty_cache_calls"):
         out.append(f"note: torch.cuda.empty_cache() was called {rec['empty_cache_calls']} time(s): "
                    "not replayed (cached segments are kept, so peak reserved may be over-predicted; "
