@@ -151,11 +151,16 @@ def describe(gpu, torch_version: str) -> list:
         "at its first addmm with a bias on the cuBLASLt path, never freed (CUBLASLT_WORKSPACE_SIZE, "
         "TORCH_CUBLASLT_UNIFIED_WORKSPACE honoured)",
         "attention: scaled_dot_product_attention steered to the kernel this GPU picks "
-        "(flash / memory-efficient / math), allocating that kernel's tensors",
+        "(flash / memory-efficient / math, among those sdpa_kernel leaves enabled), after "
+        "autocast's casts, a bool mask made additive and the kernel's padding, allocating that "
+        "kernel's tensors; cuDNN attention (which torch may prefer on sm90 with cuDNN > 9.15) is "
+        "not modelled",
         cuda_kernels.describe(),
         "plain tensors: linear's bias added in place after a matmul, autograd's gradient "
         "accumulation in place (where torch does so for plain tensors and not for the fake run's)",
         "cuDNN workspaces: not modelled (a convolution step may need one more workspace block)",
+        "cuDNN RNN (nn.LSTM/GRU/RNN): not modelled (recorded unrolled; flagged when used)",
+        "values: .item() placeholders; NaN/inf checks answer finite, GradScaler takes every step",
         "NCCL buffers: not counted (outside the caching allocator)",
         f"outside the allocator: {gpu.context_bytes} bytes assumed for the CUDA context",
     ]
