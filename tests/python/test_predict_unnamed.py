@@ -88,3 +88,25 @@ def test_attention_takes_the_cuda_dispatch_path(tmp_path):
     half = 2 * 4 * 128 * 64 * 2
     allocs = [s for a, s in req[15:] if a == "alloc"]
     assert allocs[:5] == [half, half, half, half, 2 * 4 * 128 * 4]
+
+
+def test_sdp_backend_rules():
+    """gpu_model.choose_sdp_backend's filters (sdp_utils.cpp), on shapes alone."""
+    from cachealloc.predict import gpu_model as g
+    h200, rtx4090 = (9, 0), (8, 9)
+    half = torch.empty(2, 4, 16, 64, dtype=torch.float16)
+    assert g.choose_sdp_backend(h200, half, half, half, None, 0.0) == g.SDP_FLASH
+    # causal over unequal query and key lengths: not flash
+    k = torch.empty(2, 4, 32, 64, dtype=torch.float16)
+    assert g.choose_sdp_backend(h200, half, k, k, None, 0.0, is_causal=True) == g.SDP_EFFICIENT
+    # a last dimension of stride 2: math
+    strided = torch.empty(2, 4, 16, 128, dtype=torch.float16)[..., ::2]
+    assert g.choose_sdp_backend(h200, strided, strided, strided, None, 0.0) == g.SDP_MATH
+    # head dim 256 with a gradient: flash on sm90, not on sm89
+    big = torch.empty(2, 4, 16, 256, dtype=torch.float16, requires_grad=True)
+    assert g.choose_sdp_backend(h200, big, big, big, None, 0.0) == g.SDP_FLASH
+    assert g.choose_sdp_backend(rtx4090, big, big, big, None, 0.0) == g.SDP_EFFICIENT
+    # fp32 views at an element offset that is not a multiple of 4: math
+    packed = torch.empty(2, 16, 3 * 4 * 36 + 2)[..., 2:].unflatten(-1, (3, 4, 36))
+    q = packed.permute(2, 0, 3, 1, 4)[0]
+    assert q.storage_offset() % 4 and g.choose_sdp_backend(h200, q, q, q, None, 0.0) == g.SDP_MATH

@@ -99,7 +99,8 @@ SDP_MATH, SDP_FLASH, SDP_EFFICIENT = 0, 1, 2
 SDP_NAMES = {SDP_MATH: "math", SDP_FLASH: "flash", SDP_EFFICIENT: "memory-efficient"}
 
 
-def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False) -> int:
+def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False,
+                       is_causal=False) -> int:
     """The kernel torch's CUDA SDPA dispatch picks for these inputs (the main
     rules of sdp_utils.cpp; flash first, then memory-efficient, then math),
     among the kernels the user left enabled (torch.nn.attention.sdpa_kernel,
@@ -108,7 +109,11 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     Grouped-query inputs (fewer key/value heads than query heads, with
     enable_gqa): torch 2.11 runs them on flash or math only (its
     F.scaled_dot_product_attention documentation); equal head counts pass
-    whatever enable_gqa says."""
+    whatever enable_gqa says. Also checked: q, k, v (and a mask) with a last
+    dimension of stride 1; flash: no causal mask over unequal query and key
+    lengths, and on sm86/89/120 no head dim above 192 when a gradient is
+    needed; memory-efficient on sm80+: q, k, v storage offsets aligned to
+    its alignment."""
     import torch
     dtype = query.dtype
     head_dim = query.shape[-1]
@@ -118,9 +123,16 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     heads_ok = not grouped or (enable_gqa and key.shape[1] == value.shape[1]
                                and query.shape[1] % key.shape[1] == 0)
     flags = torch.backends.cuda      # the user's sdpa_kernel(...) / enable_*_sdp choices
+    qkv = (query, key, value)
+    unit_stride = (all(t.stride(-1) == 1 for t in qkv)
+                   and (attn_mask is None or attn_mask.stride(-1) == 1))
+    grad = any(t.requires_grad for t in qkv) and torch.is_grad_enabled()
+    big_head_ok = not (grad and head_dim > 192 and tuple(capability) in ((8, 6), (8, 9), (12, 0)))
+    causal_ok = not (is_causal and query.shape[-2] != key.shape[-2])
     if (flags.flash_sdp_enabled() and capability >= (8, 0)
             and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
-            and head_dim <= 256 and same_head and dims4 and heads_ok):
+            and head_dim <= 256 and same_head and dims4 and heads_ok
+            and (unit_stride or head_dim == 1) and big_head_ok and causal_ok):
         return SDP_FLASH          # a head dim not a multiple of 8 is padded (fake_device)
     # minimum_gemm_alignment: tensor cores on sm80+ (and for fp16 on sm70+)
     # want 128-bit rows; sm80+ asks at least 4 elements.
@@ -133,7 +145,8 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     if (flags.mem_efficient_sdp_enabled() and capability >= (5, 0)
             and dtype in (torch.float16, torch.bfloat16, torch.float32)
             and head_dim % align == 0 and value.shape[-1] % align == 0 and dims4 and not grouped
-            and key.shape[-1] == head_dim
+            and key.shape[-1] == head_dim and unit_stride
+            and (capability < (8, 0) or all(t.storage_offset() % align == 0 for t in qkv))
             and not (dtype == torch.bfloat16 and capability < (8, 0))):
         return SDP_EFFICIENT
     return SDP_MATH

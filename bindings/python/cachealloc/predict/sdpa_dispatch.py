@@ -51,7 +51,7 @@ def sdpa(recording, cap):
             with torch.autocast("cuda", enabled=False):
                 return sdpa(query, key, value, attn_mask, dropout_p, is_causal, scale, enable_gqa)
         backend = gpu_model.choose_sdp_backend(cap, query, key, value, attn_mask, dropout_p,
-                                               enable_gqa)
+                                               enable_gqa, is_causal)
         recording.note_attention(backend, query, key, attn_mask, dropout_p, enable_gqa)
         if backend == gpu_model.SDP_MATH:
             return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
