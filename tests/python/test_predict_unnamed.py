@@ -5,11 +5,12 @@ script does that the named workloads did not (docs/prediction.md,
 import json
 import os
 import pathlib
-import pickle
 import subprocess
 import sys
 
 import pytest
+
+from cachealloc import plain_pickle
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 torch = pytest.importorskip("torch")
@@ -21,14 +22,9 @@ def _tool(cli, monkeypatch):
     monkeypatch.setenv("CACHEALLOC_CLI", str(cli))
 
 
-class _DataOnly(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing {module}.{name}")
-
-
 def _requests(path):
     with open(path, "rb") as f:
-        snap = _DataOnly(f).load()
+        snap = plain_pickle.load(f)
     return [(e["action"], e["size"]) for e in snap["device_traces"][0]
             if e["action"] in ("alloc", "free_requested")]
 
