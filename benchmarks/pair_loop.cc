@@ -18,6 +18,11 @@
 //                          cachealloc_free_report (one call, one lock each)
 //           capi+reporter-idle  the plain capi pair after one reported pair
 //                          attached the reporters (their cost when idle)
+//           glue           the glue's pair with the profiler off: the _report
+//                          calls with report NULL, never profiled
+//           glue+after-profiling  the same after one reported pair and
+//                          the 4,096 unreported frees that detach the
+//                          reporters (run in warm-up): equals glue
 //
 // One warm-up pair reserves the segment; every counted pair is a cache hit.
 // With history on, warm-up first fills the ring, so the counted pairs see
@@ -71,8 +76,9 @@ int capi_loop(long pairs, size_t bytes) {
 }
 
 // The pairs with profiler numbers (see the top of the file); `mode`:
-// 0 three calls each way, 1 the _report calls, 2 plain after one report.
-int capi_profiler_loop(long pairs, size_t bytes, int mode) {
+// 0 three calls each way, 1 the _report calls, 2 plain after one report,
+// 3 the _report calls with NULL reports (after one report when `profiled`).
+int capi_profiler_loop(long pairs, size_t bytes, int mode, bool profiled = false) {
   if (cachealloc_init("", "simulated") != 0) {
     std::fprintf(stderr, "cachealloc_init: %s\n", cachealloc_last_error());
     return 1;
@@ -80,6 +86,23 @@ int capi_profiler_loop(long pairs, size_t bytes, int mode) {
   const auto size = static_cast<ssize_t>(bytes);
   int64_t sink = 0;  // keeps the reported numbers live
   cachealloc_block_report report{};
+  if (mode == 3) {
+    // Warm-up: one reported pair (when profiled), then past the detach.
+    void* p = nullptr;
+    if (profiled) {
+      cachealloc_try_malloc_report(size, 0, nullptr, &p, &report);
+      cachealloc_free_report(p, -1, &report);
+    }
+    for (long i = 0; i <= 4096; ++i) {
+      cachealloc_try_malloc_report(size, 0, nullptr, &p, nullptr);
+      cachealloc_free_report(p, -1, nullptr);
+    }
+    for (long i = 0; i < pairs; ++i) {
+      cachealloc_try_malloc_report(size, 0, nullptr, &p, nullptr);
+      cachealloc_free_report(p, -1, nullptr);
+    }
+    return 0;
+  }
   for (long i = 0; i <= pairs; ++i) {
     void* p = nullptr;
     if (mode == 0) {
@@ -112,7 +135,7 @@ int capi_profiler_loop(long pairs, size_t bytes, int mode) {
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr, "usage: pair_loop PAIRS BYTES front|front+stats|front+history|capi|"
-                 "capi+profiler-3calls|capi+profiler-report|capi+reporter-idle\n");
+                 "capi+profiler-3calls|capi+profiler-report|capi+reporter-idle|glue|glue+after-profiling\n");
     return 2;
   }
   const long pairs = std::atol(argv[1]);
@@ -129,6 +152,8 @@ int main(int argc, char** argv) {
   if (path == "capi+profiler-3calls") return cachealloc::capi_profiler_loop(pairs, bytes, 0);
   if (path == "capi+profiler-report") return cachealloc::capi_profiler_loop(pairs, bytes, 1);
   if (path == "capi+reporter-idle") return cachealloc::capi_profiler_loop(pairs, bytes, 2);
+  if (path == "glue") return cachealloc::capi_profiler_loop(pairs, bytes, 3);
+  if (path == "glue+after-profiling") return cachealloc::capi_profiler_loop(pairs, bytes, 3, true);
   std::fprintf(stderr, "pair_loop: unknown path '%s'\n", path.c_str());
   return 2;
 }

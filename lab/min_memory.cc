@@ -29,7 +29,8 @@ MinMemoryResult find_min_memory(const RequestStream& stream, const LabConfig& co
     probe_options.memory_limit = limit;
     const WhatIfResult r = run_whatif(stream, config, probe_options);
     ++out.probes;
-    const bool clean = r.ooms == 0;
+    // Fits: no OOM, and never more reserved than the limit (min_memory.h).
+    const bool clean = r.ooms == 0 && (!limit || r.peak_reserved <= *limit);
     if (limit && options.progress) options.progress(*limit, clean);
     if (!limit) {
       out.peak_reserved_unlimited = r.peak_reserved;

@@ -1,6 +1,16 @@
 // The smallest memory limit under which a trace's requests run without a
 // single OOM, per configuration: exact, not sampled.
 //
+// "Runs under L" means: no request OOMs, and reserved memory never exceeds
+// L bytes. The second half matters for native with expandable segments:
+// it checks the limit against a request's whole-segment size, then maps
+// pages of large_segment_size, so under L it can hold more than L (a
+// 64 MiB page past an 860 MiB limit). Such a run does not fit in L bytes
+// of memory, and counting it as fitting would compare native's limit
+// setting with another allocator's memory held. Allocators that keep
+// reserved at or under their limit (classic native, every policy that
+// checks the limit before it maps) are judged by OOMs alone, as before.
+//
 // Reserved memory only grows in whole 2 MiB units (every segment size and
 // every page is a multiple), so a limit of L bytes behaves as
 // floor(L / 2 MiB) units, except for garbage collection, whose threshold is
@@ -9,8 +19,8 @@
 // unlimited run (succeeds: the limit never bites), then checks that
 // limit - 1 byte fails; if it does not (a GC threshold effect), it bisects
 // the bytes of that last unit. The answer is exact under the premise that
-// more memory never causes an OOM; it is always verified at L (no OOM) and
-// L - 1 (an OOM).
+// a run that fits in L fits in any larger limit; it is always verified at
+// L (fits) and L - 1 (an OOM, or more than L - 1 reserved).
 #pragma once
 
 #include <chrono>
@@ -34,7 +44,7 @@ struct MinMemoryOptions {
 
 struct MinMemoryResult {
   LabConfig config;
-  size_t min_limit = 0;                // bytes: smallest limit with no OOM
+  size_t min_limit = 0;                // bytes: smallest limit it runs under (above)
   size_t peak_reserved_unlimited = 0;  // bytes, with no limit at all
   size_t probes = 0;                   // what-if replays run (unlimited one included)
   // Of the unlimited run: segments reserved / released (mappings and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What we run on the GPU machine (device tool), in stages; logs go to $OUT.
-#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|multigpu4|predict|policy|all
+#   bash scripts/gpu_session.sh tests|bench|ab|record|expandable|multigpu|multigpu4|predict|predict_unnamed|policy|all
 # Expects the prebuilt library in .carry/lib (see scripts/carry_build.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,8 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 stage=${1:-tests}
 # The PyTorch glue must be built against the torch installed there.
-if [ ! -f .carry/lib/libcachealloc_torch.so ]; then
+# (Not for predict_unnamed: it runs only native PyTorch and the cachealloc tool.)
+if [ ! -f .carry/lib/libcachealloc_torch.so ] && [ "$stage" != predict_unnamed ]; then
   TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
   cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" >/tmp/glue.log 2>&1 \
     && cmake --build /tmp/glue -j16 >>/tmp/glue.log 2>&1 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/ \
@@ -55,6 +56,22 @@ case "$stage" in
     python3 benchmarks/predict/compare.py --truth benchmarks/results/predict_truth_H200.json \
       --pred "torch $(python3 -c 'import torch; print(torch.__version__[:4])') on the device CPU=$(ls "$OUT"/predict_pred_H200_torch*.json | head -1)" \
       --pred "torch 2.13 on this CPU=benchmarks/results/predict_pred_H200_torch2.13_local.json" | tee "$OUT/predict_compare_H200.md" | tail -40
+    ;;
+  predict_unnamed)
+    # Issue 33's "workloads this issue does not name": the unmodified scripts of
+    # benchmarks/predict/workloads.py SCRIPTS (BERT-base MLM with sdpa; a ViT with fp16
+    # autocast + GradScaler + checkpointing + accumulation). GPU truth at batches 8 and 16
+    # under both policies (fresh processes, the attention kernel torch picked recorded),
+    # then the CPU prediction with this torch and no GPU visible, then the table.
+    U="$OUT/predict_unnamed"; mkdir -p "$U"
+    python3 benchmarks/predict/record_truth.py run --out "$U" --workloads ${PREDICT_SCRIPTS:-bert_sdpa,vit_amp_ckpt} \
+      --batches 8,16 --no-largest --no-bundle 2>&1 | tee "$U/record_truth.log" | tail -8
+    T=$(ls "$U"/predict_truth_*.json | head -1)
+    TV=$(python3 -c 'import torch; print(torch.__version__[:4])')
+    CUDA_VISIBLE_DEVICES= python3 benchmarks/predict/predict_all.py --truth "$T" --no-largest \
+      --out "$U/predict_pred_torch$TV.json" --jobs 8 2>&1 | tee "$U/predict_all.log" | tail -6
+    python3 benchmarks/predict/compare.py --truth "$T" --pred "torch $TV on the device CPU=$U/predict_pred_torch$TV.json" \
+      | tee "$U/predict_compare.md" | head -30
     ;;
   multigpu)
     # Issue 34 on 2 GPUs (about 6 minutes): DDP/FSDP2 under both allocators,

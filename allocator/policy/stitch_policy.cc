@@ -32,13 +32,19 @@ Block* StitchPolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
   MissRequest m = r;
   // Under a limit, map ahead while the limit has room: up to a granule, so
   // the next requests grow into it without a device call (native's large
-  // pages do this too). Without a limit, exactly the pages needed: reserved
-  // follows live bytes.
+  // pages do this too). In the large pool the granule grows with reserved
+  // memory (1/kMapAheadDivisor of it, at least kMapAheadLarge): a program
+  // that has reserved a lot maps in larger steps, so the number of
+  // mappings grows with the log of its memory, not linearly. Without a
+  // limit, exactly the pages needed: reserved follows live bytes.
   const MemoryLimit& limit = engine.limit();
   if (limit.is_set()) {
-    const size_t granule = r.pool->is_small() ? kMapAheadSmall : kMapAheadLarge;
-    const size_t ahead = (r.size + granule - 1) / granule * granule;
     const size_t reserved = engine.reserved_bytes();
+    const size_t granule =
+        r.pool->is_small()
+            ? kMapAheadSmall
+            : std::max(kMapAheadLarge, reserved / kMapAheadDivisor / kSmallBuffer * kSmallBuffer);
+    const size_t ahead = (r.size + granule - 1) / granule * granule;
     const size_t room = limit.allowed_bytes() > reserved ? limit.allowed_bytes() - reserved : 0;
     // What the limit leaves, in whole pages; never less than the request.
     m.size = std::max(r.size, std::min(ahead, room / kSmallBuffer * kSmallBuffer));

@@ -17,22 +17,16 @@ during the last 2p per step (they agree in a steady state).
 """
 import argparse
 import pathlib
-import pickle
 import subprocess
 import sys
 import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bindings" / "python"))
+from cachealloc import plain_pickle  # noqa: E402
 TRACES = ["mlp", "large_segment_mlp", "resnet18", "transformer", "transformer_pow2",
           "x_mlp", "x_large_segment_mlp", "x_resnet18", "x_transformer", "x_transformer_pow2"]
 CALLS = {"segment_map", "segment_unmap", "segment_alloc", "segment_free"}
-
-
-class _PlainUnpickler(pickle.Unpickler):
-    """Plain data only (the replay's own snapshot; still no code runs)."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}")
 
 
 def trace_path(name):
@@ -46,7 +40,7 @@ def replay_events(cli, path, conf, policy):
                         "--snapshot-dir", d], check=True, capture_output=True)
         (snap,) = pathlib.Path(d).iterdir()
         with open(snap, "rb") as f:
-            data = _PlainUnpickler(f).load()
+            data = plain_pickle.load(f)
     (events,) = data["device_traces"]
     return events
 

@@ -36,6 +36,25 @@ def memtracker_largest(R: dict, limit: int):
     return int(b0 + (limit - p0) // slope)
 
 
+def attention_kernels(truth: dict, pred: dict) -> list:
+    """One line per workload whose truth recorded the attention kernel the
+    GPU picked (the unmodified scripts), beside the prediction's."""
+    out = []
+    for w, R in truth["workloads"].items():
+        gpu = {}
+        for runs in R["truth"].values():
+            for r in runs.values():
+                gpu.update(r.get("sdp_choices") or {})
+        if not gpu:
+            continue
+        predicted = {}
+        for f in pred["workloads"].get(w, {}).get("fits", {}).values():
+            predicted.update(f.get("recording", {}).get("attention_calls") or {})
+        out.append(f"- {w}: GPU {sorted(set(gpu.values()))} for {len(gpu)} call shape(s); "
+                   f"predicted {sorted(predicted)}")
+    return out
+
+
 def table(truth: dict, preds: list) -> str:
     lines = [f"Measured on {truth['device']} (total {truth['device_total_memory']:,} B), "
              f"torch {truth['torch']}, {truth['steps']} training steps, each in a fresh process.", ""]
@@ -74,6 +93,10 @@ def table(truth: dict, preds: list) -> str:
             cells = [f"{L.get(c)} / {PL.get(c, '—')}" for c in ("classic", "expandable", "physical")]
             lines.append(f"| {w} | {R['fraction']} | {_mib(R['limit_bytes'])} | " + " | ".join(cells) +
                          f" | {memtracker_largest(R, R['limit_bytes'])} |")
+        kernels = attention_kernels(truth, pred)
+        if kernels:
+            lines += ["", "Attention kernels (GPU: torch._fused_sdp_choice per distinct call; "
+                      "predicted: the recording's choice):", ""] + kernels
         errs = [f"{w}: {v.get('error')}" for w, W in pred["workloads"].items()
                 for v in list(W.get("fits", {}).values()) + [W.get("largest", {})] if v.get("error")]
         if errs:

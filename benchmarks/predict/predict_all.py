@@ -45,6 +45,8 @@ def main() -> None:
     gpu = predict.Gpu(truth["device"], truth["device_total_memory"], base.capability,
                       base.multi_processor_count, base.context_bytes, truth["device"])
     builder = os.path.join(HERE, "workloads.py")
+    sys.path.insert(0, HERE)
+    import workloads
     steps = truth["steps"]
     t0 = time.time()
 
@@ -57,15 +59,20 @@ def main() -> None:
     jobs = {}
     with ThreadPoolExecutor(max_workers=args.jobs) as ex:
         for w in names:
-            target = f"{builder}:{w}"
+            # A builder, or an unmodified script with the size as its --batch-size.
+            target, how = f"{builder}:{w}", {}
+            if w in workloads.SCRIPTS:
+                script, script_args, batch_arg = workloads.SCRIPTS[w]
+                target = [sys.executable, workloads.script_path(w)] + list(script_args)
+                how = {"batch_arg": batch_arg}
             for b in truth["base_batches"]:
                 jobs[(w, "fits", b)] = ex.submit(guarded, predict.fits, target, gpu, size=b,
-                                                 steps=steps, advise=False)
+                                                 steps=steps, advise=False, **how)
             R = truth["workloads"][w]
             if args.largest and "fraction" in R:
                 jobs[(w, "largest", None)] = ex.submit(
                     guarded, predict.largest, target, gpu, memory_fraction=R["fraction"],
-                    steps=steps, start=8)
+                    steps=steps, start=8, **how)
         out = {"torch": torch.__version__, "host": platform.node(), "gpu": gpu.name,
                "total_memory": gpu.total_memory, "truth": os.path.basename(args.truth),
                "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),

@@ -18,6 +18,10 @@ segment must not leak into the next probe.
 
 Usage on the GPU machine:
     python benchmarks/predict/record_truth.py run --out DIR [--workloads a,b]
+        [--batches 2,4] [--no-largest] [--no-bundle]
+A workload is a builder of workloads.py (WORKLOADS) or an unmodified script
+(workloads.SCRIPTS: run as __main__ until its 3rd optimizer step, with the
+attention kernel torch picked per call recorded; no MemTracker baseline).
 (one worker: `python record_truth.py worker --spec JSON`; the driver starts
 these itself.)"""
 from __future__ import annotations
@@ -62,8 +66,10 @@ def worker(spec: dict) -> dict:
     kwargs = spec.get("kwargs", {})
     t0 = time.time()
     try:
-        step = workloads.WORKLOADS[spec["workload"]](spec["batch"], device=dev, **kwargs)
-        if spec.get("memtracker"):
+        if spec["workload"] in workloads.SCRIPTS:
+            out["sdp_choices"] = run_script(spec["workload"], spec["batch"], spec["steps"])
+        elif spec.get("memtracker"):
+            step = workloads.WORKLOADS[spec["workload"]](spec["batch"], device=dev, **kwargs)
             from torch.distributed._tools.mem_tracker import MemTracker
             mt = MemTracker()
             mt.track_external(step.model, step.optimizer)
@@ -78,6 +84,7 @@ def worker(spec: dict) -> dict:
             out["memtracker_peak_total"] = max(
                 v.get("Total", 0) for d, v in peak.items() if str(d).startswith("cuda"))
         else:
+            step = workloads.WORKLOADS[spec["workload"]](spec["batch"], device=dev, **kwargs)
             for _ in range(spec["steps"]):
                 step()
         torch.cuda.synchronize()
@@ -104,6 +111,60 @@ def worker(spec: dict) -> dict:
             f.write(raw)
         out["n_events"] = sum(len(t) for t in snap.get("device_traces", []))
     return out
+
+
+class _StepsDone(BaseException):
+    """After the N-th optimizer step (not an Exception: the script's own
+    handlers must not catch it)."""
+
+
+def run_script(name: str, batch: int, steps: int) -> dict:
+    """Runs an unmodified script of workloads.SCRIPTS as __main__ until its
+    `steps`-th optimizer.step(), as cachealloc predict records it. Returns
+    the attention kernel torch picked per distinct call (torch._fused_sdp_choice,
+    a query that allocates nothing), so the prediction's choice can be checked."""
+    import runpy
+    import torch
+    import torch.nn.functional as F
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    import workloads
+    names = {0: "math", 1: "flash", 2: "efficient", 3: "cudnn", 4: "overrideable"}
+    choices = {}
+    sdpa = F.scaled_dot_product_attention
+
+    def probe(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+        key = (str(q.dtype), tuple(q.shape), tuple(k.shape), attn_mask is not None, dropout_p > 0,
+               is_causal, enable_gqa)
+        if str(key) not in choices:
+            try:
+                c = torch._fused_sdp_choice(q, k, v, attn_mask, dropout_p, is_causal, scale=scale,
+                                            enable_gqa=enable_gqa)
+                choices[str(key)] = names.get(int(c), str(c))
+            except Exception as e:  # recorded, not fatal
+                choices[str(key)] = f"unknown ({type(e).__name__})"
+        return sdpa(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
+                    scale=scale, enable_gqa=enable_gqa)
+
+    done = [0]
+
+    def hook(opt, args, kwargs):
+        done[0] += 1
+        if done[0] >= steps:
+            raise _StepsDone()
+
+    handle = register_optimizer_step_post_hook(hook)
+    F.scaled_dot_product_attention = probe
+    saved_argv = sys.argv
+    sys.argv = workloads.script_argv(name, batch)
+    try:
+        runpy.run_path(sys.argv[0], run_name="__main__")
+    except _StepsDone:
+        pass
+    finally:
+        sys.argv = saved_argv
+        F.scaled_dot_product_attention = sdpa
+        handle.remove()
+    return choices
 
 
 # --- driver -------------------------------------------------------------------------
@@ -162,6 +223,11 @@ def run_job(pool: Pool, spec: dict, need: int, logdir: str) -> dict:
 
 def main_run(args) -> None:
     import torch
+    global BASE_BATCHES
+    sys.path.insert(0, HERE)
+    import workloads
+    if args.batches:
+        BASE_BATCHES = tuple(int(b) for b in args.batches.split(","))
     os.makedirs(args.out, exist_ok=True)
     logdir = os.path.join(args.out, "logs")
     hist = os.path.join(args.out, "history")
@@ -191,6 +257,8 @@ def main_run(args) -> None:
                             history=os.path.join(hist, f"{w}_{c}_b{b}.pickle.gz")
                             if b == BASE_BATCHES[-1] else None)
                 futs[(w, "truth", c, b)] = submit(spec, 12 * GIB)
+            if w in workloads.SCRIPTS:
+                continue  # MemTracker needs the model and optimizer: builders only
             spec = dict(workload=w, batch=b, conf="classic", fraction=None, steps=STEPS,
                         memtracker=True)
             futs[(w, "memtracker", "classic", b)] = submit(spec, 12 * GIB)
@@ -206,7 +274,8 @@ def main_run(args) -> None:
         for b in BASE_BATCHES:
             for c in CONFS:
                 R["truth"][c][str(b)] = futs[(w, "truth", c, b)].result()
-            R["memtracker"][str(b)] = futs[(w, "memtracker", "classic", b)].result()
+            if (w, "memtracker", "classic", b) in futs:
+                R["memtracker"][str(b)] = futs[(w, "memtracker", "classic", b)].result()
     for c, f in bundle.items():
         result.setdefault("bundle", {})[c] = f.result()
     print(f"phase A done in {time.time() - t0:.0f} s", flush=True)
@@ -214,6 +283,14 @@ def main_run(args) -> None:
     path = os.path.join(args.out, f"predict_truth_{gpu}.json")
     with open(path, "w") as f:  # partial, in case phase B runs out of time
         json.dump(result, f, indent=1, sort_keys=True, default=str)
+
+    if not args.largest:
+        result["seconds"] = round(time.time() - t0, 1)
+        with open(path, "w") as f:
+            json.dump(result, f, indent=1, sort_keys=True, default=str)
+        print("wrote", path, flush=True)
+        summary(result)
+        return
 
     # Phase B: pick each workload's fraction from the base peaks, then probe a
     # window of batches around the estimated limit (rounds extend the window
@@ -324,6 +401,9 @@ def main() -> None:
     r.add_argument("--workloads", default="gpt2,resnet50,encoder,llama,vit")
     r.add_argument("--cpus", type=int, default=14)
     r.add_argument("--no-bundle", dest="bundle", action="store_false")
+    r.add_argument("--no-largest", dest="largest", action="store_false",
+                   help="only the peaks at the base batches (phase A)")
+    r.add_argument("--batches", help="the base batches, comma-separated (default 2,4)")
     w = sub.add_parser("worker")
     w.add_argument("--spec", required=True)
     args = ap.parse_args()

@@ -230,3 +230,28 @@ def available() -> Dict[str, Callable[..., Callable[[], None]]]:
         return dict(WORKLOADS)
     except ImportError:
         return {k: v for k, v in WORKLOADS.items() if k not in ("gpt2", "llama")}
+
+
+# Unmodified training scripts (benchmarks/predict/scripts/), workloads issue 33
+# does not name: name -> (script, its arguments, the argument carrying the
+# batch). record_truth.py runs them on the GPU as __main__ (stopping after
+# `steps` optimizer steps, as the predictor does); predict_all.py predicts
+# them through cachealloc.predict with the same arguments.
+SCRIPTS: Dict[str, tuple] = {
+    "bert_sdpa": ("scripts/train_bert_mlm.py", ["--seq-len", "512", "--steps", "1000"],
+                  "--batch-size"),
+    "vit_amp_ckpt": ("scripts/train_vit_amp.py", ["--accum", "2", "--steps", "1000"],
+                     "--batch-size"),
+}
+
+
+def script_path(name: str) -> str:
+    import os
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), SCRIPTS[name][0])
+
+
+def script_argv(name: str, batch: int) -> list:
+    """The script's argv (script first) at this batch, as predict's
+    --batch-arg appends it."""
+    _, args, batch_arg = SCRIPTS[name]
+    return [script_path(name)] + list(args) + [batch_arg, str(batch)]

@@ -377,7 +377,11 @@ typedef struct cachealloc_block_report {
  * allocation plus a copy of the device's counters; the first call with a
  * report attaches a reporter to every device (each device's lock taken
  * once), after which every allocation and free costs one more observer
- * call (a few ns) until the next cachealloc_init. */
+ * call (a few ns). Detach: once one thread has made 4,096 calls in a row
+ * to cachealloc_free_report with report NULL and none with a report (the
+ * profiler stopped), the reporters are removed again (each device's lock
+ * taken once) and plain pairs cost what they cost before; the next call
+ * with a report attaches them again. */
 CACHEALLOC_API int cachealloc_try_malloc_report(ssize_t size, int device, void* stream, void** out,
                                                 cachealloc_block_report* report);
 /* cachealloc_free that also fills *report (NULL: none) for the freed block:

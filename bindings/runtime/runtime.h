@@ -59,9 +59,16 @@ struct Generation {
   std::vector<std::unique_ptr<HistoryRecorder>> history;
   std::vector<std::unique_ptr<ScopeTracker>> scopes;
   // One per device, attached (after stats) by the first call that asks for
-  // a report (attach_reporters); idle until then.
+  // a report (attach_reporters); idle until then. Detached again once a
+  // thread has made kDetachReportersAfter frees in a row that ask for none
+  // (note_unreported: the profiler stopped), so plain pairs stop paying
+  // for them. reports_in_flight counts the reported calls under way: a
+  // detach leaves a device's reporter in place while any is (see
+  // detach_reporters for why that is enough).
   std::vector<std::unique_ptr<BlockReporter>> reporters;
   std::atomic<bool> reporters_attached{false};
+  std::atomic<int> reports_in_flight{0};
+  std::mutex reporters_mutex;  // serializes attach's slow path and detach
   // Attached while a segment callback is set (set_segment_callback); empty
   // otherwise.
   std::vector<std::unique_ptr<SegmentTracker>> segment_trackers;
@@ -167,6 +174,18 @@ class Runtime {
   // (address 0).
   uintptr_t allocate_reported(size_t size, int device, uintptr_t stream, BlockReport& report);
   void deallocate_reported(uintptr_t address, int device, BlockReport& report);
+  // A free through cachealloc_free_report that asks for no report (the
+  // glue's path while PyTorch's profiler is off; frees only, to halve the
+  // cost to a pair that never profiles). Costs a load and a branch
+  // while no reporter is attached; once this thread has made
+  // kDetachReportersAfter such calls in a row with reporters attached, it
+  // detaches them.
+  static void note_unreported() {
+    Generation* g = current_.load(std::memory_order_acquire);
+    if (!g || !g->reporters_attached.load(std::memory_order_relaxed)) [[likely]] return;
+    note_unreported_slow(*g);
+  }
+  static constexpr unsigned kDetachReportersAfter = 4096;
   // The same with a context the caller captured (framework glue).
   uintptr_t allocate_with(size_t size, int device, uintptr_t stream, const ContextPtr& ctx) {
     return on_allocator([&](CachingAllocator& a) { return a.allocate(size, device, stream, ctx); });
@@ -240,6 +259,10 @@ class Runtime {
   void put_history_in_force(const ContextCapture::Settings& s, size_t max_entries);
   // Attaches g's reporters once (each device's lock taken once).
   static void attach_reporters(Generation& g);
+  // Removes g's reporters (each device's lock taken once) unless a
+  // reported call is under way.
+  static void detach_reporters(Generation& g);
+  [[gnu::noinline]] static void note_unreported_slow(Generation& g);
   // allocate/deallocate with capture_'s context. Out of line, so
   // that the inlined common case needs no ContextPtr (nor the registers and
   // stack to keep one across the call).
@@ -274,6 +297,9 @@ class Runtime {
   static inline std::atomic<Generation*> current_{nullptr};
   // instance()'s object, for initialized_instance's fast path.
   static inline Runtime* instance_ = nullptr;
+  // This thread's unreported calls in a row while reporters were attached
+  // (note_unreported_slow).
+  static inline thread_local unsigned unreported_run_ = 0;
   // History settings (record_history*); reset by init(): a new generation
   // records nothing.
   ContextCapture capture_;

@@ -521,5 +521,55 @@ TEST(FrontStress, ReinitWhileOthersAllocate) {
   }
 }
 
+// Profiler reporters detached while other threads make reported calls
+// (Runtime::detach_reporters): threads that never profile (as NCCL's
+// watchdog freeing tensors) detach them every 4,096 frees; the profiled
+// threads re-attach them. Every reported call must get its own block: a
+// detach between a call's look at the reporters and its event would leave
+// it with device -1.
+TEST(FrontStress, ReportersDetachWhileOthersReport) {
+  const uint64_t ms = env_u64("CACHEALLOC_STRESS_MS", 1500);
+  ASSERT_EQ(cachealloc_init("", "simulated:1073741824:2"), 0) << cachealloc_last_error();
+  std::atomic<bool> stop{false};
+  std::atomic<long> missed{0}, reported{0}, detaches{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      const int device = t % 2;
+      const auto size = static_cast<ssize_t>(512 * (1 + t));
+      cachealloc_block_report r{};
+      while (!stop.load(std::memory_order_relaxed)) {
+        void* p = nullptr;
+        ASSERT_EQ(cachealloc_try_malloc_report(size, device, nullptr, &p, &r), 0);
+        if (r.device != device || r.size != static_cast<size_t>(size)) missed.fetch_add(1);
+        ASSERT_EQ(cachealloc_free_report(p, -1, &r), 0);
+        if (r.device != device || r.size != static_cast<size_t>(size)) missed.fetch_add(1);
+        reported.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (unsigned i = 0; i < Runtime::kDetachReportersAfter; ++i) {
+          void* p = nullptr;
+          ASSERT_EQ(cachealloc_try_malloc_report(4096, t, nullptr, &p, nullptr), 0);
+          ASSERT_EQ(cachealloc_free_report(p, -1, nullptr), 0);
+        }
+        detaches.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(ms / 2));
+  stop = true;
+  for (auto& t : threads) t.join();
+  std::printf("[stress] reporters: %ld reported pairs, %ld detaches, %ld reports missed\n",
+              reported.load(), detaches.load(), missed.load());
+  EXPECT_GT(detaches.load(), 0);
+  EXPECT_EQ(missed.load(), 0);
+  ASSERT_EQ(cachealloc_empty_cache(-1), 0);
+  for (int d = 0; d < 2; ++d) check_device(d);
+}
+
 }  // namespace
 }  // namespace cachealloc

@@ -147,6 +147,22 @@ TEST(StitchPolicy, UnderALimitItReclaimsInsteadOfRetrying) {
   h.engine.free(c);
 }
 
+TEST(StitchPolicy, UnderALimitMapAheadGrowsWithReservedMemory) {
+  Harness h("", 8 * kGiB, "stitch");
+  h.engine.set_memory_limit(4 * kGiB);
+  Block* a = h.engine.malloc(1000 * kMiB, kStreamA);  // 64 MiB steps: 1024 MiB mapped
+  EXPECT_EQ(h.engine.reserved_bytes(), 1024 * kMiB);
+  // Reserved / 4 = 256 MiB steps now: the 24 MiB left on top and 232 MiB more.
+  Block* b = h.engine.malloc(100 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 1256 * kMiB);
+  Block* c = h.engine.malloc(150 * kMiB, kStreamA);  // from what was mapped ahead
+  EXPECT_EQ(h.stats().num_device_alloc, 2);
+  h.engine.check_invariants();
+  h.engine.free(a);
+  h.engine.free(b);
+  h.engine.free(c);
+}
+
 TEST(StitchPolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {
   Harness h("", 8 * kGiB, "stitch");
   Block* a = h.engine.malloc(100 * kMiB, kStreamA);

@@ -22,7 +22,6 @@ import json
 import math
 import os
 import pathlib
-import pickle
 import random
 import shutil
 import subprocess
@@ -30,6 +29,8 @@ import sys
 import gzip
 
 import pytest
+
+from cachealloc import plain_pickle
 
 HERE = pathlib.Path(__file__).resolve().parent
 RECORDER = HERE.parents[1] / "examples" / "record_trace.py"
@@ -80,17 +81,10 @@ def expandable_sweep_config(seed):
     return ",".join(["expandable_segments:True"] + ([conf] if conf else [])), fraction
 
 
-class _PlainData(pickle.Unpickler):
-    """A snapshot is plain data: refuse any global (so nothing can run)."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"global {module}.{name} refused")
-
-
 def count_actions(trace_path, action):
     """How many entries of the recording are `action`."""
     with gzip.open(trace_path, "rb") as f:
-        entries = _PlainData(f).load()["device_traces"][0]
+        entries = plain_pickle.load(f)["device_traces"][0]
     return sum(e["action"] == action for e in entries)
 
 
@@ -98,7 +92,7 @@ def deferred_frees(trace_path):
     """How many frees in the recording waited for stream events: a
     free_requested not followed at once by its free_completed."""
     with gzip.open(trace_path, "rb") as f:
-        entries = _PlainData(f).load()["device_traces"][0]
+        entries = plain_pickle.load(f)["device_traces"][0]
     n = 0
     for i, e in enumerate(entries):
         if e["action"] != "free_requested":

@@ -238,3 +238,36 @@ def test_reports_under_concurrency_are_each_calls_own_moment(ca):
                 previous = allocated + size
             assert previous == allocated_before_frees
             assert current_totals(ca)[0] == base_allocated
+
+
+def unreported_pairs(lib, n, size=4096):
+    """n pairs through the glue's entry points with no report asked (the
+    profiler off): each free counts toward detaching the reporters."""
+    out = ctypes.c_void_p()
+    for _ in range(n):
+        assert lib.cachealloc_try_malloc_report(size, 0, None, ctypes.byref(out), None) == 0
+        assert lib.cachealloc_free_report(out, -1, None) == 0
+
+
+def test_reports_come_back_after_the_reporters_were_detached(ca):
+    """Profile, stop (4,096 unreported frees in a row detach the reporters:
+    benchmarks/count_profiler_path.sh shows the pair's cost fall back),
+    profile again: the first reported call re-attaches them and gets its
+    numbers."""
+    lib = ca.lib()
+    out, report = ctypes.c_void_p(), _native.BlockReportStruct()
+    for _ in range(3):
+        malloc_free(lib, reported=True)
+        unreported_pairs(lib, 4097)
+        assert lib.cachealloc_try_malloc_report(8192, 0, None, ctypes.byref(out),
+                                                ctypes.byref(report)) == 0
+        assert report.device == 0 and report.size == 8192
+        assert (report.allocated, report.reserved) == current_totals(ca)
+        assert lib.cachealloc_free_report(out, -1, ctypes.byref(report)) == 0
+        assert report.device == 0 and report.size == 8192
+
+
+# Detaches racing with reported calls on other threads:
+# tests/cpp/front_stress_test.cc, ReportersDetachWhileOthersReport (native
+# threads, under ThreadSanitizer in CI; Python threads here would hardly
+# ever hit the window).

@@ -5,11 +5,12 @@ import gzip
 import json
 import os
 import pathlib
-import pickle
 import subprocess
 import sys
 
 import pytest
+
+from cachealloc import plain_pickle
 
 # Not `from conftest import ...`: with tests/gpu collected in the same run,
 # "conftest" may name that folder's module.
@@ -32,18 +33,10 @@ def _predict_cmd(*args):
                           capture_output=True, text=True, env=env)
 
 
-class _DataOnly(pickle.Unpickler):
-    """Snapshot pickles hold only dicts, lists, strings and numbers: refuse
-    anything that would import code."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing {module}.{name}")
-
-
 def _events(path):
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as f:
-        snap = _DataOnly(f).load()
+        snap = plain_pickle.load(f)
     return [e for e in snap["device_traces"][0] if e["action"] in ("alloc", "free_requested")]
 
 
@@ -123,6 +116,7 @@ def test_refusals_name_the_problem(tmp_path):
     proc = _predict_cmd("--gpu", "H100-80GB", "--builder", f"{STEPS / 'steps.py'}:compiled",
                         "--size", "8")
     assert proc.returncode == 2 and "torch.compile" in proc.stderr
+    assert "steps.py:29" in proc.stderr     # the line that called torch.compile
     proc = _predict_cmd("--gpu", "H100-80GB", "--builder", f"{STEPS / 'steps.py'}:data_dependent",
                         "--size", "8")
     assert proc.returncode == 2 and "nonzero" in proc.stderr and "steps.py:" in proc.stderr

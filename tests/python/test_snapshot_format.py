@@ -2,12 +2,13 @@
 and kinds of a native snapshot, use only the pickle opcodes PyTorch's
 viewer accepts, and go through torch.cuda._memory_viz."""
 import gzip
-import io
 import pickle
 import pickletools
 import subprocess
 
 import pytest
+
+from cachealloc import plain_pickle
 
 # What the viewer's own unpickler understands (see shared/reference/NOTES.md).
 VIEWER_OPCODES = {
@@ -19,13 +20,7 @@ VIEWER_OPCODES = {
 }
 
 
-class PlainUnpickler(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"{module}.{name} is not plain data")
-
-
-def load_plain(data):
-    return PlainUnpickler(io.BytesIO(data)).load()
+load_plain = plain_pickle.loads
 
 
 def shape(v):
@@ -50,7 +45,7 @@ def replayed(request, cli, traces_dir, tmp_path_factory):
     proc = subprocess.run([str(cli), "replay", str(trace), "--snapshot", str(out)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    native = pickle.loads(gzip.open(trace).read())
+    native = plain_pickle.loads(gzip.open(trace).read())
     return out.read_bytes(), native
 
 

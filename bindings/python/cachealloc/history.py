@@ -5,11 +5,10 @@ library's."""
 from __future__ import annotations
 
 import ctypes
-import io
-import pickle
 import sys
 from typing import Optional
 
+from . import plain_pickle
 from ._native import check, lib
 from .lifecycle import mode
 
@@ -74,13 +73,6 @@ def record_memory_history(enabled: Optional[str] = "all", context: Optional[str]
     check(lib().cachealloc_set_history_skip_actions(",".join(skip).encode()))
 
 
-class _PlainUnpickler(pickle.Unpickler):
-    """Loads plain data only: any reference to a class or function fails."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only plain data is allowed")
-
-
 def snapshot_bytes() -> bytes:
     """The snapshot as a protocol-4 pickle (what dump_snapshot writes)."""
     l = lib()
@@ -100,7 +92,7 @@ def snapshot() -> dict:
         import torch
 
         return torch.cuda.memory._snapshot()
-    return _PlainUnpickler(io.BytesIO(snapshot_bytes())).load()
+    return plain_pickle.loads(snapshot_bytes())
 
 
 def dump_snapshot(path: str) -> None:

@@ -107,3 +107,30 @@ def convolution(size):
         for p in (conv1.weight, conv1.bias, conv2.weight):
             p.grad = None
     return step
+
+
+def attention_variants(size):
+    """scaled_dot_product_attention as torch's CUDA dispatch sees it (on an
+    sm90 target): a bool mask made additive before the memory-efficient
+    kernel; fp32 inputs under fp16 autocast cast first, then flash; grouped
+    query heads on flash; an fp32 head dim of 36 (a multiple of 4, not 8) on
+    the memory-efficient kernel; math under sdpa_kernel(SDPBackend.MATH)."""
+    F = torch.nn.functional
+    q = torch.empty(2, 4, size, 64, device="cuda")
+    mask = torch.ones(2, 1, size, size, dtype=torch.bool, device="cuda")
+    qg = torch.empty(2, 8, size, 64, device="cuda", dtype=torch.bfloat16)
+    kg = torch.empty(2, 2, size, 64, device="cuda", dtype=torch.bfloat16)
+    q36 = torch.empty(2, 4, size, 36, device="cuda")
+
+    def step():
+        F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        with torch.autocast("cuda", dtype=torch.float16):
+            F.scaled_dot_product_attention(q, q, q)
+        F.scaled_dot_product_attention(qg, kg, kg, enable_gqa=True)
+        F.scaled_dot_product_attention(q36, q36, q36)
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        with sdpa_kernel(SDPBackend.MATH):         # the user's choice is honoured
+            F.scaled_dot_product_attention(q, q, q)
+        lstm(q36[0])                               # cuDNN's RNN: counted as not modelled
+    lstm = torch.nn.LSTM(36, 16, device="cuda")
+    return step

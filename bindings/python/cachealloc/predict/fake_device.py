@@ -11,19 +11,22 @@ total_memory, major/minor, multi_processor_count), get_device_name/
 get_device_capability, mem_get_info() (free = total - assumed context),
 is_bf16_supported(). Streams: torch.cuda.Stream()/stream() work and
 allocations under them carry that stream. No-ops: synchronize, manual_seed,
-empty_cache, set_per_process_memory_fraction; memory_allocated & co. return 0.
+set_per_process_memory_fraction; memory_allocated & co. return 0.
 `.item()` and anything that reads a value get a placeholder (1, 1.0 or True).
 Refused: torch.compile; ops whose output shape depends on the data.
+What scripts call around their tensors (DataLoader, GradScaler, memory
+history, NVTX ...): script_support.py; attention: sdpa_dispatch.py.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import types
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import gpu_model, plain_tensor
+from . import plain_tensor, script_support, sdpa_dispatch
 from .recorder import PredictionRefused, Recording, RecordingMode
 
 
@@ -167,12 +170,23 @@ class FakeCudaDevice:
             "mem_get_info": lambda d=None: (free, g.total_memory),
             "is_bf16_supported": lambda including_emulation=True: g.capability >= (8, 0),
             "manual_seed": lambda s: None, "manual_seed_all": lambda s: None, "seed": lambda: None,
-            "seed_all": lambda: None, "empty_cache": lambda: None, "_lazy_init": lambda: None,
+            "seed_all": lambda: None, "_lazy_init": lambda: None,
             "is_initialized": lambda: True, "init": lambda: None,
             "set_per_process_memory_fraction": lambda f, d=None: None,
             "memory_allocated": lambda d=None: 0, "max_memory_allocated": lambda d=None: 0,
             "memory_reserved": lambda d=None: 0, "max_memory_reserved": lambda d=None: 0,
-            "reset_peak_memory_stats": lambda d=None: None, "memory_stats": lambda d=None: {},
+            "reset_peak_memory_stats": lambda d=None: None,
+            # The memory API reads as an empty allocator (every statistic 0):
+            # the recording holds the answer, not the running script.
+            "memory_stats": lambda d=None: collections.defaultdict(int),
+            "memory_summary": lambda device=None, abbreviated=False: _SUMMARY,
+            "memory_snapshot": lambda *a, **k: [], "list_gpu_processes": lambda d=None: _SUMMARY,
+            "reset_max_memory_allocated": lambda d=None: None,
+            "reset_max_memory_cached": lambda d=None: None,
+            "reset_accumulated_memory_stats": lambda d=None: None,
+            "memory_cached": lambda d=None: 0, "max_memory_cached": lambda d=None: 0,
+            "utilization": lambda d=None: 0, "memory_usage": lambda d=None: 0,
+            "get_arch_list": lambda: [f"sm_{g.capability[0]}{g.capability[1]}"],
             "Stream": _FakeStream, "Event": _FakeEvent, "stream": self._stream_ctx,
             "current_stream": lambda d=None: _FakeStream.__new__(_DefaultStream) if False else _DefaultStream(),
             "default_stream": lambda d=None: _DefaultStream(),
@@ -180,6 +194,7 @@ class FakeCudaDevice:
         for name, value in patches.items():
             self._set(c, name, value)
         self._set(torch.nn.Module, "_apply", _overwrite_apply)
+        script_support.install(self)
         # torch 2.11's FakeTensor primes a real GPU context (a real 1-element
         # tensor) when torch.cuda.is_available() says True: none exists here.
         import torch._subclasses.fake_tensor as fake_tensor_mod
@@ -187,10 +202,11 @@ class FakeCudaDevice:
             self._set(fake_tensor_mod, "init_gpu_context", lambda device=None: None)
 
         def refuse_compile(*a, **k):
+            from .recorder import user_line
             raise PredictionRefused(
-                "torch.compile is not supported on the fake device: Inductor decides its kernels' "
-                "buffers when it compiles, which needs the real GPU; predict the eager step instead "
-                "(remove torch.compile)")
+                f"torch.compile at {user_line()} is not supported on the fake device: Inductor "
+                "decides its kernels' buffers when it compiles, which needs the real GPU; predict "
+                "the eager step instead (remove torch.compile)")
         self._set(torch, "compile", refuse_compile)
         # Optimizers pick foreach kernels only for plain tensors; on a GPU the
         # parameters are plain, here they are FakeTensors: count them as plain.
@@ -199,7 +215,8 @@ class FakeCudaDevice:
         self._foreach_types = optim_mod._foreach_supported_types
         if FakeTensor not in self._foreach_types:
             self._foreach_types.append(FakeTensor)
-        self._set(torch.nn.functional, "scaled_dot_product_attention", self._sdpa())
+        self._set(torch.nn.functional, "scaled_dot_product_attention",
+                  sdpa_dispatch.sdpa(self.recording, tuple(self.gpu.capability)))
         # linear's bias add: in place as for plain tensors (plain_tensor.py).
         self._set(torch.nn.functional, "linear",
                   self.recording.rules.linear(torch.nn.functional.linear))
@@ -221,30 +238,6 @@ class FakeCudaDevice:
         self.rec_mode.__enter__()
         return self
 
-    def _sdpa(self):
-        original = torch.nn.functional.scaled_dot_product_attention
-        cap = tuple(self.gpu.capability)
-        aten = torch.ops.aten
-
-        def sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                 enable_gqa=False):
-            if query.device.type != "cuda":
-                return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                                is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-            backend = gpu_model.choose_sdp_backend(cap, query, key, value, attn_mask, dropout_p,
-                                                   enable_gqa)
-            if backend == gpu_model.SDP_FLASH:
-                return aten._scaled_dot_product_flash_attention(
-                    query, key, value, dropout_p, is_causal, False, scale=scale)[0]
-            if backend == gpu_model.SDP_EFFICIENT:
-                need_lse = torch.is_grad_enabled() and (
-                    query.requires_grad or key.requires_grad or value.requires_grad)
-                return aten._scaled_dot_product_efficient_attention(
-                    query, key, value, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
-            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                            is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
-        return sdpa
-
     def __exit__(self, *exc):
         self.recording.active = False
         self.rec_mode.__exit__(*exc)
@@ -263,3 +256,4 @@ class FakeCudaDevice:
 
 
 _MISSING = object()
+_SUMMARY = "(cachealloc predict: a fake CUDA device; the prediction has the memory figures)"

@@ -95,21 +95,57 @@ def takes_cublaslt(args, kwargs, env=None) -> bool:
 
 # scaled_dot_product_attention kernels, as torch's SDPBackend numbers them.
 SDP_MATH, SDP_FLASH, SDP_EFFICIENT = 0, 1, 2
+SDP_NAMES = {SDP_MATH: "math", SDP_FLASH: "flash", SDP_EFFICIENT: "memory-efficient"}
 
 
-def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False) -> int:
+def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False,
+                       is_causal=False) -> int:
     """The kernel torch's CUDA SDPA dispatch picks for these inputs (the main
-    rules of sdp_utils.cpp; flash first, then memory-efficient, then math)."""
+    rules of sdp_utils.cpp; flash first, then memory-efficient, then math),
+    among the kernels the user left enabled (torch.nn.attention.sdpa_kernel,
+    torch.backends.cuda.enable_*_sdp). cuDNN attention is never chosen here:
+    on sm90 torch may prefer it (cuDNN newer than 9.15); not modelled.
+    Grouped-query inputs (fewer key/value heads than query heads, with
+    enable_gqa): torch 2.11 runs them on flash or math only (its
+    F.scaled_dot_product_attention documentation); equal head counts pass
+    whatever enable_gqa says. Also checked: q, k, v (and a mask) with a last
+    dimension of stride 1; flash: no causal mask over unequal query and key
+    lengths, and on sm86/89/120 no head dim above 192 when a gradient is
+    needed; memory-efficient on sm80+: q, k, v storage offsets aligned to
+    its alignment."""
     import torch
     dtype = query.dtype
     head_dim = query.shape[-1]
     same_head = key.shape[-1] == head_dim and value.shape[-1] == head_dim
     dims4 = query.dim() == 4 and key.dim() == 4 and value.dim() == 4
-    if (capability >= (8, 0) and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
-            and head_dim <= 256 and head_dim % 8 == 0 and same_head and dims4 and not enable_gqa):
-        return SDP_FLASH
-    if (capability >= (5, 0) and dtype in (torch.float16, torch.bfloat16, torch.float32)
-            and head_dim % 8 == 0 and value.shape[-1] % 8 == 0 and dims4 and not enable_gqa
+    grouped = dims4 and (key.shape[1] != query.shape[1] or value.shape[1] != query.shape[1])
+    heads_ok = not grouped or (enable_gqa and key.shape[1] == value.shape[1]
+                               and query.shape[1] % key.shape[1] == 0)
+    flags = torch.backends.cuda      # the user's sdpa_kernel(...) / enable_*_sdp choices
+    qkv = (query, key, value)
+    unit_stride = (all(t.stride(-1) == 1 for t in qkv)
+                   and (attn_mask is None or attn_mask.stride(-1) == 1))
+    grad = any(t.requires_grad for t in qkv) and torch.is_grad_enabled()
+    big_head_ok = not (grad and head_dim > 192 and tuple(capability) in ((8, 6), (8, 9), (12, 0)))
+    causal_ok = not (is_causal and query.shape[-2] != key.shape[-2])
+    if (flags.flash_sdp_enabled() and capability >= (8, 0)
+            and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
+            and head_dim <= 256 and same_head and dims4 and heads_ok
+            and (unit_stride or head_dim == 1) and big_head_ok and causal_ok):
+        return SDP_FLASH          # a head dim not a multiple of 8 is padded (fake_device)
+    # minimum_gemm_alignment: tensor cores on sm80+ (and for fp16 on sm70+)
+    # want 128-bit rows; sm80+ asks at least 4 elements.
+    half = dtype in (torch.float16, torch.bfloat16)
+    align = 1
+    if capability >= (8, 0):
+        align = 8 if half else 4
+    elif capability >= (7, 0) and half:
+        align = 8
+    if (flags.mem_efficient_sdp_enabled() and capability >= (5, 0)
+            and dtype in (torch.float16, torch.bfloat16, torch.float32)
+            and head_dim % align == 0 and value.shape[-1] % align == 0 and dims4 and not grouped
+            and key.shape[-1] == head_dim and unit_stride
+            and (capability < (8, 0) or all(t.storage_offset() % align == 0 for t in qkv))
             and not (dtype == torch.bfloat16 and capability < (8, 0))):
         return SDP_EFFICIENT
     return SDP_MATH
@@ -128,11 +164,16 @@ def describe(gpu, torch_version: str, cudnn_line: str) -> list:
         "at its first addmm with a bias on the cuBLASLt path, never freed (CUBLASLT_WORKSPACE_SIZE, "
         "TORCH_CUBLASLT_UNIFIED_WORKSPACE honoured)",
         "attention: scaled_dot_product_attention steered to the kernel this GPU picks "
-        "(flash / memory-efficient / math), allocating that kernel's tensors",
+        "(flash / memory-efficient / math, among those sdpa_kernel leaves enabled), after "
+        "autocast's casts, a bool mask made additive and the kernel's padding, allocating that "
+        "kernel's tensors; cuDNN attention (which torch may prefer on sm90 with cuDNN > 9.15) is "
+        "not modelled",
         cuda_kernels.describe(),
         "plain tensors: linear's bias added in place after a matmul, autograd's gradient "
         "accumulation in place (where torch does so for plain tensors and not for the fake run's)",
         cudnn_line,
+        "cuDNN RNN (nn.LSTM/GRU/RNN): not modelled (recorded unrolled; flagged when used)",
+        "values: .item() placeholders; NaN/inf checks answer finite, GradScaler takes every step",
         "NCCL buffers: not counted (outside the caching allocator)",
         f"outside the allocator: {gpu.context_bytes} bytes assumed for the CUDA context",
     ]

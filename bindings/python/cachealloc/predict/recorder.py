@@ -29,7 +29,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model, plain_tensor
+from . import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model, known_values, plain_tensor
 
 aten = torch.ops.aten
 ALLOC, FREE = 0, 1
@@ -75,6 +75,7 @@ class Recording:
         self.lt_workspace_bytes = gpu_model.cublaslt_workspace_bytes(gpu.capability)
         self._lt_workspaces = set() # (thread kind, stream) that hold a cuBLASLt workspace
         self.rules = plain_tensor.PlainTensorRules()
+        self.known = known_values.KnownValues()
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
@@ -83,6 +84,9 @@ class Recording:
         self._ws_plan = None        # workspaces still to insert in the running convolution
         self._op_allocs = 0         # the running convolution's own allocations so far
         self.conv_calls = []        # (key, first event index, end event index) per convolution
+        self.unmodelled = {}        # what ran that the fake run records otherwise than a GPU -> calls
+        self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (not replayed)
+        self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
 
     def alloc(self, nbytes: int, stream: int) -> int:
         aid = self._new_alloc(nbytes, stream)
@@ -161,6 +165,16 @@ class Recording:
             self._lt_workspaces.add(key)
             self.alloc(self.lt_workspace_bytes, self.stream)  # kept for the process's life
 
+    def note_attention(self, backend, query, key, attn_mask, dropout_p, enable_gqa) -> None:
+        """Counts a scaled_dot_product_attention call by the kernel it was
+        steered to and what decided it (printed with the answer)."""
+        what = (f"{gpu_model.SDP_NAMES[backend]}: {str(query.dtype).replace('torch.', '')}, "
+                f"head dim {query.shape[-1]}" + (", mask" if attn_mask is not None else "")
+                + (", dropout" if dropout_p else "")
+                + (f", {query.shape[-3]}/{key.shape[-3]} query/key heads"
+                   if query.dim() >= 3 and key.dim() >= 3 and query.shape[-3] != key.shape[-3] else ""))
+        self.attention[what] = self.attention.get(what, 0) + 1
+
     def stats(self) -> dict:
         allocs = sum(1 for e in self.events if e[0] == ALLOC)
         return {"allocations": allocs, "frees": len(self.events) - allocs,
@@ -168,7 +182,10 @@ class Recording:
                 "cublaslt_workspaces": len(self._lt_workspaces),
                 "plain_tensor_rules": self.rules.calibration,
                 "item_placeholders": self.placeholders,
-                "cudnn": self.cudnn.stats()}
+                "cudnn": self.cudnn.stats(),
+                "attention_calls": dict(self.attention),
+                "empty_cache_calls": self.empty_cache_calls,
+                "unmodelled_calls": dict(self.unmodelled)}
 
 
 def _placeholder(dtype):
@@ -189,7 +206,11 @@ class RecordingMode(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is aten._local_scalar_dense.default:
-            # .item(), bool(t), printing a value: no data on the fake device.
+            # .item(), bool(t), printing a value: no data on the fake device;
+            # a known value (known_values.py) or a placeholder.
+            value = self.rec.known.get(args[0])
+            if value is not None:
+                return value
             self.rec.placeholders += 1
             return _placeholder(args[0].dtype)
         if func is aten._to_copy.default and getattr(args[0], "constant", None) is not None:
@@ -221,6 +242,7 @@ class RecordingMode(TorchDispatchMode):
             raise PredictionRefused(
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
+        self.rec.known.propagate(func, args, out)
         model = cuda_kernels.MODELS.get(func)
         if model is not None:
             model(self.rec, args, kwargs, out)

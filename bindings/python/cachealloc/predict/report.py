@@ -9,6 +9,13 @@ def gib(n) -> str:
     return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
 
 
+def size_text(n) -> str:
+    """GiB, or MiB below one GiB (small steps would read 0.00 GiB)."""
+    if n is not None and abs(n) < (1 << 30):
+        return f"{n / (1 << 20):.1f} MiB"
+    return gib(n)
+
+
 def settings_block(line) -> list:
     if line is None:
         return []
@@ -40,10 +47,43 @@ def fits_text(a: dict) -> str:
         for row in b["configs"][:8]:
             lines.append(f"  {gib(row['min_memory']):>10}  {row['line'] or 'defaults'}")
     lines += ["", f"recorded {a['recording']['allocations']} allocations in {a['steps']} step(s); "
-              f"{a['recording']['item_placeholders']} .item() placeholder(s)", "modelled:"]
+              f"{a['recording']['item_placeholders']} .item() placeholder(s)"]
+    lines += notes(a)
+    lines.append("modelled:")
     lines += ["  " + m for m in a["modelled"]]
     lines.append(f"predicted in {a['seconds']:.1f} s; trace: {a['trace']}")
     return "\n".join(lines) + "\n"
+
+
+def notes(a: dict) -> list:
+    """What this recording did that the reader should know: attention
+    kernels chosen, a script that stopped early or never stepped."""
+    rec = a["recording"]
+    out = []
+    held = rec.get("at_optimizer_step")
+    if held:
+        peak = max(c["peak_allocated"] for c in a["configs"].values())
+        out.append(f"held at an optimizer step: parameters {size_text(held['parameters'])} + "
+                   f"gradients {size_text(held['gradients'])} + optimizer state "
+                   f"{size_text(held['optimizer_state'])} = {size_text(held['total'])}; the rest of "
+                   f"the peak allocated (activations, saved tensors, temporaries, workspaces) "
+                   f"{size_text(peak - held['total'])}")
+    for what, n in sorted((rec.get("attention_calls") or {}).items()):
+        out.append(f"attention: {n} call(s) on {what}")
+    for what, n in sorted((rec.get("unmodelled_calls") or {}).items()):
+        out.append(f"NOT MODELLED: {n} call(s) of {what}: a GPU runs each as one cuDNN call with a "
+                   "workspace and reserve space cuDNN sizes; the fake run recorded the CPU build's "
+                   "per-time-step ops instead (the prediction may be far off for this step)")
+    if rec.get("empty_cache_calls"):
+        out.append(f"note: torch.cuda.empty_cache() was called {rec['empty_cache_calls']} time(s): "
+                   "not replayed (cached segments are kept, so peak reserved may be over-predicted; "
+                   "peak allocated is unaffected)")
+    wanted = a.get("steps_requested")
+    if wanted and a["steps"] < wanted and not rec.get("builder"):
+        out.append(f"note: the script ended after {a['steps']} of the {wanted} optimizer step(s) "
+                   "asked for: its whole run was recorded"
+                   + (" (no optimizer.step() call was seen)" if a["steps"] == 0 else ""))
+    return out
 
 
 def largest_text(a: dict) -> str:

@@ -46,7 +46,8 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
     configs = measure(rec.trace, limit)
     answer = {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
               "context_bytes_assumed": gpu.context_bytes, "total_memory": gpu.total_memory,
-              "size": size, "steps": rec.summary["steps"], "trace": str(rec.trace),
+              "size": size, "steps": rec.summary["steps"], "steps_requested": steps,
+              "trace": str(rec.trace),
               "configs": configs, "recording": rec.summary, "modelled": rec.summary["modelled"],
               "record_seconds": t_rec}
     best = None

@@ -80,7 +80,8 @@ def record_one(ns, size, out, summary_path, script):
     g = json.loads(ns.gpu_json)
     gpu = Gpu(g["name"], g["total_memory"], tuple(g["capability"]), g["multi_processor_count"],
               g["context_bytes"], g.get("product", ""))
-    summary = {"refused": None, "steps": 0, "torch": torch.__version__, "size": size}
+    summary = {"refused": None, "steps": 0, "torch": torch.__version__, "size": size,
+               "builder": bool(ns.builder)}
     steps = [0]
 
     def hook(opt, args, kwargs):
@@ -90,6 +91,10 @@ def record_one(ns, size, out, summary_path, script):
 
     dev = FakeCudaDevice(gpu)
     status = 0
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from cachealloc.predict.accounting import StepAccounting
+    accounting = StepAccounting()
+    accounting_handle = register_optimizer_step_post_hook(accounting)
     try:
         with dev:
             if ns.builder:
@@ -125,7 +130,10 @@ def record_one(ns, size, out, summary_path, script):
         status = 3
     except _StepsDone:
         pass
+    finally:
+        accounting_handle.remove()
     summary["steps"] = steps[0]
+    summary["at_optimizer_step"] = accounting.result
     summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())

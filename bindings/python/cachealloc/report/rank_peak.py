@@ -13,11 +13,11 @@ import gzip
 import io
 import json
 import pathlib
-import pickle
+import pickle  # UnpicklingError
 import zlib
 from typing import Dict, List, Optional
 
-from .. import rank_files
+from .. import plain_pickle, rank_files
 
 BEFORE_HISTORY = "(allocated before the history began)"
 NO_FRAMES = "(no frames recorded)"
@@ -28,21 +28,13 @@ class SnapshotError(ValueError):
     """A snapshot that cannot be read: the message names the file."""
 
 
-class _PlainUnpickler(pickle.Unpickler):
-    """Plain data only: a snapshot holding any class or function is refused
-    (a rank's file is not trusted to run code)."""
-
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only plain data is allowed")
-
-
 def load_snapshot(path) -> dict:
     """A snapshot pickle (.pickle, or .pickle.gz as torch's tools save them),
     plain data only; SnapshotError names the file when it is not one."""
     path = pathlib.Path(path)
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")) as f:
-            data = _PlainUnpickler(io.BufferedReader(f)).load()
+            data = plain_pickle.load(io.BufferedReader(f))
     except (OSError, pickle.UnpicklingError, EOFError, ValueError, TypeError, zlib.error) as e:
         raise SnapshotError(f"{path}: not a readable snapshot pickle: {e}") from None
     if not isinstance(data, dict) or not isinstance(data.get("segments"), list) \
