@@ -133,7 +133,7 @@ def token_type_embedding(size):
 def value_checks(size):
     """Three value checks a library makes before building an attention mask,
     each allocating a marker whose size says how it was answered: +0 the
-    check passed (mask skipped), +1 it failed. `is_tracing` comes from the
+    check passed (mask skipped), +1 it failed or was not made. `is_tracing` comes from the
     test's stand-in for transformers.utils.import_utils (FakeTensor = traced,
     as transformers 5 decides)."""
     from transformers.utils.import_utils import is_tracing

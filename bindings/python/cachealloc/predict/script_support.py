@@ -12,7 +12,8 @@ duration, each with why:
 - nn.DataParallel's scatter: onto the one fake GPU;
 - recurrent layers: recorded unrolled and counted as not modelled;
 - NVTX: no-ops; torch.cuda.empty_cache: counted (not replayed);
-- libraries' "is this a FakeTensor (traced)?" checks: no (tracing_checks.py).
+- libraries' "is this a FakeTensor (traced)?" checks: no, for a tensor whose
+  value is known (tracing_checks.py).
 """
 from __future__ import annotations
 
@@ -153,5 +154,6 @@ def install(dev) -> None:
     dev._set(torch.Tensor, "pin_memory", _pin_memory(torch.Tensor.pin_memory))
     dev._set(torch.Tensor, "is_pinned", _is_pinned(torch.Tensor.is_pinned))
     # On the GPU the script's tensors are plain: a library that takes a
-    # FakeTensor for a trace (and skips its value checks) is told no.
+    # FakeTensor for a trace (and skips its value checks) is told no where
+    # the value it would check is known.
     tracing_checks.install(dev)

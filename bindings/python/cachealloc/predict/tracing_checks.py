@@ -1,7 +1,11 @@
 """Libraries that ask "is this tensor a FakeTensor?" to tell whether they are
 being traced (torch.compile/export) take the fake device's tensors for a
 trace, and then skip the value checks an eager GPU run makes. On the GPU
-those tensors are plain, so the answer there is "no".
+those tensors are plain, so the answer there is "no". Here it is "no" when
+the tensor's value is known (known_values.py: the check then reads it as
+the GPU would), and stays "yes" when it is not: the library then takes its
+data-independent path (for a mask: built, as a batch with padding needs),
+not a placeholder's guess.
 
 The case that matters: transformers (5.x, utils/import_utils.py) has
 `is_tracing(t)`, true for a FakeTensor (`is_fake_tensor`). Its mask builders
@@ -14,9 +18,7 @@ allocated at batch 16, seq 512).
 
 Installed by script_support.install for the recording's duration: the module
 is patched now if already imported, or when it is imported (an import hook,
-since the script imports transformers after the fake device is set up). The
-value checks it then makes are answered by known_values.py (an all-ones mask
-is known to be all ones) or the documented placeholder.
+since the script imports transformers after the fake device is set up).
 """
 from __future__ import annotations
 
@@ -28,9 +30,14 @@ import sys
 CHECKS = {"transformers.utils.import_utils": "is_fake_tensor"}
 
 
-def _never_fake(x) -> bool:
-    """On the GPU the script's tensors are plain tensors: never fake."""
-    return False
+def _fake_unless_known(known):
+    """is_fake_tensor for the recording: a FakeTensor whose value is known
+    counts as plain (as on the GPU); one with unknown data stays fake."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    def is_fake_tensor(x) -> bool:
+        return isinstance(x, FakeTensor) and known.get(x) is None
+    return is_fake_tensor
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):
@@ -63,7 +70,7 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
 def _patch(dev, module) -> None:
     name = CHECKS[module.__name__]
     if hasattr(module, name):
-        dev._set(module, name, _never_fake)
+        dev._set(module, name, _fake_unless_known(dev.recording.known))
 
 
 def install(dev) -> None:
