@@ -234,6 +234,53 @@ def test_embedding_backward_matches_gpu_recording(tmp_path):
     assert _relative_stream(ev, start)[:len(want)] == want
 
 
+def test_bert_token_type_embedding_matches_gpu_recording(tmp_path):
+    """BERT's token-type embedding as the H200 recorded it (torch 2.11,
+    transformers 5.17, batch 16: tests/data/predict/
+    bert_token_type_embedding_H200.json). Forward: the expanded ids cannot
+    be flattened as a view, so embedding copies them (reshape(-1)) around
+    index_select. Backward: with 2 distinct rows the per-segment sum would
+    run on 2 thread blocks, so torch 2.11 adds the partial sums into
+    grad_weight atomically: partial_to_segment_idx (821 x 8 B), not 821 x
+    768 fp32 partial sums."""
+    from cachealloc import predict
+    want = json.loads((DATA / "bert_token_type_embedding_H200.json").read_text())
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:token_type_embedding", gpu, size=16, steps=1,
+                         workdir=tmp_path)
+    ev = _events(rec.trace)
+    start = next(i for i, e in enumerate(ev) if e["action"] == "alloc" and e["size"] == 16 * 512 * 8)
+    assert _relative_stream(ev, start)[:3] == want["forward"]
+    assert _relative_stream(ev, start + 3)[:len(want["backward"])] == want["backward"]
+
+
+def test_library_value_checks_answered_as_on_a_gpu(tmp_path, monkeypatch):
+    """A library asking "is this a FakeTensor?" (transformers' is_tracing) is
+    told no, as on the GPU, where the tensors are plain, when the value is
+    known: torch.ones_like is all ones (the mask is skipped), zeros_like is
+    not. A tensor written into (padded[:, 6:] = 0) is no longer known: still
+    "traced", so the library takes its data-independent path (mask built)
+    and no placeholder is read. The stand-in module below has transformers
+    5's rule; transformers itself is not a CI dependency."""
+    from cachealloc import predict
+    pkg = tmp_path / "lib" / "transformers" / "utils"
+    pkg.mkdir(parents=True)
+    (pkg.parent / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "import_utils.py").write_text(
+        "import torch\n\n\ndef is_fake_tensor(x):\n"
+        "    return isinstance(x, torch._subclasses.FakeTensor)\n\n\n"
+        "def is_tracing(tensor=None):\n    return tensor is not None and is_fake_tensor(tensor)\n")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(tmp_path / "lib")] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:value_checks", gpu, size=4, steps=1,
+                         workdir=tmp_path)
+    markers = [e["size"] for e in _events(rec.trace) if e["action"] == "alloc" and e["size"] > 500]
+    assert markers == [1000, 2001, 3001]
+    assert rec.summary["item_placeholders"] == 0
+
+
 def test_cub_storage_sizes():
     """CUB's temp_storage_bytes as the H200 recording shows them for 4,096
     int64 keys (SortPairs with 8-byte values, UniqueByKey, ExclusiveSum),

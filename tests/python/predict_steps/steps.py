@@ -134,3 +134,35 @@ def attention_variants(size):
         lstm(q36[0])                               # cuDNN's RNN: counted as not modelled
     lstm = torch.nn.LSTM(36, 16, device="cuda")
     return step
+
+
+def token_type_embedding(size):
+    """BERT's token-type embedding (2 x 768 fp32) looked up with its
+    (1, 512) id buffer expanded to the batch (batch stride 0), as
+    transformers 5.17's BertEmbeddings does; size 16: the H200 recording."""
+    w = torch.zeros(2, 768, device="cuda", requires_grad=True)
+    buf = torch.zeros(1, 512, dtype=torch.long, device="cuda")
+    g = torch.empty(size, 512, 768, device="cuda")
+
+    def step():
+        torch.nn.functional.embedding(buf.expand(size, 512), w).backward(g)
+        w.grad = None
+    return step
+
+
+def value_checks(size):
+    """Three value checks a library makes before building an attention mask,
+    each allocating a marker whose size says how it was answered: +0 the
+    check passed (mask skipped), +1 it failed or was not made. `is_tracing` comes from the
+    test's stand-in for transformers.utils.import_utils (FakeTensor = traced,
+    as transformers 5 decides)."""
+    from transformers.utils.import_utils import is_tracing
+    ids = torch.zeros(size, 8, dtype=torch.long, device="cuda")
+
+    def step():
+        padded = torch.ones_like(ids)
+        padded[:, 6:] = 0
+        for i, m in enumerate((torch.ones_like(ids), torch.zeros_like(ids), padded)):
+            passed = not is_tracing(m) and bool(m.to(torch.bool).all())
+            torch.empty(1000 * (i + 1) + (0 if passed else 1), dtype=torch.uint8, device="cuda")
+    return step

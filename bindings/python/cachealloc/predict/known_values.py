@@ -1,63 +1,150 @@
-"""The few values the fake device knows without data: a normal training step
-has finite numbers, so `torch.isnan(t)` and `torch.isinf(t)` are all False
-and `torch.isfinite(t)` all True. Kept through any()/all(), logical_not (~)
-and views, they answer `.item()`/`bool()` (RecordingMode asks here first),
-so a script's NaN guard (`if torch.isnan(loss): continue`) does not skip
-every step, as the generic placeholder (True) would make it.
+"""The few values the fake device knows without data, so that a script's
+value checks go the GPU run's way rather than the placeholder's:
 
-Every other read of a value gets the documented placeholder (1, 1.0, True).
+- a normal training step has finite numbers: `torch.isnan(t)` and
+  `torch.isinf(t)` are all False, `torch.isfinite(t)` all True (a NaN guard,
+  `if torch.isnan(loss): continue`, does not skip every step, as the generic
+  placeholder True would make it);
+- a tensor filled with one value has that value everywhere: ones/zeros/full
+  (and _like, new_), e.g. a script's `attention_mask = torch.ones_like(ids)`,
+  which transformers checks with `padding_mask.all()` before skipping the
+  attention mask (tracing_checks.py).
+
+Kept through views, copies and dtype casts, any()/all(), comparisons with a
+number, logical_not (~) and max/min; they answer `.item()`/`bool()`
+(RecordingMode asks here first). Writing into a tensor (any op that mutates
+an argument: `mask[:, 300:] = 0`, `masked_fill_`, an optimizer step)
+forgets the value of every known tensor sharing its storage. Every other
+read of a value gets the documented placeholder (1, 1.0, True).
+
 isfinite is a composite op (it reaches the dispatch mode as eq/abs/ne), so
 the three checks are marked at the Python level (torch.X and Tensor.X);
 their allocations are recorded as usual.
 """
 from __future__ import annotations
 
+import operator
 import weakref
 
 import torch
 
 aten = torch.ops.aten
 
-# ops whose output has its (bool) input's single known value
-_SAME = {aten.any.default, aten.any.dim, aten.all.default, aten.all.dim,
-         aten.view.default, aten.clone.default, aten.alias.default, aten.detach.default,
-         aten.squeeze.default, aten.squeeze.dim, aten.unsqueeze.default, aten.reshape.default,
-         aten._to_copy.default, aten.expand.default, aten.amax.default, aten.amin.default,
-         aten.max.default, aten.min.default, aten.select.int, aten.slice.Tensor}
-for _name in ("any.dims", "all.dims", "squeeze.dims"):
-    _ov = getattr(getattr(aten, _name.split(".")[0]), _name.split(".")[1], None)
-    if _ov is not None:
-        _SAME.add(_ov)
-_FLIP = {aten.logical_not.default, aten.bitwise_not.default}
+
+def _overloads(*names):
+    out = set()
+    for name in names:
+        packet, _, overload = name.partition(".")
+        op = getattr(getattr(aten, packet, None), overload or "default", None)
+        if op is not None:
+            out.add(op)
+    return out
+
+
+# ops whose output has its input's single value (cast to the output's dtype)
+_SAME = _overloads("view", "clone", "alias", "detach", "squeeze", "squeeze.dim", "squeeze.dims",
+                   "unsqueeze", "reshape", "_to_copy", "expand", "amax", "amin", "max", "min",
+                   "select.int", "slice.Tensor", "permute", "transpose.int", "t", "contiguous",
+                   "_unsafe_view", "flatten.using_ints")
+_ALL = _overloads("all", "all.dim", "all.dims")
+_ANY = _overloads("any", "any.dim", "any.dims")
+_FLIP = _overloads("logical_not", "bitwise_not")
+_COMPARE = {op: fn for names, fn in (
+    (("eq.Scalar",), operator.eq), (("ne.Scalar",), operator.ne), (("gt.Scalar",), operator.gt),
+    (("ge.Scalar",), operator.ge), (("lt.Scalar",), operator.lt), (("le.Scalar",), operator.le))
+    for op in _overloads(*names)}
+# fills: op -> where its value is (argument index, or a constant)
+_FILLS = {**{op: ("const", 1) for op in _overloads("ones", "ones_like", "new_ones")},
+          **{op: ("const", 0) for op in _overloads("zeros", "zeros_like", "new_zeros")},
+          **{op: ("arg", 1) for op in _overloads("full", "full_like")},
+          **{op: ("arg", 2) for op in _overloads("new_full")}}
 CHECKS = {"isnan": False, "isinf": False, "isposinf": False, "isneginf": False, "isfinite": True}
 
 
+def _as_dtype(value, dtype):
+    """value as a Python number of dtype's kind (what .item() returns)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point or dtype.is_complex:
+        return float(value)
+    return int(value)
+
+
+def _storage_key(t):
+    try:
+        return t.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):
+        return None
+
+
 class KnownValues:
-    """id(tensor) -> the one value all its elements have (bool)."""
+    """id(tensor) -> (weak reference to it, the one value all its elements
+    have). Entries leave with their tensor (weakref.finalize): bounded by
+    the live tensors that were filled or checked."""
 
     def __init__(self):
         self._known = {}
+        self._writes = {}   # op -> indices of the arguments it writes (cache)
 
-    def mark(self, t, value: bool) -> None:
-        if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
+    def mark(self, t, value) -> None:
+        if isinstance(t, torch.Tensor) and isinstance(value, (bool, int, float)):
             key = id(t)
-            self._known[key] = value
+            self._known[key] = (weakref.ref(t), _as_dtype(value, t.dtype))
             weakref.finalize(t, self._known.pop, key, None)
 
     def get(self, t):
-        return self._known.get(id(t))
+        entry = self._known.get(id(t))
+        if entry is None or entry[0]() is not t:
+            return None
+        return entry[1]
 
-    def propagate(self, func, args, out) -> None:
-        """After an op: its bool output's value when its input's is known."""
-        if not (args and isinstance(args[0], torch.Tensor) and isinstance(out, torch.Tensor)):
+    def propagate(self, func, args, out, kwargs=None) -> None:
+        """After an op: forget what it wrote into; its output's value when
+        it is a fill or its input's value is known."""
+        if self._known:
+            self._forget_written(func, args, kwargs or {})
+        if not isinstance(out, torch.Tensor):
+            return
+        fill = _FILLS.get(func)
+        if fill is not None:
+            kind, where = fill
+            value = where if kind == "const" else (
+                args[where] if len(args) > where else (kwargs or {}).get("fill_value"))
+            if isinstance(value, (bool, int, float)):
+                self.mark(out, value)
+            return
+        if not (args and isinstance(args[0], torch.Tensor)):
             return
         value = self.get(args[0])
         if value is None:
             return
         if func in _SAME:
             self.mark(out, value)
+        elif func in _ALL:
+            self.mark(out, bool(value) or args[0].numel() == 0)
+        elif func in _ANY:
+            self.mark(out, bool(value) and args[0].numel() > 0)
         elif func in _FLIP:
-            self.mark(out, not value)
+            self.mark(out, (not value) if isinstance(value, bool) else ~int(value))
+        elif func in _COMPARE and len(args) > 1 and isinstance(args[1], (bool, int, float)):
+            self.mark(out, _COMPARE[func](value, args[1]))
+
+    def _forget_written(self, func, args, kwargs) -> None:
+        writes = self._writes.get(func)
+        if writes is None:
+            schema = func._schema
+            writes = tuple((i, a.name) for i, a in enumerate(schema.arguments)
+                           if a.alias_info is not None and a.alias_info.is_write)
+            self._writes[func] = writes
+        for i, name in writes:
+            t = args[i] if i < len(args) else kwargs.get(name)
+            if not isinstance(t, torch.Tensor):
+                continue
+            key = _storage_key(t)
+            for k, (ref, _) in list(self._known.items()):
+                other = ref()
+                if other is None or other is t or (key is not None and _storage_key(other) == key):
+                    self._known.pop(k, None)
 
     def wrap(self, original):
         """torch.isnan & co. (function or method), marking the result."""

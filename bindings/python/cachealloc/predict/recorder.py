@@ -242,7 +242,7 @@ class RecordingMode(TorchDispatchMode):
             raise PredictionRefused(
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
-        self.rec.known.propagate(func, args, out)
+        self.rec.known.propagate(func, args, out, kwargs)
         model = cuda_kernels.MODELS.get(func)
         if model is not None:
             model(self.rec, args, kwargs, out)

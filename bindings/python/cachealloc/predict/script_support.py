@@ -11,13 +11,15 @@ duration, each with why:
 - memory history and snapshots: the recording so far;
 - nn.DataParallel's scatter: onto the one fake GPU;
 - recurrent layers: recorded unrolled and counted as not modelled;
-- NVTX: no-ops; torch.cuda.empty_cache: counted (not replayed).
+- NVTX: no-ops; torch.cuda.empty_cache: counted (not replayed);
+- libraries' "is this a FakeTensor (traced)?" checks: no, for a tensor whose
+  value is known (tracing_checks.py).
 """
 from __future__ import annotations
 
 import torch
 
-from . import known_values, trace_writer
+from . import known_values, trace_writer, tracing_checks
 from .recorder import PredictionRefused
 
 
@@ -151,3 +153,7 @@ def install(dev) -> None:
     # also from its pinning thread, where no dispatch mode is pushed).
     dev._set(torch.Tensor, "pin_memory", _pin_memory(torch.Tensor.pin_memory))
     dev._set(torch.Tensor, "is_pinned", _is_pinned(torch.Tensor.is_pinned))
+    # On the GPU the script's tensors are plain: a library that takes a
+    # FakeTensor for a trace (and skips its value checks) is told no where
+    # the value it would check is known.
+    tracing_checks.install(dev)
