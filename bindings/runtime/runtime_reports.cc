@@ -1,0 +1,116 @@
+// The runtime's profiler reports (Runtime::allocate_reported and
+// deallocate_reported): attaching each device's BlockReporter when a call
+// first asks for a report, and detaching them again when profiling stops.
+//
+// Invariant: a reported call always finds its device's reporter attached
+// for the length of its call (the argument is in detach_reporters). Cost
+// while no reporter is attached: none on the allocation path, a load and a
+// branch per free through cachealloc_free_report (note_unreported).
+#include <atomic>
+#include <mutex>
+
+#include "bindings/runtime/block_report.h"
+#include "bindings/runtime/runtime.h"
+
+namespace cachealloc {
+
+void Runtime::attach_reporters(Generation& g) {
+  // seq_cst, as detach_reporters' store and its reading of
+  // reports_in_flight: see there.
+  if (g.reporters_attached.load(std::memory_order_seq_cst)) [[likely]] return;
+  const std::lock_guard<std::mutex> lock(g.reporters_mutex);
+  if (g.reporters_attached.load(std::memory_order_seq_cst)) return;
+  // Remove before add: a detach may have left some reporters attached (it
+  // skips a device while a reported call is under way), and each must be
+  // attached once. (Each follows the stats collector, attached first when
+  // the generation was built.)
+  for (int d = 0; d < g.allocator.device_count(); ++d)
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+      BlockReporter* r = g.reporters[static_cast<size_t>(d)].get();
+      e.remove_observer(r);
+      e.add_observer(r);
+    });
+  g.reporters_attached.store(true, std::memory_order_seq_cst);
+}
+
+void Runtime::detach_reporters(Generation& g) {
+  // Why a reported call never loses its reporter: it raises
+  // reports_in_flight before it reads reporters_attached (ReportedCall, then
+  // attach_reporters), and this clears reporters_attached before it reads
+  // reports_in_flight, all seq_cst. If the call read "attached", its raise
+  // precedes this store, so every read of reports_in_flight below sees it
+  // and no reporter is removed while the call lasts. If it read "detached",
+  // it waits for reporters_mutex, held here until this detach is done, and
+  // then re-attaches every device's reporter. A removal skipped leaves that
+  // reporter attached with the flag cleared: harmless, the next attach
+  // removes before it adds.
+  const std::lock_guard<std::mutex> lock(g.reporters_mutex);
+  g.reporters_attached.store(false, std::memory_order_seq_cst);
+  for (int d = 0; d < g.allocator.device_count(); ++d)
+    g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+      if (g.reports_in_flight.load(std::memory_order_seq_cst) == 0)
+        e.remove_observer(g.reporters[static_cast<size_t>(d)].get());
+    });
+}
+
+void Runtime::note_unreported_slow(Generation& g) {
+  // Per thread, so that a thread that never profiles (NCCL's watchdog
+  // freeing tensors) does not detach what a profiled thread uses at every
+  // turn: it takes kDetachReportersAfter of its own calls in a row. A
+  // reported call on this thread starts the count again.
+  if (++unreported_run_ < kDetachReportersAfter) return;
+  unreported_run_ = 0;
+  detach_reporters(g);
+}
+
+namespace {
+// For the length of one reported call: counted in reports_in_flight (before
+// the reporters are looked at), and this thread's run of unreported calls
+// ended.
+class ReportedCall {
+ public:
+  explicit ReportedCall(std::atomic<int>& in_flight) : in_flight_(in_flight) {
+    in_flight_.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~ReportedCall() { in_flight_.fetch_sub(1, std::memory_order_seq_cst); }
+  ReportedCall(const ReportedCall&) = delete;
+  ReportedCall& operator=(const ReportedCall&) = delete;
+
+ private:
+  std::atomic<int>& in_flight_;
+};
+}  // namespace
+
+uintptr_t Runtime::allocate_reported(size_t size, int device, uintptr_t stream,
+                                     BlockReport& report) {
+  const ContextPtr ctx = capture_.on_alloc() ? capture_.capture_for_alloc() : nullptr;
+  for (;;) {
+    Generation& g = current();
+    const ReportedCall call(g.reports_in_flight);
+    unreported_run_ = 0;
+    try {
+      attach_reporters(g);
+      const ReportRequest request(report, 0);
+      return g.allocator.allocate(size, device, stream, ctx);
+    } catch (const AllocatorRetired&) {
+      // init() replaced the generation after we loaded it: retry.
+    }
+  }
+}
+
+void Runtime::deallocate_reported(uintptr_t address, int device, BlockReport& report) {
+  const ContextPtr ctx = capture_.on_free() ? capture_.capture_for_free() : nullptr;
+  for (;;) {
+    Generation& g = current();
+    const ReportedCall call(g.reports_in_flight);
+    unreported_run_ = 0;
+    try {
+      attach_reporters(g);
+      const ReportRequest request(report, address);
+      return g.allocator.deallocate(address, device, ctx);
+    } catch (const AllocatorRetired&) {
+    }
+  }
+}
+
+}  // namespace cachealloc
