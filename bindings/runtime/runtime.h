@@ -263,6 +263,12 @@ class Runtime {
   // reported call is under way.
   static void detach_reporters(Generation& g);
   [[gnu::noinline]] static void note_unreported_slow(Generation& g);
+  // on_allocator for a reported call (`address` 0: an allocation): counted
+  // in reports_in_flight, reporters attached, this thread's report request
+  // set, retried on the new generation if init() retired the one loaded.
+  // Defined and used in runtime_reports.cc only.
+  template <typename Fn>
+  auto with_report(BlockReport& report, uintptr_t address, Fn&& fn);
   // allocate/deallocate with capture_'s context. Out of line, so
   // that the inlined common case needs no ContextPtr (nor the registers and
   // stack to keep one across the call).

@@ -81,25 +81,8 @@ class ReportedCall {
 };
 }  // namespace
 
-uintptr_t Runtime::allocate_reported(size_t size, int device, uintptr_t stream,
-                                     BlockReport& report) {
-  const ContextPtr ctx = capture_.on_alloc() ? capture_.capture_for_alloc() : nullptr;
-  for (;;) {
-    Generation& g = current();
-    const ReportedCall call(g.reports_in_flight);
-    unreported_run_ = 0;
-    try {
-      attach_reporters(g);
-      const ReportRequest request(report, 0);
-      return g.allocator.allocate(size, device, stream, ctx);
-    } catch (const AllocatorRetired&) {
-      // init() replaced the generation after we loaded it: retry.
-    }
-  }
-}
-
-void Runtime::deallocate_reported(uintptr_t address, int device, BlockReport& report) {
-  const ContextPtr ctx = capture_.on_free() ? capture_.capture_for_free() : nullptr;
+template <typename Fn>
+auto Runtime::with_report(BlockReport& report, uintptr_t address, Fn&& fn) {
   for (;;) {
     Generation& g = current();
     const ReportedCall call(g.reports_in_flight);
@@ -107,10 +90,24 @@ void Runtime::deallocate_reported(uintptr_t address, int device, BlockReport& re
     try {
       attach_reporters(g);
       const ReportRequest request(report, address);
-      return g.allocator.deallocate(address, device, ctx);
+      return fn(g.allocator);
     } catch (const AllocatorRetired&) {
+      // init() replaced the generation after we loaded it: retry.
     }
   }
+}
+
+uintptr_t Runtime::allocate_reported(size_t size, int device, uintptr_t stream,
+                                     BlockReport& report) {
+  const ContextPtr ctx = capture_.on_alloc() ? capture_.capture_for_alloc() : nullptr;
+  return with_report(report, 0, [&](CachingAllocator& a) {
+    return a.allocate(size, device, stream, ctx);
+  });
+}
+
+void Runtime::deallocate_reported(uintptr_t address, int device, BlockReport& report) {
+  const ContextPtr ctx = capture_.on_free() ? capture_.capture_for_free() : nullptr;
+  with_report(report, address, [&](CachingAllocator& a) { a.deallocate(address, device, ctx); });
 }
 
 }  // namespace cachealloc
