@@ -6,7 +6,6 @@ import gzip
 import json
 import os
 import pathlib
-import pickle
 import subprocess
 import sys
 
@@ -19,16 +18,13 @@ WORKLOADS = REPO / "benchmarks" / "predict" / "workloads.py"
 
 torch = pytest.importorskip("torch")
 
-
-class _DataOnly(pickle.Unpickler):
-    def find_class(self, module, name):
-        raise pickle.UnpicklingError(f"refusing {module}.{name}")
+from cachealloc import plain_pickle  # noqa: E402
 
 
 def _request_stream(path):
     """("alloc", bytes) / ("free", request number of the allocation it frees), in order."""
     with gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb") as f:
-        trace = _DataOnly(f).load()["device_traces"][0]
+        trace = plain_pickle.load(f)["device_traces"][0]
     index, out = {}, []
     for e in trace:
         if e["action"] == "alloc":
