@@ -6,6 +6,7 @@ losses, and step time as a ratio to native; the NCCL user-buffer checks.
 """
 import json
 import pathlib
+import random
 import statistics
 import sys
 
@@ -79,8 +80,39 @@ def pooled(native, ours):
                 if v is not None:
                     end = lo if v < lo else hi
                     worst = max(worst, abs(v - end) / max(abs(end), 1))
+    # The other direction: native's rank-runs against cachealloc's pooled
+    # range. Two samples of one distribution each leave some of the other's
+    # values outside their range (a fresh value falls outside n samples'
+    # range with probability 2 / (n + 1)), so a key outside in one direction
+    # says little alone; a key outside in one direction only, with a low
+    # permutation p, would be a real difference.
+    o_list = list(o_all.values())
+    reverse = sorted(k for k in n_all[0]["memory_stats"]
+                     if any(not min(r["memory_stats"].get(k, 0) for r in o_list) <= r["memory_stats"][k]
+                            <= max(r["memory_stats"].get(k, 0) for r in o_list) for r in n_all))
+    tests = {k: permutation_p([r["memory_stats"][k] for r in n_all],
+                              [r["memory_stats"].get(k, 0) for r in o_list]) for k in sorted(outside)}
     return {"native_samples": len(n_all), "cachealloc_samples": len(o_all),
-            "keys_outside": sorted(outside), "worst_relative": worst}
+            "keys_outside": sorted(outside), "worst_relative": worst,
+            "native_keys_outside_cachealloc_range": reverse,
+            "permutation_p_of_keys_outside": tests}
+
+
+def permutation_p(a, b, rounds=20000, seed=1):
+    """Two-sided permutation test of equal means (the null: native's and
+    cachealloc's rank-runs come from one distribution). Exact in the limit
+    of rounds; a fixed seed makes the printed p reproducible."""
+    rng = random.Random(seed)
+    both, n = list(a) + list(b), len(a)
+    observed = abs(statistics.fmean(a) - statistics.fmean(b))
+    if observed == 0:
+        return 1.0
+    hits = 0
+    for _ in range(rounds):
+        rng.shuffle(both)
+        if abs(statistics.fmean(both[:n]) - statistics.fmean(both[n:])) >= observed - 1e-12 * observed:
+            hits += 1
+    return (hits + 1) / (rounds + 1)
 
 
 def main():
@@ -108,6 +140,13 @@ def main():
               f"cachealloc {pool['cachealloc_samples']}; keys outside native's pooled range "
               f"{len(pool['keys_outside'])} {pool['keys_outside'][:6]}; worst "
               f"{pool['worst_relative']:.2e} of the range's end")
+        ps = pool["permutation_p_of_keys_outside"]
+        if ps:
+            print(f"{mode_dir.name} those keys, permutation p (same distribution as native's): "
+                  + ", ".join(f"{k} {p:.3f}" for k, p in ps.items()))
+        print(f"{mode_dir.name} native's rank-runs outside cachealloc's pooled range: "
+              f"{len(pool['native_keys_outside_cachealloc_range'])} keys "
+              f"{pool['native_keys_outside_cachealloc_range'][:6]}")
     for a in ("native", "cachealloc"):
         f = root / f"user_buffer_{a}.json"
         if f.exists():
