@@ -42,6 +42,7 @@ class Extractor {
   absl::flat_hash_map<uintptr_t, uint32_t> live_;      // address -> slot
   absl::flat_hash_map<uintptr_t, uint32_t> deferred_;  // address -> slot, awaiting completion
   absl::flat_hash_map<StreamId, uint16_t> stream_of_;
+  absl::flat_hash_map<uint32_t, uint32_t> fallible_group_;  // recorded -> dense
   std::vector<uint32_t> free_slots_;
   uint32_t next_slot_ = 0;
 };
@@ -169,6 +170,13 @@ RequestStream Extractor::run() {
             break;  // native reserves at most one segment per request
           }
         if (r.context) out_.contexts.emplace_back(out_.requests.size(), r.context);
+        if (r.fallible_group != kNotFallible) {
+          // Dense group numbers: a replay keeps one flag per group.
+          auto [g, added] = fallible_group_.try_emplace(
+              r.fallible_group, static_cast<uint32_t>(out_.fallible_groups));
+          if (added) ++out_.fallible_groups;
+          out_.fallible.push_back(FallibleRequest{out_.requests.size(), g->second});
+        }
         push(RequestKind::kAlloc, r.size, slot, r.stream, r.time_us);
         break;
       }

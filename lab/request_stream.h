@@ -50,6 +50,21 @@ struct SegmentHint {
   size_t bytes = 0;       // recorded segment size
 };
 
+// An allocation the program survives the failure of, as a prediction marks
+// it (RecordedEvent::fallible_group): cuDNN's convolution workspace, which
+// torch's cuDNN v8 path allocates inside try_configs and, when the
+// allocation raises OutOfMemoryError, answers by trying the next plan and
+// caching the one that ran. So in a replay (whatif.h) such a request that
+// OOMs does not fail the run: the engine has done its OOM path as for any
+// request, the block is taken as not allocated (its frees are skipped), and
+// every later request of the same group (the same convolution's plan) is
+// not made at all. Modelled premise: the plan cuDNN falls back to needs no
+// workspace.
+struct FallibleRequest {
+  size_t request = 0;  // index into RequestStream::requests (a kAlloc)
+  uint32_t group = 0;  // dense, < RequestStream::fallible_groups
+};
+
 struct RequestStream {
   int device = 0;
   std::vector<Request> requests;
@@ -65,6 +80,8 @@ struct RequestStream {
   // the history ring): dropped, there is nothing to free.
   size_t unmatched_frees = 0;
   size_t initial_blocks = 0;         // requests made for options.live_at_start
+  std::vector<FallibleRequest> fallible;  // by request index; empty for a recorded run
+  size_t fallible_groups = 0;        // distinct groups in `fallible`
   AllocatorConfig recorded_config;   // the trace's allocator_settings
   // (request index, recorded stack) of the allocations whose trace entry
   // has frames, in request order; empty unless the trace was parsed with

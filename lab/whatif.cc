@@ -48,6 +48,7 @@ class Replay {
     }
     if (options.memory_limit) engine_.set_memory_limit(*options.memory_limit);
     if (stream.deferred_frees > 0) pending_event_.assign(stream.slots, 0);
+    fallen_back_.assign(stream.fallible_groups, 0);
   }
 
   // Replays requests [0, end); with `peak`, stops after request `end - 1`
@@ -69,6 +70,8 @@ class Replay {
   std::vector<Block*> live_;             // slot -> block, null when free or OOM'd
   std::vector<EventId> pending_event_;   // slot -> event of its deferred free
   std::vector<size_t> allocated_at_;     // slot -> request index (peak runs only)
+  std::vector<uint8_t> fallen_back_;     // fallible group -> 1 once one of its requests OOM'd
+  size_t fallbacks_ = 0;                 // fallible requests refused
   size_t allocated_ = 0;                 // bytes handed out now
 };
 
@@ -85,6 +88,8 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   const bool hinted = options_.address_hints && !stream_.hints.empty();
   const SegmentHint* hint = stream_.hints.data();
   const SegmentHint* const hints_end = hint + stream_.hints.size();
+  const FallibleRequest* fallible = stream_.fallible.data();
+  const FallibleRequest* const fallible_end = fallible + stream_.fallible.size();
 
   const bool bounded = options_.deadline != std::chrono::steady_clock::time_point::max();
   // Also checked before the first request: a search runs many short replays.
@@ -102,9 +107,19 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
       }
     }
     Block* scratch = nullptr;  // a re-issued OOM that succeeded: freed after sampling
+    // This request's FallibleRequest entry, if it has one (entries are in
+    // request order, so one pointer walks them).
+    const FallibleRequest* may_fail = nullptr;
+    if (fallible != fallible_end && fallible->request == k) may_fail = fallible++;
     switch (q.kind) {
       case RequestKind::kAlloc:
       case RequestKind::kRetryOom:
+        if (may_fail && fallen_back_[may_fail->group]) {
+          // The program runs the fallback plan now: it asks for nothing.
+          live_[q.slot] = nullptr;
+          ++out.fallback_skips;
+          break;
+        }
         try {
           Block* b = engine_.malloc(q.size, streams[q.stream]);
           allocated_ += b->size;
@@ -116,7 +131,11 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
           if (peak) allocated_at_[q.slot] = k;
         } catch (const OutOfMemoryError&) {
           live_[q.slot] = nullptr;
-          if (options_.stop_at_first_oom) {
+          if (may_fail) {
+            // The program goes on without the block (request_stream.h).
+            fallen_back_[may_fail->group] = 1;
+            ++fallbacks_;
+          } else if (options_.stop_at_first_oom) {
             out.stopped_at_oom = true;
             end = k + 1;
           }
@@ -191,7 +210,9 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   out.device_allocs = counters_.device_allocs;
   out.device_frees = counters_.device_frees;
   out.retries = counters_.retries;
-  out.ooms = counters_.ooms;
+  // The engine counted every refusal, the fallible ones included.
+  out.ooms = counters_.ooms - fallbacks_;
+  out.fallbacks = fallbacks_;
   out.final_reserved = engine_.reserved_bytes();
   out.final_allocated = allocated_;
 }

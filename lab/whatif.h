@@ -6,7 +6,9 @@
 // requests are fed in. Per request it samples reserved and allocated bytes
 // (peaks, the moment reserved peaks, a downsampled time series) and counts
 // device reservations/releases, retries and OOMs. A request that OOMs is
-// counted and the replay goes on; later frees of it are skipped.
+// counted and the replay goes on; later frees of it are skipped. A fallible
+// request (request_stream.h, FallibleRequest) that OOMs is a fallback, not
+// an OOM of the run: counted apart, and its group makes no more requests.
 //
 // Fast by design: one pass over a flat request array, Block* per slot in a
 // vector, no allocation per request beyond the engine's own.
@@ -34,7 +36,7 @@ struct WhatIfOptions {
   // policy only; see WhatIfDevice). Off: plain first fit.
   bool address_hints = true;
   size_t series_points = 1000;      // time-series buckets (max per bucket)
-  bool stop_at_first_oom = false;   // for min-memory probes
+  bool stop_at_first_oom = false;   // for min-memory probes (fallbacks go on)
   // > 0: describe the moment reserved first peaked (largest live blocks, up
   // to this many, and every segment), by replaying again up to it.
   size_t peak_blocks = 0;
@@ -101,7 +103,13 @@ struct WhatIfResult {
   size_t device_allocs = 0;       // segments reserved (mappings, expandable)
   size_t device_frees = 0;        // segments released (unmappings)
   size_t retries = 0;             // allocations retried after emptying the cache
-  size_t ooms = 0;                // requests refused
+  // Requests refused that the program needed: the OOMs that end a run (a
+  // fallible request's refusal is a fallback, below, not counted here).
+  size_t ooms = 0;
+  // Fallible requests refused (each also ran the engine's OOM path, and
+  // counts in its num_ooms as native's does), and fallible requests not
+  // made because their group had fallen back before.
+  size_t fallbacks = 0, fallback_skips = 0;
   size_t recorded_ooms_succeeded = 0;  // recorded OOMs served this time
   size_t final_reserved = 0, final_allocated = 0;  // bytes at the end
   bool stopped_at_oom = false;    // stop_at_first_oom cut the replay short

@@ -302,6 +302,11 @@ RecordedTrace parse_trace(const PyValue& snap, bool keep_frames) {
       if (const PyValue* tu = e.find("time_us"); tu && tu->kind() == PyValue::Kind::kInt)
         r.time_us = tu->as_int();
       r.source_index = i;
+      if (const PyValue* g = e.find("fallible_group"); g && r.action == EventKind::kAlloc) {
+        if (g->kind() != PyValue::Kind::kInt || g->as_int() < 0 || g->as_int() > INT32_MAX)
+          bad(where, "fallible_group is not an int in [0, 2^31)");
+        r.fallible_group = static_cast<uint32_t>(g->as_int());
+      }
       if (keep_frames) r.context = frames_of(e, where, contexts);
       events.push_back(std::move(r));
     }

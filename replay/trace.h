@@ -28,6 +28,9 @@ class TraceFormatError : public std::runtime_error {
 // recorded process had more.
 constexpr size_t kMaxTraceDevices = 128;
 
+// RecordedEvent::fallible_group of a request the program cannot do without.
+constexpr uint32_t kNotFallible = UINT32_MAX;
+
 struct RecordedEvent {
   EventKind action = EventKind::kAlloc;
   uintptr_t address = 0;   // 0 for kOom
@@ -37,6 +40,12 @@ struct RecordedEvent {
   size_t device_free = 0;  // kOom only
   size_t source_index = 0; // index in the device's recorded trace
   ContextPtr context;      // recorded frames, when asked for and present
+  // kAlloc only: the entry's "fallible_group" (an int in [0, 2^31)), or
+  // kNotFallible. Native never writes that key; a prediction marks with it
+  // an allocation the program survives the failure of (it goes on without
+  // the block) and, once one allocation of a group failed, makes no other
+  // request of that group (lab/request_stream.h, FallibleRequest).
+  uint32_t fallible_group = kNotFallible;
 };
 
 // The final state of one segment as the snapshot recorded it.

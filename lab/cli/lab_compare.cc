@@ -129,7 +129,8 @@ std::string result_json(const WhatIfResult& r, const std::string& snapshot_path)
                   ", \"peak_request\": " + n(r.peak_request) +
                   ", \"device_allocs\": " + n(r.device_allocs) +
                   ", \"device_frees\": " + n(r.device_frees) + ", \"retries\": " + n(r.retries) +
-                  ", \"ooms\": " + n(r.ooms) +
+                  ", \"ooms\": " + n(r.ooms) + ", \"fallbacks\": " + n(r.fallbacks) +
+                  ", \"fallback_skips\": " + n(r.fallback_skips) +
                   ", \"recorded_ooms_succeeded\": " + n(r.recorded_ooms_succeeded) +
                   ", \"final_reserved\": " + n(r.final_reserved) +
                   ", \"final_allocated\": " + n(r.final_allocated) +
@@ -174,6 +175,14 @@ void print_table(const LabInput& in, const std::optional<size_t>& limit,
                 r.config.policy.c_str(), lab_bytes(r.peak_reserved).c_str(),
                 lab_bytes(r.peak_allocated).c_str(), frag, r.device_allocs, r.device_frees,
                 r.retries, r.ooms, lab_seconds(r.seconds).c_str());
+  }
+  if (!st.fallible.empty()) {
+    // A prediction's trace: say how its fallible requests fared.
+    std::printf("\n%zu fallible request(s) in %zu group(s) (OOMs above exclude them):\n",
+                st.fallible.size(), st.fallible_groups);
+    for (const auto& r : results)
+      std::printf("  %-*s  %zu fell back, %zu not made after a fallback\n", static_cast<int>(width),
+                  r.config.label().c_str(), r.fallbacks, r.fallback_skips);
   }
   for (const auto& r : results)
     if (r.peak && !r.peak->largest_blocks.empty()) {

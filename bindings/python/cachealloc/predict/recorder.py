@@ -81,7 +81,15 @@ class Recording:
         self.placeholders = 0       # .item() calls answered with a placeholder
         table, why = cudnn_workspace.choose_table(gpu, torch.__version__)
         self.cudnn = cudnn_workspace.CudnnWorkspaces(table, why, torch.__version__)
-        self._ws_plan = None        # workspaces still to insert in the running convolution
+        self._ws_plan = None        # [position, bytes, index] still to insert in the running convolution
+        self._ws_key = None         # the running convolution's key
+        # Workspace allocation id -> fallback group: under a limit a workspace
+        # may fail without failing the step (trace_writer, docs/prediction.md).
+        # One group per (key, index in the key's plan): the plan torch's
+        # cuDNN path caches per convolution, so after one fallback the key's
+        # later calls run the fallback plan and ask for no workspace.
+        self.fallible = {}
+        self._groups = {}           # (key, index) -> group number, dense
         self._op_allocs = 0         # the running convolution's own allocations so far
         self.conv_calls = []        # (key, first event index, end event index) per convolution
         self.unmodelled = {}        # what ran that the fake run records otherwise than a GPU -> calls
@@ -110,7 +118,8 @@ class Recording:
         plan = self.cudnn.plan(key)
         if plan is None:
             return
-        self._ws_plan, self._op_allocs = plan, 0
+        self._ws_plan = [[position, size, index] for index, (position, size) in enumerate(plan)]
+        self._ws_key, self._op_allocs = key, 0
         self._insert_workspaces(0)
 
     def end_convolution(self) -> None:
@@ -123,9 +132,11 @@ class Recording:
 
     def _insert_workspaces(self, done) -> None:
         while self._ws_plan and (done is None or self._ws_plan[0][0] <= done):
-            size = self._ws_plan.pop(0)[1]
+            _, size, index = self._ws_plan.pop(0)
             if size > 0:           # a zero-byte request is no request
                 wid = self._new_alloc(size, self.stream)
+                group = (self._ws_key, index)
+                self.fallible[wid] = self._groups.setdefault(group, len(self._groups))
                 self.events.append((FREE, wid, 0, self.stream))
 
     def free(self, aid: int, stream: int) -> None:

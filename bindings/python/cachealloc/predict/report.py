@@ -96,6 +96,7 @@ def largest_text(a: dict) -> str:
               f"  physical limit (peak allocated fits): {L['physical']}",
               f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes"]
     lines += cudnn_lines(a.get("cudnn") or {})
+    lines += [m for m in a.get("modelled", []) if m.startswith("cuDNN plan fallbacks")]
     return "\n".join(lines) + "\n"
 
 

@@ -128,9 +128,9 @@ def install(dev) -> None:
     import torch.cuda.memory as cuda_memory
     dev._set(cuda_memory, "_record_memory_history", lambda *a, **k: None)
     dev._set(cuda_memory, "_dump_snapshot", lambda filename="dump_snapshot.pickle": trace_writer.write(
-        filename, list(dev.recording.events)))
+        filename, list(dev.recording.events), dict(dev.recording.fallible)))
     dev._set(cuda_memory, "_snapshot", lambda device=None, *a, **k: trace_writer.snapshot_dict(
-        list(dev.recording.events)))
+        list(dev.recording.events), dict(dev.recording.fallible)))
     # nn.DataParallel on the one fake GPU: its scatter is a move to that
     # device (torch._C._scatter is in CUDA builds only).
     from torch.nn.parallel import comm

@@ -25,14 +25,25 @@ NATIVE_CONFIGS = {"classic": "", "expandable": "expandable_segments:True"}
 
 
 def measure(trace, limit: int) -> dict:
-    """Predicted peaks and minimum memory per native config."""
-    rows = lab.compare(trace, list(NATIVE_CONFIGS.values()))
-    mins = lab.min_memory(trace, list(NATIVE_CONFIGS.values()))
+    """Per native config: predicted peaks (no limit), the minimum memory,
+    and the replay at `limit`: it fits when no request the step needs OOMs
+    and reserved stays within the limit (min_memory.h's rule). A cuDNN
+    workspace that OOMs there is a fallback, not an OOM (trace_writer.py):
+    "fallbacks" counts them, "fallback_skips" the later calls of those
+    convolutions, which ran the fallback plan and asked for no workspace.
+    Fits is judged at the limit itself, not as min_memory <= limit: with
+    fallbacks, a run that fits in less memory need not fit in more (a
+    workspace that now succeeds can grow the cache)."""
+    confs = list(NATIVE_CONFIGS.values())
+    rows = lab.compare(trace, confs)
+    mins = lab.min_memory(trace, confs)
+    at_limit = lab.compare(trace, confs, memory_limit=limit)
     out = {}
-    for (name, conf), row in zip(NATIVE_CONFIGS.items(), rows):
+    for (name, conf), row, lim in zip(NATIVE_CONFIGS.items(), rows, at_limit):
         out[name] = {"conf": conf, "peak_allocated": row["peak_allocated"],
                      "peak_reserved": row["peak_reserved"], "min_memory": mins[conf],
-                     "fits": mins[conf] <= limit}
+                     "fits": lim["ooms"] == 0 and lim["peak_reserved"] <= limit,
+                     "fallbacks": lim["fallbacks"], "fallback_skips": lim["fallback_skips"]}
     return out
 
 
@@ -48,7 +59,12 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
               "context_bytes_assumed": gpu.context_bytes, "total_memory": gpu.total_memory,
               "size": size, "steps": rec.summary["steps"], "steps_requested": steps,
               "trace": str(rec.trace),
-              "configs": configs, "recording": rec.summary, "modelled": rec.summary["modelled"],
+              "configs": configs, "recording": rec.summary,
+              "modelled": rec.summary["modelled"] + fallback_lines(rec.summary, {
+                  name: (size, c) for name, c in configs.items()}),
+              "cudnn_fallbacks": {name: {"fallbacks": c["fallbacks"],
+                                         "fallback_skips": c["fallback_skips"]}
+                                  for name, c in configs.items()},
               "record_seconds": t_rec}
     best = None
     if advise:
@@ -58,10 +74,9 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
         best = {"line": adv["recommendation"], "min_memory": best_row["min_memory"] if best_row else None,
                 "headline": adv["headline"], "configs": adv["configs"]}
     answer["best"] = best
-    mins = [c["min_memory"] for c in configs.values()]
-    if best and best["min_memory"] is not None:
-        mins.append(best["min_memory"])
-    answer["fits"] = min(mins) <= limit
+    answer["fits"] = (any(c["fits"] for c in configs.values()) or
+                      (best is not None and best["min_memory"] is not None and
+                       best["min_memory"] <= limit))
     answer["physical_fits"] = max(c["peak_allocated"] for c in configs.values()) <= limit
     if best and best["min_memory"] is not None and best["min_memory"] <= limit:
         answer["settings"] = best["line"]
@@ -108,9 +123,25 @@ def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_siz
         session.close()
 
 
+def fallback_lines(summary: dict, at: dict) -> list:
+    """The 'modelled' line on cuDNN plan fallbacks under the limit. at:
+    {config name: (size or None, measure()'s row)}; none when the recording
+    had no cuDNN workspace."""
+    if not (summary.get("cudnn") or {}).get("workspaces"):
+        return []
+    parts = [f"{name}{'' if size is None else f' (size {size})'} {c['fallbacks']} "
+             f"(+{c['fallback_skips']} later call(s) without)" for name, (size, c) in at.items()
+             if c is not None]
+    return ["cuDNN plan fallbacks under the limit: " + ", ".join(parts) + ": a workspace "
+            "request that OOMs (the allocator's OOM path runs, as on the GPU) does not fail the "
+            "step; torch's cuDNN path tries the next plan, assumed to need no workspace, and "
+            "keeps it for that convolution's later calls"]
+
+
 def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0):
     cudnn: Dict[int, dict] = {}     # size -> the recording's cuDNN workspace coverage
     modelled: list = []
+    summaries: Dict[int, dict] = {}  # size -> the recording's summary
 
     def probe(size: int) -> dict:
         if size not in probes:
@@ -119,6 +150,7 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
             rec = session.record(size)
             probes[size] = measure(rec.trace, limit)
             cudnn[size] = rec.summary.get("cudnn")
+            summaries[size] = rec.summary
             modelled[:] = rec.summary.get("modelled", [])
         return probes[size]
 
@@ -156,6 +188,11 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
         answer[name] = lo
     progress.close()
     best_size = max(answer["classic"], answer["expandable"])
+    # Fallbacks at each config's largest fitting size (none fits: nothing to say).
+    at = {name: (answer[name], probes[answer[name]][name] if answer[name] else None)
+          for name in NATIVE_CONFIGS}
+    if best_size:
+        modelled = modelled + fallback_lines(summaries[best_size], at)
     return {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
             "context_bytes_assumed": gpu.context_bytes, "largest": answer,
             "settings": (NATIVE_CONFIGS["expandable"] if answer["expandable"] > answer["classic"]
@@ -163,4 +200,7 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
             "largest_fitting": best_size,
             "probes": {str(s): m for s, m in sorted(probes.items())},
             "cudnn": {str(s): c for s, c in sorted(cudnn.items())}, "modelled": modelled,
+            "cudnn_fallbacks": {name: None if c is None else {
+                "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}
+                for name, (size, c) in at.items()},
             "seconds": time.perf_counter() - t0}

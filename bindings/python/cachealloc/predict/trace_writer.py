@@ -5,6 +5,11 @@ program's requests (alloc, then free_requested + free_completed for a free),
 no segments (the prediction has no allocator state of its own: the replay
 decides it). Addresses are synthetic and unique per live allocation; sizes
 are the bytes asked for (native's trace records the unrounded size too).
+
+An allocation the step survives the failure of (a cuDNN workspace: torch
+tries the next plan) carries "fallible_group": its group number, a key
+native never writes; the replay (lab/request_stream.h, FallibleRequest)
+takes its OOM as a fallback and makes no more requests of that group.
 """
 from __future__ import annotations
 
@@ -17,15 +22,20 @@ _ADDRESS_BASE = 0x7F0000000000
 _ADDRESS_STEP = 1 << 20  # ids never reuse, so addresses never collide
 
 
-def snapshot_dict(events, lines=None) -> dict:
+def snapshot_dict(events, fallible=None) -> dict:
+    """fallible: {allocation id: group number} (Recording.fallible)."""
+    fallible = fallible or {}
     trace = []
     t = 0
     for kind, aid, size, stream in events:
         addr = _ADDRESS_BASE + aid * _ADDRESS_STEP
         t += 1
         if kind == ALLOC:
-            trace.append({"action": "alloc", "addr": addr, "size": size, "stream": stream,
-                          "time_us": t, "frames": []})
+            entry = {"action": "alloc", "addr": addr, "size": size, "stream": stream,
+                     "time_us": t, "frames": []}
+            if aid in fallible:
+                entry["fallible_group"] = fallible[aid]
+            trace.append(entry)
         else:
             trace.append({"action": "free_requested", "addr": addr, "size": 0, "stream": stream,
                           "time_us": t, "frames": []})
@@ -34,8 +44,8 @@ def snapshot_dict(events, lines=None) -> dict:
     return {"segments": [], "device_traces": [trace]}
 
 
-def write(path, events) -> None:
-    data = pickle.dumps(snapshot_dict(events), protocol=4)
+def write(path, events, fallible=None) -> None:
+    data = pickle.dumps(snapshot_dict(events, fallible), protocol=4)
     if str(path).endswith(".gz"):
         with gzip.open(path, "wb", compresslevel=1) as f:
             f.write(data)

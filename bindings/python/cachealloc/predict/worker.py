@@ -137,7 +137,7 @@ def record_one(ns, size, out, summary_path, script):
     summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())
-    trace_writer.write(out, dev.recording.events)
+    trace_writer.write(out, dev.recording.events, dev.recording.fallible)
     with open(summary_path, "w") as f:
         json.dump(summary, f)
     del dev
