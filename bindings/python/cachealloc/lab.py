@@ -98,10 +98,15 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
     Each dict holds, in bytes unless said: conf, label, policy,
     peak_reserved, peak_allocated, allocated_at_peak,
     fragmentation_at_peak (fraction), peak_request (index), device_allocs,
-    device_frees, retries, ooms, recorded_ooms_succeeded, final_reserved,
+    device_frees, retries, ooms, fallbacks, fallback_skips,
+    recorded_ooms_succeeded, final_reserved,
     final_allocated, requests, seconds, requests_per_s, events_per_s,
     snapshot (path or None), and with html the peak's largest live blocks
-    (peak_blocks) and segment count (peak_segments).
+    (peak_blocks) and segment count (peak_segments). ooms counts the
+    requests the program needed; an allocation the trace marks fallible (a
+    prediction's cuDNN workspace, "fallible_group") that OOMs counts in
+    fallbacks instead, and later requests of its group are not made
+    (fallback_skips): lab/request_stream.h.
     """
     args = ["compare", os.fspath(trace_path), *_conf_args(confs)]
     if memory_limit is not None:

@@ -157,7 +157,8 @@ class CudnnWorkspaces:
         line = (f"cuDNN convolution workspaces: from {self.source()}; "
                 f"{self.modelled_calls} convolution call(s) modelled ({self.workspaces} "
                 f"workspace request(s), {self.workspace_bytes} bytes in all, each allocated and "
-                "freed inside its op where the GPU did)")
+                "freed inside its op where the GPU did; under a limit one that OOMs is a plan "
+                "fallback, not an OOM of the step)")
         if self.missing_calls:
             line += (f"; NOT MODELLED: {self.missing_calls} call(s) of {len(self.missing_keys)} "
                      f"convolution(s) the table lacks (no workspace counted; e.g. "
