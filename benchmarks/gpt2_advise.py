@@ -1,7 +1,7 @@
 """The advisor on a real OOM (issue 24), on one GPU:
 
   1. GPT-2 small (bf16, AdamW, sequence 1024) at the smallest batch from 28 up that, under native
-     defaults and memory fraction 0.5, runs out of memory;
+     defaults and memory fraction 0.5 (at most half an 80 GB H100: smaller on a bigger card), runs out of memory;
   2. the same run recorded with no fraction (the whole program's requests,
      Python frames included) as a snapshot pickle;
   3. `cachealloc advise` on it with --memory-limit 0.5 x the device's memory
@@ -29,6 +29,16 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 SCRIPT = ROOT / "tests" / "gpu" / "gpt2_train_script.py"
 FRACTION = 0.5
+# The limit the issue's run had: half of an 80 GB H100 (total 85,017,493,504
+# B). On a larger card the fraction shrinks to keep that limit, so the batch
+# search still finds an OOM within FIRST_BATCH..LAST_BATCH (on an H200, half
+# is 69.9 GiB, and GPT-2 small at batch 48 reserves only 59 GiB).
+LIMIT_BYTES = 85_017_493_504 // 2
+
+
+def fraction_for(total_memory):
+    """The memory fraction giving at most LIMIT_BYTES (never above FRACTION)."""
+    return min(FRACTION, LIMIT_BYTES / total_memory)
 
 
 def train(allocator, batch, steps, fraction=None, conf="", snapshot=None):
@@ -57,10 +67,13 @@ def run(batch=None, steps=3, html=None, workdir=None):
     needs depends on the driver and library versions, so it is measured)."""
     from cachealloc import lab
 
+    import torch
+
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="gpt2_advise_"))
-    out = {"steps": steps, "fraction": FRACTION, "batch_search": []}
+    fraction = fraction_for(torch.cuda.get_device_properties(0).total_memory)
+    out = {"steps": steps, "fraction": fraction, "batch_search": []}
     for b in ([batch] if batch else range(FIRST_BATCH, LAST_BATCH + 1, 2)):
-        d = train("native", b, steps, fraction=FRACTION)
+        d = train("native", b, steps, fraction=fraction)
         out["batch_search"].append({"batch": b, "ok": d["ok"], "peak_reserved": d["peak_reserved"]})
         if not d["ok"]:
             break
@@ -70,7 +83,7 @@ def run(batch=None, steps=3, html=None, workdir=None):
     trace = workdir / f"gpt2_b{batch}.pickle"
     out["recording"] = train("native", batch, steps, snapshot=trace)
     total = out["recording"]["total_memory"]
-    limit = int(FRACTION * total)
+    limit = int(fraction * total)
     advice = lab.advise(trace, memory_limit=limit, device_memory=total, html=html)
     out["advice"] = {k: advice[k] for k in ("recommendation", "headline", "reason", "notes",
                                             "nothing_helps", "saving", "seconds", "configs_run",
@@ -83,8 +96,8 @@ def run(batch=None, steps=3, html=None, workdir=None):
     out["advice"]["recommended_peak_reserved"] = top["peak_reserved"]
     out["advice"]["trace_peak_reserved"] = base["peak_reserved"]
     conf = advice["recommendation"]
-    out["native_recommended"] = train("native", batch, steps, fraction=FRACTION, conf=conf)
-    out["cachealloc_recommended"] = train("cachealloc", batch, steps, fraction=FRACTION, conf=conf)
+    out["native_recommended"] = train("native", batch, steps, fraction=fraction, conf=conf)
+    out["cachealloc_recommended"] = train("cachealloc", batch, steps, fraction=fraction, conf=conf)
     return out
 
 
@@ -92,7 +105,7 @@ def report(r):
     gib = 1 << 30
     a = r["advice"]
     lines = [f"GPT-2 small, bf16, AdamW, sequence 1024, batch {r['batch']}, memory fraction "
-             f"{r['fraction']} ({a['memory_limit'] / gib:.2f} GiB)"]
+             f"{r['fraction']:.4f} ({a['memory_limit'] / gib:.2f} GiB)"]
     for probe in r["batch_search"][:-1]:
         lines.append(f"native defaults at batch {probe['batch']}: ran clean, peak reserved "
                      f"{probe['peak_reserved'] / gib:.2f} GiB")

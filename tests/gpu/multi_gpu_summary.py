@@ -94,8 +94,25 @@ def pooled(native, ours):
                               [r["memory_stats"].get(k, 0) for r in o_list]) for k in sorted(outside)}
     return {"native_samples": len(n_all), "cachealloc_samples": len(o_all),
             "keys_outside": sorted(outside), "worst_relative": worst,
+            "native_leave_one_run_out": leave_one_run_out(native),
             "native_keys_outside_cachealloc_range": reverse,
             "permutation_p_of_keys_outside": tests}
+
+
+def leave_one_run_out(native):
+    """Keys on which one of native's own runs (all its ranks) falls outside
+    the pooled range of native's other runs: how far "inside native's
+    range" holds for native itself. Needs at least 2 runs."""
+    keys = set()
+    for held in native:
+        rest = [r["memory_stats"] for run, rr in native.items() if run != held for r in rr.values()]
+        if not rest:
+            return []
+        for r in native[held].values():
+            for k, v in r["memory_stats"].items():
+                if not min(x[k] for x in rest) <= v <= max(x[k] for x in rest):
+                    keys.add(k)
+    return sorted(keys)
 
 
 def permutation_p(a, b, rounds=20000, seed=1):
@@ -144,6 +161,8 @@ def main():
         if ps:
             print(f"{mode_dir.name} those keys, permutation p (same distribution as native's): "
                   + ", ".join(f"{k} {p:.3f}" for k, p in ps.items()))
+        print(f"{mode_dir.name} native itself, one run left out against its other runs: "
+              f"{len(pool['native_leave_one_run_out'])} keys outside")
         print(f"{mode_dir.name} native's rank-runs outside cachealloc's pooled range: "
               f"{len(pool['native_keys_outside_cachealloc_range'])} keys "
               f"{pool['native_keys_outside_cachealloc_range'][:6]}")

@@ -1,5 +1,5 @@
 """The advisor on a real OOM (benchmarks/gpt2_advise.py): GPT-2 small at
-the smallest batch from 28 up that runs out of memory under native defaults at memory fraction 0.5;
+the smallest batch from 28 up that runs out of memory under native defaults at memory fraction 0.5 (or the fraction giving half an 80 GB H100 on a bigger card);
 the PYTORCH_CUDA_ALLOC_CONF that `cachealloc advise` recommends for it (from
 a recording of the same run) trains clean under native PyTorch and under
 cachealloc. Needs transformers (GPT2Config is built locally, no download)."""
