@@ -150,11 +150,20 @@ void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& c
   // Unmapping one block changes no other cached block (two free blocks are
   // never neighbours), so each is still valid when its turn comes.
   const RefreshAtExit refresh(*this);  // segments left with nothing mapped go
-  for (Block* b : to_unmap)
+  for (Block* b : to_unmap) {
+    // A policy may keep some cached pages mapped at the user's empty_cache
+    // (never on the OOM path: emptying_for_user_ is set only by empty_cache).
+    if (emptying_for_user_ && policy_ && !policy_->release_on_empty_cache(b)) continue;
     expandable_.unmap(b, ctx, [this](const auto& change) { account_pages(change); });
+  }
 }
 
 void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx, PoolId pool) {
+  emptying_for_user_ = true;
+  struct Reset {
+    bool& flag;
+    ~Reset() { flag = false; }
+  } reset{emptying_for_user_};
   release_cached_blocks(ctx, pool);
 }
 

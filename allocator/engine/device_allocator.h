@@ -463,6 +463,9 @@ class DeviceCachingAllocator {
   uint64_t observer_failures_ = 0;
   // After-free steps of the policy that failed (policy_failures()).
   uint64_t policy_failures_ = 0;
+  // True only inside empty_cache(): a policy's release_on_empty_cache is
+  // asked then, never on the OOM path's release.
+  bool emptying_for_user_ = false;
 
   BlockPool large_blocks_{false};  // free blocks of large segments
   BlockPool small_blocks_{true};   // free blocks of small segments

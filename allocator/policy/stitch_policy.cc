@@ -121,4 +121,8 @@ size_t StitchPolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes
   return reclaimed;
 }
 
+bool StitchPolicy::release_on_empty_cache(const Block* free_block) const {
+  return free_block->size >= kKeepBelow;
+}
+
 }  // namespace cachealloc

@@ -27,7 +27,8 @@
 //     retry): wait for every stream event, unmap every whole free page
 //     (also those next to the mapping, and blocks freed on other streams),
 //     try again, else raise the OOM. So an OOM leaves the cache as native's.
-//   - Frees: native's (merged, cached). empty_cache: native's.
+//   - Frees: native's (merged, cached). empty_cache: unmaps only cached
+//     free blocks of at least kKeepBelow (20 MiB); the OOM path, all.
 //   - Private pools (graphs, MemPool) map pages as the default pools do;
 //     their free pages are not taken for others. While a pool is routed to
 //     (a CUDA graph may be capturing) nothing is unmapped: unmapping waits
@@ -53,6 +54,7 @@ class StitchPolicy : public PlacementPolicy {
   Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
   bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
                   size_t bytes) override;
+  bool release_on_empty_cache(const Block* free_block) const override;
 
  private:
   // Unmaps at least `target` bytes of whole free pages (fewer if the cache
@@ -81,6 +83,13 @@ class StitchPolicy : public PlacementPolicy {
   static constexpr size_t kMapAheadLarge = size_t{64} << 20;
   static constexpr size_t kMapAheadSmall = size_t{8} << 20;
   static constexpr size_t kMapAheadDivisor = 4;
+  // empty_cache() unmaps a cached block's pages only when the block is at
+  // least this large (native's large page, 20 MiB): smaller free runs stay
+  // mapped for the next step (an island between live blocks is reused as it
+  // is; native's 20 MiB pages cannot release such runs either). Memory they
+  // hold is still given back on demand: a miss under a limit and the OOM
+  // path take whole free pages of any size.
+  static constexpr size_t kKeepBelow = size_t{20} << 20;
 };
 
 }  // namespace cachealloc

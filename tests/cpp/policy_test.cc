@@ -128,6 +128,31 @@ TEST(StitchPolicy, AMissTakesOnlyThePagesItNeedsWithoutALimit) {
   h.engine.check_invariants();
 }
 
+TEST(StitchPolicy, EmptyCacheKeepsFreeRunsUnder20MiBMapped) {
+  Harness h("", 8 * kGiB, "stitch");
+  Block* a = h.engine.malloc(10 * kMiB, kStreamA);
+  Block* live = h.engine.malloc(50 * kMiB, kStreamA);
+  Block* z = h.engine.malloc(40 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 100 * kMiB);
+  h.engine.free(a);  // a 10 MiB free run below the live block
+  h.engine.free(z);  // a 40 MiB free run above it
+  const auto unmaps = h.stats().num_device_free;
+  h.engine.empty_cache();
+  // The 40 MiB run is unmapped (one call); the 10 MiB island stays mapped.
+  EXPECT_EQ(h.engine.reserved_bytes(), 60 * kMiB);
+  EXPECT_EQ(h.stats().num_device_free, unmaps + 1);
+  h.engine.check_invariants();
+  // The island still serves: no device call for a request that fits it.
+  const auto maps = h.stats().num_device_alloc;
+  Block* b = h.engine.malloc(8 * kMiB, kStreamA);
+  EXPECT_EQ(h.stats().num_device_alloc, maps);
+  h.engine.free(b);
+  h.engine.free(live);  // one free run of 60 MiB: the next empty_cache releases it
+  h.engine.empty_cache();
+  EXPECT_EQ(h.engine.reserved_bytes(), 0u);
+  h.engine.check_invariants();
+}
+
 TEST(StitchPolicy, UnderALimitItReclaimsInsteadOfRetrying) {
   Harness h("", 8 * kGiB, "stitch");
   h.engine.set_memory_limit(150 * kMiB);
