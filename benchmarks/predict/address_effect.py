@@ -44,18 +44,6 @@ def _load(path) -> dict:
     return load_snapshot(path)
 
 
-def _requests(trace: list) -> list:
-    """("alloc", bytes) / ("free", index of the allocation) in program order."""
-    index, out = {}, []
-    for e in trace:
-        if e["action"] == "alloc":
-            index[e["addr"]] = len(index)
-            out.append(("alloc", e["size"]))
-        elif e["action"] == "free_requested":
-            out.append(("free", index.pop(e["addr"])))
-    return out
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("workload")
@@ -65,6 +53,7 @@ def main() -> int:
     ap.add_argument("--truth", default=str(ROOT / "benchmarks/results/predict_truth_H200.json"))
     a = ap.parse_args()
     from cachealloc import lab, predict
+    from cachealloc.predict.request_stream import request_stream
 
     history = a.history or str(ROOT / "benchmarks/results/predict_history_H200"
                                / f"{a.workload}_classic_b{a.batch}.pickle.gz")
@@ -84,7 +73,7 @@ def main() -> int:
     gpu_trace = _load(history)["device_traces"][0]
     fake = _load(rec.trace)
     fake_trace = fake["device_traces"][0]
-    want, got = _requests(gpu_trace), _requests(fake_trace)
+    want, got = request_stream(gpu_trace), request_stream(fake_trace)
     if got[:len(want)] != want:
         first = next((i for i, (x, y) in enumerate(zip(want, got)) if x != y), len(got))
         # Equal up to the frees of what the script still held when the

@@ -1,7 +1,6 @@
 """cachealloc predict: a training step recorded on the fake CUDA device (no
 GPU, CPU torch) and replayed on the engine. Each recording is one fresh
 worker process (a few seconds: torch's import dominates)."""
-import gzip
 import json
 import os
 import pathlib
@@ -10,7 +9,7 @@ import sys
 
 import pytest
 
-from cachealloc import plain_pickle
+from cachealloc.predict.request_stream import load_device_trace, request_stream, requests
 
 # Not `from conftest import ...`: with tests/gpu collected in the same run,
 # "conftest" may name that folder's module.
@@ -34,10 +33,7 @@ def _predict_cmd(*args):
 
 
 def _events(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rb") as f:
-        snap = plain_pickle.load(f)
-    return [e for e in snap["device_traces"][0] if e["action"] in ("alloc", "free_requested")]
+    return requests(load_device_trace(path))
 
 
 def test_program_order_and_sizes(tmp_path):
@@ -126,19 +122,6 @@ def _gpu_recording():
     return (DATA / "encoder_small.json").exists()
 
 
-def _request_stream(path):
-    """The trace as ("alloc", bytes) and ("free", index of the allocation it
-    frees) events, in program order: sizes, order and pairing, no addresses."""
-    index, out = {}, []
-    for e in _events(path):
-        if e["action"] == "alloc":
-            index[e["addr"]] = len(index)
-            out.append(("alloc", e["size"]))
-        else:
-            out.append(("free", index.pop(e["addr"])))
-    return out
-
-
 @pytest.mark.skipif(not _gpu_recording(), reason="no GPU recording bundled in tests/data/predict")
 def test_prediction_matches_gpu_recording(tmp_path):
     """The GPU recording (tests/data/predict/encoder_small.*: native
@@ -151,8 +134,8 @@ def test_prediction_matches_gpu_recording(tmp_path):
     rec = predict.record(str(REPO / meta['builder']), gpu, size=meta["batch"],
                          steps=meta["steps"], workdir=tmp_path)
     for name in ("encoder_small", "encoder_small_expandable"):
-        want = _request_stream(DATA / f"{name}.pickle.gz")
-        got = _request_stream(rec.trace)
+        want = request_stream(load_device_trace(DATA / f"{name}.pickle.gz"))
+        got = request_stream(load_device_trace(rec.trace))
         assert sum(1 for e in want if e[0] == "alloc") == meta["final_memory_stats"]["allocation.all.allocated"]
         # Exact: the fake device sees every allocation of this step (cuBLAS
         # and cuBLASLt workspaces, dropout, memory-efficient attention and its
@@ -199,22 +182,6 @@ def test_reduction_buffers():
     assert cuda_reduce.buffers(torch.empty(8, 4096), [1], 4, 132, 2048) == (0, 0)
 
 
-def _relative_stream(events, start):
-    """events[start:] as ("alloc", bytes) / ("free", n): n counts the
-    allocations from `start` on (0-based)."""
-    index, out, n = {}, [], 0
-    for e in events[start:]:
-        if e["action"] == "alloc":
-            index[e["addr"]] = n
-            n += 1
-            out.append(["alloc", e["size"]])
-        elif e["addr"] in index:
-            out.append(["free", index.pop(e["addr"])])
-        else:
-            out.append(["free", None])
-    return out
-
-
 def test_embedding_backward_matches_gpu_recording(tmp_path):
     """GPT-2's token-embedding backward as the H200 recorded it (torch 2.11,
     tests/data/predict/gpt2_embedding_backward_H200.json): sorted and
@@ -231,7 +198,7 @@ def test_embedding_backward_matches_gpu_recording(tmp_path):
     # then the backward, from the next request on.
     outputs = [i for i, e in enumerate(ev) if e["action"] == "alloc" and e["size"] == 4 * 1024 * 768 * 2]
     start = outputs[1] + 1
-    assert _relative_stream(ev, start)[:len(want)] == want
+    assert request_stream(ev, start)[:len(want)] == [tuple(r) for r in want]
 
 
 def test_bert_token_type_embedding_matches_gpu_recording(tmp_path):
@@ -250,8 +217,8 @@ def test_bert_token_type_embedding_matches_gpu_recording(tmp_path):
                          workdir=tmp_path)
     ev = _events(rec.trace)
     start = next(i for i, e in enumerate(ev) if e["action"] == "alloc" and e["size"] == 16 * 512 * 8)
-    assert _relative_stream(ev, start)[:3] == want["forward"]
-    assert _relative_stream(ev, start + 3)[:len(want["backward"])] == want["backward"]
+    assert request_stream(ev, start)[:3] == [tuple(r) for r in want["forward"]]
+    assert request_stream(ev, start + 3)[:len(want["backward"])] == [tuple(r) for r in want["backward"]]
 
 
 def test_library_value_checks_answered_as_on_a_gpu(tmp_path, monkeypatch):

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
+from .request_stream import requests
+
 ALLOC, FREE = 0, 1
 
 
@@ -27,13 +29,8 @@ class AlignmentError(ValueError):
 
 def gpu_requests(trace) -> List[tuple]:
     """A snapshot's device trace as ("a", addr, size) / ("f", addr)."""
-    out = []
-    for e in trace:
-        if e["action"] == "alloc":
-            out.append(("a", e["addr"], e["size"]))
-        elif e["action"] == "free_requested":
-            out.append(("f", e["addr"]))
-    return out
+    return [("a", e["addr"], e["size"]) if e["action"] == "alloc" else ("f", e["addr"])
+            for e in requests(trace)]
 
 
 def _owner(conv_calls, j) -> int:
