@@ -152,8 +152,12 @@ void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& c
   const RefreshAtExit refresh(*this);  // segments left with nothing mapped go
   for (Block* b : to_unmap) {
     // A policy may keep some cached pages mapped at the user's empty_cache
-    // (never on the OOM path: emptying_for_user_ is set only by empty_cache).
-    if (emptying_for_user_ && policy_ && !policy_->release_on_empty_cache(b)) continue;
+    // (never on the OOM path: emptying_for_user_ is set only by empty_cache),
+    // and only in the default pools: a private pool released here is gone
+    // (no request reaches it again) and must give back all it holds, or it
+    // and its memory would stay until an OOM.
+    if (emptying_for_user_ && policy_ && !pool.owner() && !policy_->release_on_empty_cache(b))
+      continue;
     expandable_.unmap(b, ctx, [this](const auto& change) { account_pages(change); });
   }
 }

@@ -107,8 +107,10 @@ class PlacementPolicy {
   virtual void after_free(PolicyEngine& engine, Block* merged) { (void)engine, (void)merged; }
   // Whether the user's empty_cache() unmaps the whole free pages of the
   // cached block `free_block` of mapped (expandable) memory. Asked only for
-  // empty_cache, never on the OOM path (which releases everything, as
-  // native). Default: true (native releases every whole free page).
+  // empty_cache and blocks of the default pools: never on the OOM path
+  // (which releases everything, as native) nor for a released private pool
+  // (gone: all of it goes). Default: true (native releases every whole free
+  // page).
   virtual bool release_on_empty_cache(const Block* free_block) const {
     (void)free_block;
     return true;

@@ -28,7 +28,8 @@
 //     (also those next to the mapping, and blocks freed on other streams),
 //     try again, else raise the OOM. So an OOM leaves the cache as native's.
 //   - Frees: native's (merged, cached). empty_cache: unmaps only cached
-//     free blocks of at least kKeepBelow (20 MiB); the OOM path, all.
+//     free blocks of at least kKeepBelow (20 MiB) of the default pools; a
+//     released private pool and the OOM path, all.
 //   - Private pools (graphs, MemPool) map pages as the default pools do;
 //     their free pages are not taken for others. While a pool is routed to
 //     (a CUDA graph may be capturing) nothing is unmapped: unmapping waits

@@ -153,6 +153,29 @@ TEST(StitchPolicy, EmptyCacheKeepsFreeRunsUnder20MiBMapped) {
   h.engine.check_invariants();
 }
 
+TEST(StitchPolicy, EmptyCacheReleasesAReleasedPrivatePoolWhole) {
+  // A released private pool (a graph that is gone) takes no more requests:
+  // a small free run kept mapped there would only pin the pool and its
+  // memory until an OOM. empty_cache gives all of it back, as native.
+  Harness h("", 8 * kGiB, "stitch");
+  const PoolId pool{1, 1};
+  h.engine.begin_allocate_to_pool(pool, [](StreamId) { return true; });
+  Block* a = h.engine.malloc(10 * kMiB, kStreamA);   // large half: one 10 MiB run
+  Block* s = h.engine.malloc(100 * 1024, kStreamA);  // small half: one 2 MiB page
+  h.engine.end_allocate_to_pool(pool);
+  EXPECT_EQ(h.engine.reserved_bytes(), 12 * kMiB);
+  h.engine.free(a);
+  h.engine.free(s);
+  h.engine.empty_cache();  // the pool is still in use: its cache stays
+  EXPECT_EQ(h.engine.reserved_bytes(), 12 * kMiB);
+  h.engine.release_pool(pool);
+  const auto unmaps = h.stats().num_device_free;
+  h.engine.empty_cache();
+  EXPECT_EQ(h.engine.reserved_bytes(), 0u);
+  EXPECT_EQ(h.stats().num_device_free, unmaps + 2);
+  h.engine.check_invariants();
+}
+
 TEST(StitchPolicy, UnderALimitItReclaimsInsteadOfRetrying) {
   Harness h("", 8 * kGiB, "stitch");
   h.engine.set_memory_limit(150 * kMiB);
