@@ -67,31 +67,25 @@ def pooled(native, ours):
     beside the per-rank comparison, not instead of it. `worst` is the
     largest distance outside the pooled range, relative to the range's
     nearer end."""
-    n_all = [r for run in native.values() for r in run.values()]
-    o_all = {(run, rank): r for run, rr in ours.items() for rank, r in rr.items()}
-    outside, worst = set(), 0.0
-    for k in n_all[0]["memory_stats"]:
-        lo = min(r["memory_stats"][k] for r in n_all)
-        hi = max(r["memory_stats"][k] for r in n_all)
-        for r in o_all.values():
-            v = r["memory_stats"].get(k)
-            if v is None or not lo <= v <= hi:
-                outside.add(k)
-                if v is not None:
-                    end = lo if v < lo else hi
-                    worst = max(worst, abs(v - end) / max(abs(end), 1))
+    n_all = [r["memory_stats"] for run in native.values() for r in run.values()]
+    o_all = [r["memory_stats"] for run in ours.values() for r in run.values()]
+    native_range = ranges(n_all)
+    outside = keys_outside(o_all, native_range)
+    worst = 0.0
+    for k in outside:
+        lo, hi = native_range[k]
+        for v in (s[k] for s in o_all if k in s and not lo <= s[k] <= hi):
+            end = lo if v < lo else hi
+            worst = max(worst, abs(v - end) / max(abs(end), 1))
     # The other direction: native's rank-runs against cachealloc's pooled
     # range. Two samples of one distribution each leave some of the other's
     # values outside their range (a fresh value falls outside n samples'
     # range with probability 2 / (n + 1)), so a key outside in one direction
     # says little alone; a key outside in one direction only, with a low
     # permutation p, would be a real difference.
-    o_list = list(o_all.values())
-    reverse = sorted(k for k in n_all[0]["memory_stats"]
-                     if any(not min(r["memory_stats"].get(k, 0) for r in o_list) <= r["memory_stats"][k]
-                            <= max(r["memory_stats"].get(k, 0) for r in o_list) for r in n_all))
-    tests = {k: permutation_p([r["memory_stats"][k] for r in n_all],
-                              [r["memory_stats"].get(k, 0) for r in o_list]) for k in sorted(outside)}
+    reverse = sorted(keys_outside(n_all, ranges(o_all)))
+    tests = {k: permutation_p([s[k] for s in n_all], [s.get(k, 0) for s in o_all])
+             for k in sorted(outside)}
     return {"native_samples": len(n_all), "cachealloc_samples": len(o_all),
             "keys_outside": sorted(outside), "worst_relative": worst,
             "native_leave_one_run_out": leave_one_run_out(native),
@@ -99,19 +93,30 @@ def pooled(native, ours):
             "permutation_p_of_keys_outside": tests}
 
 
+def ranges(samples):
+    """{key: (lowest, highest)} over memory_stats dicts (the first one's
+    keys; a key a sample lacks counts as 0)."""
+    return {k: (min(s.get(k, 0) for s in samples), max(s.get(k, 0) for s in samples))
+            for k in samples[0]}
+
+
+def keys_outside(samples, key_ranges):
+    """Keys on which some sample lies outside key_ranges (a missing key is
+    outside)."""
+    return {k for s in samples for k, (lo, hi) in key_ranges.items()
+            if k not in s or not lo <= s[k] <= hi}
+
+
 def leave_one_run_out(native):
     """Keys on which one of native's own runs (all its ranks) falls outside
     the pooled range of native's other runs: how far "inside native's
     range" holds for native itself. Needs at least 2 runs."""
+    if len(native) < 2:
+        return []
     keys = set()
     for held in native:
         rest = [r["memory_stats"] for run, rr in native.items() if run != held for r in rr.values()]
-        if not rest:
-            return []
-        for r in native[held].values():
-            for k, v in r["memory_stats"].items():
-                if not min(x[k] for x in rest) <= v <= max(x[k] for x in rest):
-                    keys.add(k)
+        keys |= keys_outside([r["memory_stats"] for r in native[held].values()], ranges(rest))
     return sorted(keys)
 
 
