@@ -112,11 +112,18 @@ bool DeviceCachingAllocator::release_available_cached_blocks(const Request& r,
 // waits for every stream) and then every freeable private pool. With a
 // private pool's id: that pool only, if it is freeable. A freeable pool is
 // released small half first, and erased once it holds no segment.
-bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId id) {
+// for_user: the user's empty_cache, where a policy may keep some of the
+// default pools' pages mapped (release_blocks); never on the OOM path, and
+// never in a released private pool: it is gone (no request reaches it
+// again) and gives back all it holds, or it and its memory would stay
+// until an OOM.
+bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId id,
+                                                   bool for_user) {
   if (id.is_default() && !pools_.routing()) {
     synchronize_and_free_events(ctx);
-    release_blocks(large_blocks_, ctx);
-    release_blocks(small_blocks_, ctx);
+    const bool policy_may_keep = for_user && policy_;
+    release_blocks(large_blocks_, ctx, policy_may_keep);
+    release_blocks(small_blocks_, ctx, policy_may_keep);
   }
   pools_.release_freeable(
       id,
@@ -138,8 +145,10 @@ bool DeviceCachingAllocator::release_cached_blocks(const ContextPtr& ctx, PoolId
 // native: release_blocks. Frees every unsplit cached segment of the pool,
 // then unmaps the whole free pages of every cached block of an expandable
 // segment (in the pool's order), returning segments left with nothing
-// mapped.
-void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& ctx) {
+// mapped. policy_may_keep: the policy's release_on_empty_cache decides per
+// block of mapped memory (a policy is set).
+void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& ctx,
+                                            bool policy_may_keep) {
   std::vector<Block*> whole;
   std::vector<Block*> to_unmap;
   for (const auto& entry : pool.entries()) {
@@ -151,24 +160,13 @@ void DeviceCachingAllocator::release_blocks(BlockPool& pool, const ContextPtr& c
   // never neighbours), so each is still valid when its turn comes.
   const RefreshAtExit refresh(*this);  // segments left with nothing mapped go
   for (Block* b : to_unmap) {
-    // A policy may keep some cached pages mapped at the user's empty_cache
-    // (never on the OOM path: emptying_for_user_ is set only by empty_cache),
-    // and only in the default pools: a private pool released here is gone
-    // (no request reaches it again) and must give back all it holds, or it
-    // and its memory would stay until an OOM.
-    if (emptying_for_user_ && policy_ && !pool.owner() && !policy_->release_on_empty_cache(b))
-      continue;
+    if (policy_may_keep && !policy_->release_on_empty_cache(b)) continue;
     expandable_.unmap(b, ctx, [this](const auto& change) { account_pages(change); });
   }
 }
 
 void DeviceCachingAllocator::empty_cache(const ContextPtr& ctx, PoolId pool) {
-  emptying_for_user_ = true;
-  struct Reset {
-    bool& flag;
-    ~Reset() { flag = false; }
-  } reset{emptying_for_user_};
-  release_cached_blocks(ctx, pool);
+  release_cached_blocks(ctx, pool, /*for_user=*/true);
 }
 
 }  // namespace cachealloc

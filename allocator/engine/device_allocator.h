@@ -345,8 +345,8 @@ class DeviceCachingAllocator {
   // giving memory back (cache_release.cc)
   void garbage_collect_cached_blocks(const ContextPtr& ctx);
   bool release_available_cached_blocks(const Request& r, const ContextPtr& ctx);
-  bool release_cached_blocks(const ContextPtr& ctx, PoolId pool = {});
-  void release_blocks(BlockPool& pool, const ContextPtr& ctx);
+  bool release_cached_blocks(const ContextPtr& ctx, PoolId pool = {}, bool for_user = false);
+  void release_blocks(BlockPool& pool, const ContextPtr& ctx, bool policy_may_keep = false);
   void release_block(Block* block, const ContextPtr& ctx);
 
   // expandable segments (the part expandable_, expandable_blocks.h)
@@ -463,9 +463,6 @@ class DeviceCachingAllocator {
   uint64_t observer_failures_ = 0;
   // After-free steps of the policy that failed (policy_failures()).
   uint64_t policy_failures_ = 0;
-  // True only inside empty_cache(): a policy's release_on_empty_cache is
-  // asked then, never on the OOM path's release.
-  bool emptying_for_user_ = false;
 
   BlockPool large_blocks_{false};  // free blocks of large segments
   BlockPool small_blocks_{true};   // free blocks of small segments
