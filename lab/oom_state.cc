@@ -32,10 +32,33 @@ const PyValue::List& list_of(const PyValue& v, std::string_view key) {
 
 bool is_free(const std::string& state) { return state == "inactive"; }
 
+// Library frames (torch's and cachealloc's own code) are told from the
+// program's by where those packages are installed, never by a substring
+// of the path: a checkout named "cachealloc" or a script under a folder
+// named "torch" is the program's code. A snapshot cachealloc wrote carries
+// the install folders under "cachealloc_library_prefixes"
+// (bindings/python/cachealloc/library_frames.py); one without them
+// (native's own dumps) falls back to: a frame under a site-packages or
+// dist-packages folder is a library's.
+std::vector<std::string> library_prefixes_of(const PyValue& snapshot) {
+  std::vector<std::string> out;
+  for (const PyValue& p : list_of(snapshot, "cachealloc_library_prefixes"))
+    if (p.kind() == PyValue::Kind::kStr && !p.as_str().empty()) out.push_back(p.as_str());
+  return out;
+}
+
+bool is_library_file(const std::string& file, const std::vector<std::string>& prefixes) {
+  if (!prefixes.empty())
+    return std::any_of(prefixes.begin(), prefixes.end(),
+                       [&](const std::string& p) { return file.compare(0, p.size(), p) == 0; });
+  return file.find("/site-packages/") != std::string::npos ||
+         file.find("/dist-packages/") != std::string::npos;
+}
+
 // The frame that names the program's code: the first Python frame outside
-// torch and cachealloc themselves, else the first Python frame, else the
+// the libraries (is_library_file), else the first Python frame, else the
 // first frame.
-std::string site_of(const PyValue& block) {
+std::string site_of(const PyValue& block, const std::vector<std::string>& prefixes) {
   const PyValue::List& frames = list_of(block, "frames");
   const PyValue* chosen = nullptr;
   const PyValue* first_py = nullptr;
@@ -45,7 +68,7 @@ std::string site_of(const PyValue& block) {
     const bool py = file.size() > 3 && file.compare(file.size() - 3, 3, ".py") == 0;
     if (!py) continue;
     if (!first_py) first_py = &f;
-    if (file.find("/torch/") == std::string::npos && file.find("/cachealloc/") == std::string::npos) {
+    if (!is_library_file(file, prefixes)) {
       chosen = &f;
       break;
     }
@@ -86,6 +109,7 @@ OomState read_oom_state(const PyValue& snapshot, std::optional<int> device,
     throw PyValueError("snapshot: expected a dict at the top, found " +
                        std::string(snapshot.kind_name()));
   OomState s;
+  const std::vector<std::string> library_prefixes = library_prefixes_of(snapshot);
   OomRequest& r = s.request;
   const PyValue* facts = snapshot.find("cachealloc_oom");
   if (facts && facts->kind() == PyValue::Kind::kDict) {
@@ -158,7 +182,7 @@ OomState read_oom_state(const PyValue& snapshot, std::optional<int> device,
       s.allocated += size;
       const size_t requested = bytes_of(b, "requested_size");
       live_blocks[address] = {requested > 0 ? requested : size, stream};
-      std::string where = site_of(b);
+      std::string where = site_of(b, library_prefixes);
       if (where.empty()) continue;
       live_by_site[where] += size;
       seg_sites.insert(std::move(where));

@@ -25,6 +25,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bindings" / "python"))
 
 from cachealloc import rank_files  # noqa: E402
+from cachealloc.library_frames import prefixes_of  # noqa: E402
 from cachealloc.report.rank_peak import (BEFORE_HISTORY, _busiest_device, allocation_site,  # noqa: E402
                                          analyze_trace, load_snapshot)
 
@@ -39,7 +40,7 @@ def live_at_peak(snapshot, device):
     for e in events[:peak + 1]:
         if e["action"] == "alloc":
             live[e["addr"]] = {"addr": e["addr"], "size": e["size"],
-                               "site": allocation_site(e.get("frames")),
+                               "site": allocation_site(e.get("frames"), prefixes_of(snapshot)),
                                "alloc_us": e.get("time_us"), "free_us": None}
         elif e["action"] == "free_completed":
             live.pop(e["addr"], None)
@@ -60,7 +61,7 @@ def released_before_peak(snapshot, device, summary, site, count=3):
     out = []
     for e in events[:summary["peak_event"] + 1]:
         if e["action"] == "alloc":
-            born[e["addr"]] = (e.get("time_us", 0), allocation_site(e.get("frames")))
+            born[e["addr"]] = (e.get("time_us", 0), allocation_site(e.get("frames"), prefixes_of(snapshot)))
         elif e["action"] == "free_completed" and e["addr"] in born:
             t, where = born.pop(e["addr"])
             if where == site:

@@ -36,6 +36,7 @@ import threading
 from typing import Optional
 
 from ._native import OomInfoStruct, lib
+from .library_frames import with_prefixes
 from .rank_files import rank_file_name
 
 ENV = "CACHEALLOC_OOM_SNAPSHOT"
@@ -98,7 +99,7 @@ class FlightRecorder:
         diagnosis. Returns the text to follow native's message; never
         raises (a failure is reported in the text)."""
         try:
-            snap = _snapshot_dict()
+            snap = with_prefixes(_snapshot_dict())
             info = OomInfoStruct()
             if lib().cachealloc_last_oom(ctypes.addressof(info)) == 0:
                 snap["cachealloc_oom"] = {

@@ -17,11 +17,13 @@ import atexit
 import json
 import os
 import pathlib
+import pickle
 import sys
 from typing import Optional
 
-from . import rank_files
+from . import plain_pickle, rank_files
 from .history import record_memory_history, snapshot_bytes
+from .library_frames import with_prefixes
 from .lifecycle import mode
 
 ENV_DIR = "CACHEALLOC_SNAPSHOT_DIR"
@@ -64,13 +66,16 @@ def run_dir() -> Optional[pathlib.Path]:
 
 
 def _snapshot_pickle() -> bytes:
+    """The snapshot as written to the folder: native's schema plus the
+    install folders of torch and cachealloc (library_frames), so that the
+    report tells the user's frames from the libraries' on any machine."""
     if mode() == "torch-extension":
-        import pickle
-
         import torch
 
-        return pickle.dumps(torch.cuda.memory._snapshot(), protocol=4)
-    return snapshot_bytes()
+        snap = torch.cuda.memory._snapshot()
+    else:
+        snap = plain_pickle.loads(snapshot_bytes())
+    return pickle.dumps(with_prefixes(snap), protocol=4)
 
 
 def _stats_by_device() -> dict:

@@ -23,10 +23,10 @@ clears the name: nothing from those calls is still allocated.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..library_frames import is_library_file, library_prefixes
 from .results import ScopeResult
 
 NOTHING_STILL_ALLOCATED = "no block allocated in the flagged calls is still allocated"
@@ -78,17 +78,6 @@ def growing_scopes(results: Iterable[ScopeResult], min_calls: int,
     return out
 
 
-def _skip_dirs() -> Tuple[str, ...]:
-    dirs = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]  # cachealloc's folder
-    try:
-        import torch
-
-        dirs.append(os.path.dirname(os.path.abspath(torch.__file__)))
-    except ImportError:
-        pass
-    return tuple(d + os.sep for d in dirs)
-
-
 def _frame_text(f: dict) -> str:
     return f"{f.get('filename', '?')}:{f.get('line', 0)} in {f.get('name', '?')}"
 
@@ -109,7 +98,7 @@ def allocation_sites(snapshot: dict, device: int, windows: Sequence[Tuple[float,
         if entry.get("action") == "alloc":
             last_alloc[entry["addr"]] = entry
     bounds = [(int(t0 * 1e6) - slack_us, int(t1 * 1e6) + slack_us) for t0, t1 in windows]
-    skip = _skip_dirs()
+    skip = library_prefixes()
     sites: Dict[Tuple[str, int, str], LeakSite] = {}
     for seg in snapshot.get("segments", []):
         if seg.get("device", 0) != device:
@@ -121,7 +110,7 @@ def allocation_sites(snapshot: dict, device: int, windows: Sequence[Tuple[float,
             if entry is None or not any(lo <= entry["time_us"] <= hi for lo, hi in bounds):
                 continue
             frames = block.get("frames") or entry.get("frames") or []
-            top = next((f for f in frames if not f.get("filename", "").startswith(skip)),
+            top = next((f for f in frames if not is_library_file(f.get("filename", ""), skip)),
                        frames[0] if frames else {"filename": "?", "line": 0, "name": "?"})
             key = (top.get("filename", "?"), top.get("line", 0), top.get("name", "?"))
             site = sites.get(key)

@@ -18,6 +18,7 @@ import zlib
 from typing import Dict, List, Optional
 
 from .. import plain_pickle, rank_files
+from ..library_frames import is_library_file, prefixes_of
 
 BEFORE_HISTORY = "(allocated before the history began)"
 NO_FRAMES = "(no frames recorded)"
@@ -43,14 +44,11 @@ def load_snapshot(path) -> dict:
     return data
 
 
-# Library files a site is never charged to: torch's and cachealloc's own
-# Python (installed, or this source tree's package).
-LIBRARY_PATHS = ("/torch/", "/site-packages/cachealloc/", "/bindings/python/cachealloc/")
-
-
-def allocation_site(frames) -> str:
+def allocation_site(frames, prefixes=None) -> str:
     """The frame that names where the program allocated: the first Python
-    frame outside the libraries (LIBRARY_PATHS), else the first frame."""
+    frame outside torch and cachealloc (library_frames: under `prefixes`,
+    the snapshot's recorded install folders, else under site-packages),
+    else the first frame."""
     if not frames:
         return NO_FRAMES
     first = None
@@ -61,7 +59,7 @@ def allocation_site(frames) -> str:
         where = f"{name}:{f.get('line', '?')} {f.get('name', '?')}"
         if first is None:
             first = where
-        if name.endswith(".py") and not any(p in name for p in LIBRARY_PATHS):
+        if name.endswith(".py") and not is_library_file(name, prefixes):
             return where
     return first or NO_FRAMES
 
@@ -86,6 +84,7 @@ def analyze_trace(snapshot: dict, device: int) -> dict:
     traces = snapshot["device_traces"]
     events = traces[device] if device < len(traces) and isinstance(traces[device], list) else []
     final_alloc, final_reserved = _device_state(snapshot["segments"], device)
+    prefixes = prefixes_of(snapshot)
     net_alloc = net_reserved = 0
     for e in events:
         a = e.get("action")
@@ -110,7 +109,8 @@ def analyze_trace(snapshot: dict, device: int) -> dict:
     for e in events[:peak_index + 1]:
         a = e.get("action")
         if a == "alloc":
-            live[int(e.get("addr", 0))] = (int(e.get("size", 0)), allocation_site(e.get("frames")))
+            live[int(e.get("addr", 0))] = (int(e.get("size", 0)),
+                                           allocation_site(e.get("frames"), prefixes))
         elif a == "free_completed":
             if live.pop(int(e.get("addr", 0)), None) is None:
                 before -= int(e.get("size", 0))  # a block from before the history
