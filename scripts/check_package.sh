@@ -23,6 +23,11 @@ if [ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ] && command -v ccache >/dev/null; th
   export CMAKE_CXX_COMPILER_LAUNCHER=ccache
 fi
 start=$SECONDS
+# As on a machine that never ran it: an empty torch header cache, so the
+# compile matrix fetches every release's headers from inside pip's isolated
+# build environment, through the user's pip configuration (issue 45, 1a).
+export CACHEALLOC_TORCH_CACHE="$work/torch_cache"
+mkdir -p "$CACHEALLOC_TORCH_CACHE"
 python3 -m pip wheel -q --no-deps -w "$work/dist" \
   -C cmake.define.CACHEALLOC_GLUE_MATRIX_REQUIRED=ON "$repo"
 echo "check_package: compile matrix and wheel built in $((SECONDS - start)) s"

@@ -22,11 +22,33 @@ root=$cache/$version
 if [ ! -f "$root/.complete" ]; then
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  # Wheels from 2.12 on are tagged macosx_14_0. PIP_CONFIG_FILE=/dev/null:
-  # a machine-wide pip cap on torch's version must not stop a header read.
-  PIP_CONFIG_FILE=/dev/null python3 -m pip download -q --no-deps --only-binary=:all: \
-    --platform macosx_11_0_arm64 --platform macosx_14_0_arm64 \
-    --python-version 3.12 --implementation cp -d "$tmp" "torch==$version" >&2
+  # Wheels from 2.12 on are tagged macosx_14_0. The user's pip configuration
+  # (index, proxy, certificate, constraints) applies as to any pip call.
+  # Inside pip's isolated build environment (`pip wheel .`) PYTHONPATH and
+  # PYTHONNOUSERSITE hide the interpreter's own site-packages, pip included:
+  # -I runs the interpreter that runs the build (CACHEALLOC_PYTHON, passed
+  # by glue_matrix.cmake) with its own site-packages, ignoring those
+  # variables; pip still reads its PIP_* variables and config files.
+  py=${CACHEALLOC_PYTHON:-python3}
+  if ! "$py" -I -c 'import pip' 2>/dev/null; then
+    echo "torch_release.sh: $py has no pip module; pip downloads torch $version's headers" >&2
+    exit 2
+  fi
+  if ! "$py" -I -m pip download --no-deps --only-binary=:all: \
+      --platform macosx_11_0_arm64 --platform macosx_14_0_arm64 \
+      --python-version 3.12 --implementation cp -d "$tmp" "torch==$version" >"$tmp/pip.err" 2>&1; then
+    cat "$tmp/pip.err" >&2
+    # A constraint of the user's pip configuration refused this release:
+    # name it, and say so with exit 3 (glue_matrix.cmake skips the release).
+    refused=$(grep -o 'The user requested (constraint) .*' "$tmp/pip.err" | sed 's/.*(constraint) //' | sort -u | tr '\n' ' ' || true) 
+    if [ -n "$refused" ]; then
+      where=$("$py" -I -m pip config list 2>/dev/null | grep -i constraint | tr '\n' ' ' || true)
+      echo "torch_release.sh: torch $version is refused by the pip configuration's constraint" \
+           "${refused% } (${where:-constraint source unknown}); skipped" >&2
+      exit 3
+    fi
+    exit 1
+  fi
   rm -rf "$root"
   mkdir -p "$root"
   # Headers and Python sources only: the native libraries are macOS builds.

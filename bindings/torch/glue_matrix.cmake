@@ -44,12 +44,30 @@ foreach(_name c10 c10_cuda torch_cpu torch_cuda)
   list(APPEND _stubs cachealloc_soname_${_name})
 endforeach()
 
+# The interpreter that runs the build (scikit-build-core passes it; pip's
+# own, with pip installed) downloads the headers, through pip and the
+# user's pip configuration.
+if(Python3_EXECUTABLE)
+  set(_matrix_python ${Python3_EXECUTABLE})
+elseif(Python_EXECUTABLE)
+  set(_matrix_python ${Python_EXECUTABLE})
+else()
+  set(_matrix_python python3)
+endif()
 set(CACHEALLOC_GLUE_MATRIX_TARGETS "")
 foreach(_version ${CACHEALLOC_GLUE_TORCH_VERSIONS})
   execute_process(
-    COMMAND bash ${CACHEALLOC_ROOT}/scripts/torch_release.sh ${_version}
+    COMMAND ${CMAKE_COMMAND} -E env CACHEALLOC_PYTHON=${_matrix_python}
+            bash ${CACHEALLOC_ROOT}/scripts/torch_release.sh ${_version}
     OUTPUT_VARIABLE _release OUTPUT_STRIP_TRAILING_WHITESPACE
     RESULT_VARIABLE _status)
+  if(_status EQUAL 3)
+    # The user's pip configuration refuses this release (torch_release.sh
+    # named the constraint above): skipped, whatever MATRIX_REQUIRED says.
+    message(WARNING "cachealloc: torch ${_version} is refused by the pip configuration's "
+                    "constraints (see above); no prebuilt glue for it")
+    continue()
+  endif()
   if(NOT _status EQUAL 0 OR NOT EXISTS "${_release}/torch/include/c10/cuda/CUDACachingAllocator.h")
     message(${_matrix_problem} "cachealloc: torch ${_version}'s headers could not be fetched "
                                "(scripts/torch_release.sh ${_version} exited ${_status}); no "
