@@ -40,8 +40,8 @@ def _load_guard():
 def derive(workload: str, batch: int, history: str, gpu, steps: int) -> tuple:
     """(entries, GPU requests matched, GPU requests, workspaces found) for one history."""
     import workloads
-    from cachealloc.predict import cudnn_history
-    from cachealloc.predict.fake_device import FakeCudaDevice
+    from cachealloc.predict.kernels import cudnn_history
+    from cachealloc.predict.device.fake_device import FakeCudaDevice
     from cachealloc.report.rank_peak import load_snapshot
     dev = FakeCudaDevice(gpu)
     with dev:
@@ -69,7 +69,8 @@ def main() -> int:
     sys.path[:0] = [str(ROOT / "bindings" / "python"), str(HERE)]
     import torch  # noqa: F401  (after the guard)
     guard.after_torch_import()
-    from cachealloc.predict import cudnn_workspace, gpus
+    from cachealloc.predict import gpus
+    from cachealloc.predict.kernels import cudnn_workspace
     gpu = gpus.resolve(args.gpu)
     table = {"format": cudnn_workspace.FORMAT,
              "gpu": {"name": gpu.product, "capability": list(gpu.capability),

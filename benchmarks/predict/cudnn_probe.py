@@ -5,7 +5,7 @@
 Records, on a real GPU, the cuDNN workspace requests of every convolution
 forward and backward call of the given workloads (benchmarks/predict/
 workloads.py) over a batch range, as the table the predictor reads
-(cachealloc/predict/cudnn_workspace.py; key: cachealloc/predict/cudnn_key.py).
+(cachealloc/predict/kernels/cudnn_workspace.py; key: cachealloc/predict/kernels/cudnn_key.py).
 
 Method (exact, no timing or guessing): the caching allocator's own history
 (torch.cuda.memory._record_memory_history, no stacks) records every alloc

@@ -22,7 +22,7 @@ GPU_NAME=${GPU_NAME:-H200-141GB}
 echo "== predicted on the CPU (CUDA_VISIBLE_DEVICES=, $GPU_NAME, fraction $FRACTION)"
 start=$(date +%s)
 set +e
-CUDA_VISIBLE_DEVICES= python3 -m cachealloc.predict.cli --gpu "$GPU_NAME" --memory-fraction "$FRACTION" \
+CUDA_VISIBLE_DEVICES= python3 -m cachealloc.predict.answer.cli --gpu "$GPU_NAME" --memory-fraction "$FRACTION" \
   --largest --start 8 --steps 3 --no-advise --batch-arg=--batch-size --json \
   -- python "$SCRIPT" --steps 1000 > "$OUTDIR/predict.json" 2> "$OUTDIR/predict.err"
 rc=$?

@@ -28,7 +28,7 @@ def _tool(cli, monkeypatch):
 
 def _predict_cmd(*args):
     env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
-    return subprocess.run([sys.executable, "-m", "cachealloc.predict.cli", *args],
+    return subprocess.run([sys.executable, "-m", "cachealloc.predict.answer.cli", *args],
                           capture_output=True, text=True, env=env)
 
 
@@ -161,7 +161,8 @@ def test_workspace_models():
     """cuBLASLt workspace: CUBLASLT_WORKSPACE_SIZE KiB (1 MiB default), capped
     at the cuBLAS workspace, none when unified; the memory-efficient backward
     workspace as measured on the H200 (fp32, head dim 64, B * H = 16, M = 128)."""
-    from cachealloc.predict import cuda_kernels, gpu_model
+    from cachealloc.predict.kernels import cuda_kernels
+    from cachealloc.predict.kernels import gpu_model
     assert gpu_model.cublaslt_workspace_bytes((9, 0), env={}) == 1 << 20
     assert gpu_model.cublaslt_workspace_bytes((9, 0), env={"CUBLASLT_WORKSPACE_SIZE": "4096"}) == 4 << 20
     assert gpu_model.cublaslt_workspace_bytes(
@@ -175,7 +176,7 @@ def test_reduction_buffers():
     the H200 recording of the full encoder shows them for a Linear layer's
     bias gradient (grad.sum(0) of (2048, 512) fp32: 8 MiB + 16 B); none for a
     reduction that one thread block per output finishes."""
-    from cachealloc.predict import cuda_reduce
+    from cachealloc.predict.kernels import cuda_reduce
     assert cuda_reduce.buffers(torch.empty(2048, 512), [0], 4, 132, 2048) == (8388608, 16)
     assert cuda_reduce.buffers(torch.empty(4, 512, 512), [0, 1], 4, 132, 2048) == (8388608, 16)
     assert cuda_reduce.buffers(torch.empty(512, 256), [0], 4, 132, 2048) == (0, 0)
@@ -253,7 +254,7 @@ def test_cub_storage_sizes():
     int64 keys (SortPairs with 8-byte values, UniqueByKey, ExclusiveSum),
     and the rules they follow: one byte for a single-tile sort, more
     look-back rows for more thread blocks."""
-    from cachealloc.predict import cub_storage
+    from cachealloc.predict.kernels import cub_storage
     assert cub_storage.radix_sort_pairs_bytes(4096, 8, 8, (9, 0)) == 83455
     assert cub_storage.unique_by_key_bytes(4096, 8) == 1279
     assert cub_storage.exclusive_sum_bytes(4096, 8) == 1279

@@ -64,7 +64,7 @@ def test_workspaces_go_where_the_table_says(tmp_path, monkeypatch):
     keys, an example) in the summary and the 'modelled' lines that every
     answer prints. A GPU with no table at all gets the same report."""
     from cachealloc import predict
-    from cachealloc.predict import cudnn_workspace
+    from cachealloc.predict.kernels import cudnn_workspace
     gpu = predict.resolve_gpu("H200-141GB")
     # cudnn_key.py's format; torch's default flags: no benchmark, not
     # deterministic, TF32 allowed.
@@ -104,14 +104,14 @@ def test_workspaces_go_where_the_table_says(tmp_path, monkeypatch):
 
 def test_bad_table_is_refused(tmp_path):
     """--cudnn-table that is not a table: exit 2 naming the file and the problem."""
-    from cachealloc.predict import cudnn_workspace
+    from cachealloc.predict.kernels import cudnn_workspace
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "gpu": {},
                                "entries": {"k": {"workspaces": [[1]]}}}))
     with pytest.raises(cudnn_workspace.TableError, match="entry 'k'"):
         cudnn_workspace.load_table(bad)
     env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
-    proc = subprocess.run([sys.executable, "-m", "cachealloc.predict.cli", "--gpu", "H200-141GB",
+    proc = subprocess.run([sys.executable, "-m", "cachealloc.predict.answer.cli", "--gpu", "H200-141GB",
                            "--cudnn-table", str(tmp_path / "missing.json"), "--builder",
                            f"{STEPS}:convolution", "--size", "2"],
                           capture_output=True, text=True, env=env)
@@ -124,7 +124,7 @@ def test_workspaces_read_off_a_history():
     convolution's span, is that call's workspace at its position; the first
     call's own list kept when it differs; anything else is refused naming
     the request."""
-    from cachealloc.predict import cudnn_history as h
+    from cachealloc.predict.kernels import cudnn_history as h
     A, F = h.ALLOC, h.FREE
     # fake: conv k (out 1, grad 2), other op (3), conv k again (out 4)
     fake = [(A, 1, 100, 0), (A, 2, 200, 0), (A, 3, 300, 0), (F, 3, 0, 0), (A, 4, 100, 0)]

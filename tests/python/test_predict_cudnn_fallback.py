@@ -112,5 +112,5 @@ def test_prediction_fits_when_the_workspace_falls_back(tmp_path, monkeypatch):
             got[name]["peak_allocated"], got[name]["peak_reserved"])
     rows = lab.compare(unmarked, ["", "expandable_segments:True"], memory_limit=limit)
     assert all(r["ooms"] == 2 for r in rows)      # the 64 MiB workspace of each step, needed
-    lines = predict.search.fallback_lines(rec.summary, {n: (2, c) for n, c in got.items()})
+    lines = predict.answer.search.fallback_lines(rec.summary, {n: (2, c) for n, c in got.items()})
     assert lines and "classic (size 2) 1 (+1 later call(s) without)" in lines[0]

@@ -41,7 +41,7 @@ def test_amp_script_with_loader_streams_and_scaler_steps(tmp_path):
     weight, its gradient in each of the 3 steps, one momentum buffer."""
     env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
     proc = subprocess.run(
-        [sys.executable, "-m", "cachealloc.predict.cli", "--gpu", "H200-141GB", "--steps", "3",
+        [sys.executable, "-m", "cachealloc.predict.answer.cli", "--gpu", "H200-141GB", "--steps", "3",
          "--size", "8", "--batch-arg=--batch-size", "--json", "--no-advise", "--",
          "python", str(STEPS / "amp_train.py"), "--snapshot", str(tmp_path / "user.pickle")],
         capture_output=True, text=True, env=env)
@@ -88,7 +88,7 @@ def test_attention_takes_the_cuda_dispatch_path(tmp_path):
 
 def test_sdp_backend_rules():
     """gpu_model.choose_sdp_backend's filters (sdp_utils.cpp), on shapes alone."""
-    from cachealloc.predict import gpu_model as g
+    from cachealloc.predict.kernels import gpu_model as g
     h200, rtx4090 = (9, 0), (8, 9)
     half = torch.empty(2, 4, 16, 64, dtype=torch.float16)
     assert g.choose_sdp_backend(h200, half, half, half, None, 0.0) == g.SDP_FLASH

@@ -10,7 +10,7 @@
         --oom-snapshot: a snapshot and a diagnosis at each OOM (oom_recorder.py).
     cachealloc predict [...] -- python train.py ...
         will it fit: the step run on a fake CUDA device, in Python
-        (predict/cli.py; see `cachealloc predict --help`).
+        (predict/answer/cli.py; see `cachealloc predict --help`).
     cachealloc report RUN_DIR [--html PAGE] [--json FILE] [--advise-ranks N]
         every rank's peaks, the live blocks at each peak by allocation
         site, and one advised config for the worst ranks (report/).
@@ -98,7 +98,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args[:1] == ["run"]:
         return run(args[1:])
     if args[:1] == ["predict"]:
-        from .predict.cli import main as predict_main
+        from .predict.answer.cli import main as predict_main
 
         return predict_main(args[1:])
     if args[:1] == ["report"]:

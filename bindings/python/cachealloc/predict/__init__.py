@@ -6,15 +6,22 @@
     answer["fits"], answer["settings"], answer["configs"]["classic"]["peak_reserved"]
     predict.largest("train_step.py:make", gpu, memory_fraction=0.5)["largest"]
 
-The step runs on a fake CUDA device (fake_device.py) in a fresh process
-(worker.py); its requests are replayed on cachealloc's engine. See
-docs/prediction.md. Command: `cachealloc predict` (cli.py here).
+Three subpackages, each depending only on those after it:
+- answer/: the searches, the report and the command (`cachealloc predict`,
+  answer/cli.py);
+- device/: the fake CUDA device the step runs on, in a fresh process
+  (device/worker.py), and the recording of its requests;
+- kernels/: what the CUDA kernels allocate beyond their outputs (one
+  registry, kernels/cuda_kernels.MODELS), and the cuDNN tables.
+gpus.py (the target GPUs) and request_stream.py (reading a recording back)
+are leaves every part may use. The requests are replayed on cachealloc's
+engine. See docs/prediction.md.
 """
 from .gpus import KNOWN_GPUS, Gpu, UnknownGpu
 from .gpus import resolve as resolve_gpu
-from .record import RecordError, record
-from .recorder import PredictionRefused
-from .search import fits, largest, measure
+from .answer.record import RecordError, record
+from .device.recorder import PredictionRefused
+from .answer.search import fits, largest, measure
 
 __all__ = ["KNOWN_GPUS", "Gpu", "UnknownGpu", "resolve_gpu", "record", "RecordError",
            "PredictionRefused", "fits", "largest", "measure"]

@@ -24,10 +24,11 @@ import re
 import sys
 from typing import List, Optional
 
-from . import cudnn_workspace, report
-from .gpus import KNOWN_GPUS, UnknownGpu, resolve
+from ..kernels import cudnn_workspace
+from . import report
+from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
 from .record import RecordError
-from .recorder import PredictionRefused
+from ..device.recorder import PredictionRefused
 from .search import Progress, fits, largest
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}

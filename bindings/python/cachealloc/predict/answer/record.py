@@ -19,10 +19,10 @@ import sys
 import tempfile
 from typing import List, Optional, Sequence, Union
 
-from .gpus import Gpu
-from .recorder import PredictionRefused
+from ..gpus import Gpu
+from ..device.recorder import PredictionRefused
 
-WORKER = pathlib.Path(__file__).with_name("worker.py")
+WORKER = pathlib.Path(__file__).parent.parent / "device" / "worker.py"
 
 
 class RecordError(RuntimeError):

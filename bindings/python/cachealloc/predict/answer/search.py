@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Callable, Dict, Optional
 
-from .. import lab
-from .gpus import Gpu
+from ... import lab
+from ..gpus import Gpu
 from .record import Session, record
 
 NATIVE_CONFIGS = {"classic": "", "expandable": "expandable_segments:True"}

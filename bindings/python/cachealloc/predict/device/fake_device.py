@@ -26,7 +26,8 @@ import types
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import plain_tensor, script_support, sdpa_dispatch
+from . import plain_tensor, script_support
+from ..kernels import sdpa_dispatch
 from .recorder import PredictionRefused, Recording, RecordingMode
 
 

@@ -29,7 +29,8 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model, known_values, plain_tensor
+from ..kernels import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model
+from . import known_values, plain_tensor
 
 aten = torch.ops.aten
 ALLOC, FREE = 0, 1
@@ -51,7 +52,7 @@ def user_line(skip_prefixes=None) -> str:
     """file:line of the innermost frame outside torch and cachealloc."""
     import os
     torch_dir = os.path.dirname(torch.__file__)
-    here = os.path.dirname(os.path.dirname(__file__))
+    here = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # cachealloc/
     for frame in reversed(traceback.extract_stack()):
         f = frame.filename
         if f.startswith(torch_dir) or f.startswith(here) or f.startswith("<frozen"):

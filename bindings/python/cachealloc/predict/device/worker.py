@@ -49,7 +49,7 @@ def main(argv):
     p.add_argument("script", nargs="*")
     ns = p.parse_args(argv)
     guard = _load_guard()
-    sys.path.insert(0, str(HERE.parent.parent))
+    sys.path.insert(0, str(HERE.parents[2]))
     import torch  # noqa: F401  (after the guard)
     guard.after_torch_import()
     if ns.reply_fd is None:
@@ -72,10 +72,11 @@ def record_one(ns, size, out, summary_path, script):
     import gc
     t0 = time.perf_counter()
     import torch
-    from cachealloc.predict import gpu_model, trace_writer
-    from cachealloc.predict.fake_device import FakeCudaDevice
+    from cachealloc.predict.kernels import gpu_model
+    from cachealloc.predict.device import trace_writer
+    from cachealloc.predict.device.fake_device import FakeCudaDevice
     from cachealloc.predict.gpus import Gpu
-    from cachealloc.predict.recorder import PredictionRefused
+    from cachealloc.predict.device.recorder import PredictionRefused
 
     g = json.loads(ns.gpu_json)
     gpu = Gpu(g["name"], g["total_memory"], tuple(g["capability"]), g["multi_processor_count"],
@@ -92,7 +93,7 @@ def record_one(ns, size, out, summary_path, script):
     dev = FakeCudaDevice(gpu)
     status = 0
     from torch.optim.optimizer import register_optimizer_step_post_hook
-    from cachealloc.predict.accounting import StepAccounting
+    from cachealloc.predict.device.accounting import StepAccounting
     accounting = StepAccounting()
     accounting_handle = register_optimizer_step_post_hook(accounting)
     try:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from .request_stream import requests
+from ..request_stream import requests
 
 ALLOC, FREE = 0, 1
 
