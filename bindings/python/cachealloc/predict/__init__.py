@@ -21,7 +21,8 @@ from .gpus import KNOWN_GPUS, Gpu, UnknownGpu
 from .gpus import resolve as resolve_gpu
 from .answer.record import RecordError, record
 from .device.recorder import PredictionRefused
-from .answer.search import fits, largest, measure
+from .answer.largest import SizeNotReaching, largest
+from .answer.search import fits, measure
 
 __all__ = ["KNOWN_GPUS", "Gpu", "UnknownGpu", "resolve_gpu", "record", "RecordError",
-           "PredictionRefused", "fits", "largest", "measure"]
+           "PredictionRefused", "SizeNotReaching", "fits", "largest", "measure"]

@@ -4,16 +4,19 @@ Python `cachealloc` command (bindings/python/cachealloc/cli.py sends
 
     cachealloc predict --gpu H100-80GB [--memory-fraction F] [--steps N]
         [--size N | --largest [--start N] [--max N]]
-        [--batch-arg ARG | --batch-env VAR] [--json] [--html PAGE] [--cudnn-table FILE|none]
-        -- python train.py ARGS...
+        [--batch-arg ARG | --batch-env VAR] [--no-optimizer-step] [--json] [--html PAGE]
+        [--cudnn-table FILE|none] [--tuning-errors FILE] -- python train.py ARGS...
     cachealloc predict --gpu-memory 24GiB --builder step.py:make --size 8
 
 The script runs unmodified on the fake device for N optimizer steps (default
 3). A size under search reaches it as --batch-arg's argument (rewritten,
 e.g. `--batch-size 32`, or appended if absent) or as --batch-env's
 environment variable. Byte sizes as the other commands read them
-(1073741824, 2e8, 1.5GiB, 40GB). Exit status: 0 fits, 1 does not fit,
-2 bad input (or a step the fake device refuses).
+(1073741824, 2e8, 1.5GiB, 40GB). Every figure carries an error band
+(band.py); "fits" and "does not fit" are said only outside it. Exit status:
+schema.EXIT_HELP (0 fits, 1 does not fit, 2 bad input, 3 too close to
+call, 4 the step could not be predicted); --json is schema.py's document,
+also on failure.
 """
 from __future__ import annotations
 
@@ -25,11 +28,13 @@ import sys
 from typing import List, Optional
 
 from ..kernels import cudnn_workspace
-from . import report
+from . import band, report, schema
+from .band_text import failure_text
 from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
+from .largest import Progress, SizeNotReaching, largest
 from .record import RecordError
 from ..device.recorder import PredictionRefused
-from .search import Progress, fits, largest
+from .search import fits
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -73,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cachealloc predict", description="Will it fit? A training step predicted on a CPU "
         "(fake CUDA device), replayed on cachealloc's exact copy of PyTorch's allocator.",
-        epilog="known GPUs: " + ", ".join(KNOWN_GPUS))
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="known GPUs: " + ", ".join(KNOWN_GPUS) + "\n\n" + schema.EXIT_HELP)
     p.add_argument("--gpu", help="target GPU name (see the list below)")
     p.add_argument("--gpu-memory", type=parse_bytes, help="any other GPU: its total memory")
     p.add_argument("--capability", type=_capability, help="compute capability, e.g. 8.0 (default: the GPU's, or 9.0)")
@@ -87,7 +93,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-arg", help="the script argument that carries the size, e.g. --batch-size")
     p.add_argument("--batch-env", help="the environment variable that carries the size")
     p.add_argument("--builder", help="FILE.py:FUNCTION; FUNCTION(size) returns the step")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--no-optimizer-step", action="store_true",
+                   help="the script has no optimizer.step() (inference, evaluation): its whole run "
+                   "is the step (without it, a run with no optimizer step is an error)")
+    p.add_argument("--json", action="store_true",
+                   help=f"the answer as JSON (schema version {schema.SCHEMA_VERSION}, "
+                   "docs/prediction.md), also on failure")
+    p.add_argument("--tuning-errors", help="the per-class tuning errors the band is made from "
+                   "(default: the bundled answer/data/tuning_errors.json)")
     p.add_argument("--html", help="also write a page leading with the answer")
     p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from benchmarks/predict/cudnn_probe.py) "
                    "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
@@ -97,17 +110,28 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _wants_json(argv) -> bool:
+    """--json among the options (not the script's arguments after --)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    return "--json" in (args[:args.index("--")] if "--" in args else args)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = _parser()
     try:
         ns = p.parse_args(argv)
     except SystemExit as e:
-        return 0 if e.code == 0 else 2
+        if e.code == 0:
+            return 0
+        if _wants_json(argv):
+            _emit_failure("fits", {"kind": "bad_input", "message": "invalid arguments (see stderr)"},
+                          True, text=False)
+        return schema.EXIT_BAD_INPUT
     command = ns.command[1:] if ns.command[:1] == ["--"] else ns.command
+    kind = "largest" if ns.largest else "fits"
 
     def bad(msg: str) -> int:
-        print(f"cachealloc predict: {msg}", file=sys.stderr)
-        return 2
+        return _emit_failure(kind, {"kind": "bad_input", "message": msg}, ns.json)
 
     if bool(command) == bool(ns.builder):
         return bad("give either -- COMMAND (a script to run) or --builder FILE:FUNCTION")
@@ -119,7 +143,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         return bad("--largest on a script needs --batch-arg or --batch-env (how the size reaches it)")
     try:
         gpu = resolve(ns.gpu, ns.gpu_memory, ns.capability, ns.context_memory)
-    except UnknownGpu as e:
+        band.load(ns.tuning_errors)
+    except (UnknownGpu, band.BandDataError) as e:
         return bad(str(e))
     if ns.cudnn_table:
         if ns.cudnn_table.lower() != "none":
@@ -129,32 +154,60 @@ def main(argv: Optional[List[str]] = None) -> int:
                 return bad(str(e))
         os.environ[cudnn_workspace.ENV] = ns.cudnn_table   # the worker processes read it
     target = ns.builder or command
+    common = dict(memory_fraction=ns.memory_fraction, steps=ns.steps, batch_arg=ns.batch_arg,
+                  batch_env=ns.batch_env, no_optimizer_step=ns.no_optimizer_step,
+                  tuning=ns.tuning_errors)
     try:
         if ns.largest:
-            answer = largest(target, gpu, memory_fraction=ns.memory_fraction, steps=ns.steps,
-                             start=ns.start, max_size=ns.max, batch_arg=ns.batch_arg,
-                             batch_env=ns.batch_env, progress=Progress(True if ns.progress else None))
+            answer = largest(target, gpu, start=ns.start, max_size=ns.max,
+                             progress=Progress(True if ns.progress else None), **common)
             text = report.largest_text(answer)
-            status = 0 if answer["largest_fitting"] > 0 else 1
         else:
-            answer = fits(target, gpu, memory_fraction=ns.memory_fraction, steps=ns.steps,
-                          size=ns.size, batch_arg=ns.batch_arg, batch_env=ns.batch_env,
-                          advise=not ns.no_advise)
+            answer = fits(target, gpu, size=ns.size, advise=not ns.no_advise, **common)
             text = report.fits_text(answer)
-            status = 0 if answer["fits"] else 1
-    except PredictionRefused as e:
-        return bad(f"refused: {e}")
-    except (RecordError, ValueError) as e:
+    except (PredictionRefused, RecordError, SizeNotReaching) as e:
+        failure = getattr(e, "failure", None) or {"kind": "refused", "where": None}
+        return _emit_failure(kind, {
+            "kind": failure.get("kind") or "refused", "message": str(e),
+            "where": failure.get("where"), "output_tail": getattr(e, "output_tail", ""),
+            "exceptions": getattr(e, "exceptions", []), "mode": failure.get("mode")},
+            ns.json, gpu=gpu.name)
+    except ValueError as e:
         return bad(str(e))
     if ns.html:
         with open(ns.html, "w") as f:
             f.write(report.page(answer, text))
+    doc = schema.document(answer, kind)
     if ns.json:
-        json.dump(answer, sys.stdout, indent=1, default=str)
+        json.dump(doc, sys.stdout, indent=1, default=str)
         print()
     else:
         sys.stdout.write(text)
-    return status
+    return doc["exit_code"]
+
+
+def _emit_failure(command: str, error: dict, as_json: bool, gpu: Optional[str] = None,
+                  text: bool = True) -> int:
+    """The error in words on stderr, and as the --json document on stdout."""
+    error = {"where": None, "output_tail": "", "exceptions": [], **error}
+    if text:
+        if error["kind"] == "bad_input":
+            print(f"cachealloc predict: {error['message']}", file=sys.stderr)
+        else:
+            sys.stderr.write(failure_text(error))
+    doc = schema.failure_document(command, error, gpu=gpu, assumed_torch=_assumed_torch(),
+                                  mode=(error.get("mode") or "fake"))
+    if as_json:
+        json.dump(doc, sys.stdout, indent=1, default=str)
+        print()
+    return doc["exit_code"]
+
+
+def _assumed_torch() -> Optional[str]:
+    try:
+        return band.load().get("kernel_models_torch")
+    except band.BandDataError:
+        return None
 
 
 if __name__ == "__main__":

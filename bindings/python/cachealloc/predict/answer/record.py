@@ -25,8 +25,58 @@ from ..device.recorder import PredictionRefused
 WORKER = pathlib.Path(__file__).parent.parent / "device" / "worker.py"
 
 
+# Bytes of the script's own output shown with an error: its last lines,
+# where a swallowed failure usually printed itself. The output goes to a
+# file, never to memory, so a chatty script costs disk, not host memory.
+TAIL_BYTES = 6000
+
+
 class RecordError(RuntimeError):
-    """The step itself failed on the fake device (its traceback included)."""
+    """The step could not be predicted: it failed on the fake device (kind
+    "failed": its traceback is in the output tail), or it ran and showed no
+    step to predict ("no_step", "no_allocation"). failure: {"kind", "where",
+    "detail"} as nohang's PredictionRefused.failure; output_tail: the last
+    TAIL_BYTES of the script's stdout and stderr; exceptions: what went
+    through the user's code (device/caught.py), when traced."""
+
+    def __init__(self, message: str, kind: str = "failed", output_tail: str = "",
+                 exceptions=(), where=None):
+        super().__init__(message)
+        self.failure = {"kind": kind, "where": where, "detail": message}
+        self.output_tail = output_tail
+        self.exceptions = list(exceptions)
+
+
+def not_seen(summary: dict, no_optimizer_step: bool):
+    """(kind, message) when a recording showed no step to predict, else None.
+    No CUDA allocation is always an error (nothing that runs on the GPU was
+    seen: a prediction would be an empty one); a script with no
+    optimizer.step() is one unless the user said it has none (a builder's
+    step is what its callable does: counted per call)."""
+    if not summary.get("allocations"):
+        return ("no_allocation", "the step made no CUDA allocation on the fake device, so there is "
+                "nothing to predict: does the script put its model and data on \"cuda\", and did it "
+                "catch its own failure before the step? (its output and any exception it raised are "
+                "below)")
+    if not summary.get("builder") and not summary.get("steps") and not no_optimizer_step:
+        return ("no_step", "the script ran to its end without an optimizer.step(): no training "
+                "step was seen (did it catch its own failure? its output and any exception it "
+                "raised are below). For an inference or evaluation script, which has no optimizer "
+                "step, pass --no-optimizer-step")
+    return None
+
+
+def tail(path: pathlib.Path, start: int = 0) -> str:
+    """The last TAIL_BYTES of a log file from byte `start` on."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = f.tell()
+            f.seek(max(start, end - TAIL_BYTES))
+            data = f.read()
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace")
 
 
 @dataclasses.dataclass
@@ -93,12 +143,24 @@ def _request(target, size, batch_arg, batch_env):
     return None, script, env
 
 
-def _result(status, summary: pathlib.Path, trace: pathlib.Path, log: str) -> Recorded:
+def _result(status, summary: pathlib.Path, trace: pathlib.Path, log_tail: str) -> Recorded:
     if status == 3:
         raise PredictionRefused(json.loads(summary.read_text())["refused"])
     if status != 0 or not summary.exists():
-        raise RecordError("the step failed on the fake device (exit %s):\n%s" % (status, log[-4000:]))
+        raise RecordError(f"the step failed on the fake device (worker exit {status}); "
+                          "the end of its output:", "failed", log_tail)
     return Recorded(trace, json.loads(summary.read_text()))
+
+
+def _seen(rec: Recorded, no_optimizer_step: bool, again) -> Recorded:
+    """rec, or RecordError when it showed no step: then the recording is run
+    again by again() with the user's exceptions traced, and the error
+    carries that run's output tail and exceptions."""
+    why = not_seen(rec.summary, no_optimizer_step)
+    if why is None:
+        return rec
+    traced, log_tail = again()
+    raise RecordError(why[1], why[0], log_tail, traced.summary.get("exceptions") or [])
 
 
 def _worker_env():
@@ -109,17 +171,29 @@ def _worker_env():
 
 def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
            size: Optional[int] = None, batch_arg: Optional[str] = None,
-           batch_env: Optional[str] = None, workdir=None) -> Recorded:
-    """One recording in a fresh worker process."""
+           batch_env: Optional[str] = None, workdir=None,
+           no_optimizer_step: bool = False) -> Recorded:
+    """One recording in a fresh worker process; RecordError when the step
+    failed or was not seen (not_seen)."""
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
     tag = f"s{size}" if size is not None else "run"
-    trace, summary = workdir / f"predicted-{tag}.pickle", workdir / f"predicted-{tag}.json"
     builder, script, extra = _request(target, size, batch_arg, batch_env)
-    cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--out", str(trace),
-           "--summary", str(summary), "--steps", str(steps)]
-    cmd += ["--builder", builder, "--size", str(size)] if builder else ["--"] + script
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(_worker_env(), **extra))
-    return _result(proc.returncode, summary, trace, proc.stderr)
+
+    def run(suffix: str = "", traced: bool = False):
+        trace = workdir / f"predicted-{tag}{suffix}.pickle"
+        summary = workdir / f"predicted-{tag}{suffix}.json"
+        log = workdir / f"worker-{tag}{suffix}.log"
+        cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--out", str(trace),
+               "--summary", str(summary), "--steps", str(steps)]
+        cmd += ["--trace-exceptions"] if traced else []
+        cmd += ["--builder", builder, "--size", str(size)] if builder else ["--"] + script
+        with open(log, "wb") as out:
+            proc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT,
+                                  env=dict(_worker_env(), **extra))
+        return _result(proc.returncode, summary, trace, tail(log)), tail(log)
+
+    rec, _ = run()
+    return _seen(rec, no_optimizer_step, lambda: run("-traced", True))
 
 
 class Session:
@@ -127,8 +201,10 @@ class Session:
     search): torch is imported once. The script's output goes to a log file
     in workdir."""
 
-    def __init__(self, target, gpu: Gpu, *, steps=3, batch_arg=None, batch_env=None, workdir=None):
+    def __init__(self, target, gpu: Gpu, *, steps=3, batch_arg=None, batch_env=None, workdir=None,
+                 no_optimizer_step: bool = False):
         self.target, self.batch_arg, self.batch_env = target, batch_arg, batch_env
+        self.no_optimizer_step = no_optimizer_step
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
         builder, _, _ = _request(target, 1, batch_arg, batch_env)
         read_fd, write_fd = os.pipe()
@@ -144,16 +220,25 @@ class Session:
         self._reply = os.fdopen(read_fd, "r")
 
     def record(self, size: int) -> Recorded:
+        rec, _ = self._record(size)
+        return _seen(rec, self.no_optimizer_step, lambda: self._record(size, True))
+
+    def _record(self, size: int, traced: bool = False):
         _, script, extra = _request(self.target, size, self.batch_arg, self.batch_env)
-        trace = self.workdir / f"predicted-s{size}.pickle"
-        summary = self.workdir / f"predicted-s{size}.json"
-        req = {"size": size, "out": str(trace), "summary": str(summary), "argv": script, "env": extra}
+        suffix = "-traced" if traced else ""
+        trace = self.workdir / f"predicted-s{size}{suffix}.pickle"
+        summary = self.workdir / f"predicted-s{size}{suffix}.json"
+        req = {"size": size, "out": str(trace), "summary": str(summary), "argv": script, "env": extra,
+               "trace_exceptions": traced}
+        self._log.flush()
+        start = self.log_path.stat().st_size     # this recording's output starts here
         self.proc.stdin.write(json.dumps(req) + "\n")
         self.proc.stdin.flush()
         line = self._reply.readline()
         status = int(line) if line.strip() else "worker died"
         self._log.flush()
-        return _result(status, summary, trace, self.log_path.read_text())
+        log_tail = tail(self.log_path, start)
+        return _result(status, summary, trace, log_tail), log_tail
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import html
 
+from .band_text import (VERDICT_WORDS, band_line, coverage_lines, steps_line, torch_lines,
+                        with_band)
+
 
 def gib(n) -> str:
     return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
@@ -25,30 +28,71 @@ def settings_block(line) -> list:
     return ["Settings to use (copy the line below):", "", f"PYTORCH_CUDA_ALLOC_CONF={line}", ""]
 
 
+def _head(a: dict, verdict: str) -> str:
+    return (VERDICT_WORDS[verdict] + f" on {a['gpu']}")
+
+
+def _limit_text(a: dict) -> str:
+    return (f"the allocator can get {gib(a['limit'])} (total {gib(a['total_memory'])} - "
+            f"{gib(a['context_bytes_assumed'])} assumed CUDA context"
+            + (f", memory fraction {a['memory_fraction']:g}" if a.get("memory_fraction") else "") + ")")
+
+
+def _closest(a: dict):
+    """(name, need, band) of the candidate with the smallest need."""
+    cands = [(n, c["min_memory"], c["band"]["min_memory"]) for n, c in a["configs"].items()]
+    if a.get("best"):
+        cands.append((a["best"]["line"] or "defaults", a["best"]["min_memory"], a["best"]["band"]))
+    cands = [c for c in cands if c[1] is not None]
+    return min(cands, key=lambda c: c[1]) if cands else None
+
+
+def first_lines(a: dict, head: str) -> list:
+    """The answer, then what the reader must know before reading on: a run
+    shorter than asked, the band, why a close call is one."""
+    lines = [head]
+    note = steps_line(a)
+    if note:
+        lines.append(note)
+    if a["verdict"] == "too_close_to_call" and "configs" in a:
+        c = _closest(a)
+        if c:
+            lines.append(f"The smallest need, {c[0]}: {with_band(c[1], c[2])}, against a limit of "
+                         f"{gib(a['limit'])}: the margin is within the band, so neither 'fits' nor "
+                         "'does not fit' can be said")
+    lines.append(band_line(a))
+    return lines + [""]
+
+
 def fits_text(a: dict) -> str:
-    head = ("FITS" if a["fits"] else "DOES NOT FIT") + f" on {a['gpu']}"
+    head = _head(a, a["verdict"])
     if a.get("size") is not None:
         head += f" at size {a['size']}"
-    lines = [head + f": the allocator can get {gib(a['limit'])} "
-             f"(total {gib(a['total_memory'])} - {gib(a['context_bytes_assumed'])} assumed CUDA context"
-             + (f", memory fraction {a['memory_fraction']}" if a.get("memory_fraction") else "") + ")", ""]
+    lines = first_lines(a, head + ": " + _limit_text(a))
+    if a["verdict"] == "too_close_to_call" and a.get("settings") is not None:
+        lines.append("If you try it: without the band, these settings fit.")
     lines += settings_block(a.get("settings"))
-    lines.append(f"{'config':12} {'peak allocated':>15} {'peak reserved':>14} {'needs (min)':>12}  fits")
+    lines.append(f"{'config':12} {'peak allocated':>22} {'peak reserved':>22} {'needs (min)':>22}  verdict")
     for name, c in a["configs"].items():
-        lines.append(f"{name:12} {gib(c['peak_allocated']):>15} {gib(c['peak_reserved']):>14} "
-                     f"{gib(c['min_memory']):>12}  {'yes' if c['fits'] else 'no'}")
+        b = c["band"]
+        lines.append(f"{name:12} {with_band(c['peak_allocated'], b['peak_allocated']):>22} "
+                     f"{with_band(c['peak_reserved'], b['peak_reserved']):>22} "
+                     f"{with_band(c['min_memory'], b['min_memory']):>22}  "
+                     f"{VERDICT_WORDS[c['verdict']].lower()}")
     if a.get("best"):
         b = a["best"]
-        lines.append(f"{'advisor best':12} {'':>15} {'':>14} {gib(b['min_memory']):>12}  "
-                     f"{'yes' if b['min_memory'] is not None and b['min_memory'] <= a['limit'] else 'no'}"
-                     f"  ({b['line'] or 'defaults'})")
+        why = f"; {b['why']}" if b.get("why") else ""
+        lines.append(f"{'advisor best':12} {'':>22} {'':>22} {with_band(b['min_memory'], b['band']):>22}  "
+                     f"{VERDICT_WORDS[b['verdict']].lower()}  ({b['line'] or 'defaults'}{why})")
         lines.append("")
-        lines.append("How much each setting saves (advisor, smallest memory without OOM):")
+        lines.append("How much each setting saves (advisor, smallest memory without OOM, smallest first):")
         for row in b["configs"][:8]:
             lines.append(f"  {gib(row['min_memory']):>10}  {row['line'] or 'defaults'}")
     lines += ["", f"recorded {a['recording']['allocations']} allocations in {a['steps']} step(s); "
               f"{a['recording']['item_placeholders']} .item() placeholder(s)"]
     lines += notes(a)
+    lines += coverage_lines(a)
+    lines += torch_lines(a)
     lines.append("modelled:")
     lines += ["  " + m for m in a["modelled"]]
     lines.append(f"predicted in {a['seconds']:.1f} s; trace: {a['trace']}")
@@ -56,8 +100,9 @@ def fits_text(a: dict) -> str:
 
 
 def notes(a: dict) -> list:
-    """What this recording did that the reader should know: attention
-    kernels chosen, a script that stopped early or never stepped."""
+    """What this recording did that the reader should know: what the step
+    holds at its optimizer steps, attention kernels chosen, RNNs,
+    empty_cache (a run shorter than asked: band_text.steps_line, first)."""
     rec = a["recording"]
     out = []
     held = rec.get("at_optimizer_step")
@@ -78,25 +123,40 @@ def notes(a: dict) -> list:
         out.append(f"note: torch.cuda.empty_cache() was called {rec['empty_cache_calls']} time(s): "
                    "not replayed (cached segments are kept, so peak reserved may be over-predicted; "
                    "peak allocated is unaffected)")
-    wanted = a.get("steps_requested")
-    if wanted and a["steps"] < wanted and not rec.get("builder"):
-        out.append(f"note: the script ended after {a['steps']} of the {wanted} optimizer step(s) "
-                   "asked for: its whole run was recorded"
-                   + (" (no optimizer.step() call was seen)" if a["steps"] == 0 else ""))
     return out
 
 
+def _size_text(n: int, at_least: bool) -> str:
+    return f"at least {n} (the search stopped at --max)" if at_least else str(n)
+
+
 def largest_text(a: dict) -> str:
-    L = a["largest"]
-    lines = [f"LARGEST SIZE THAT FITS on {a['gpu']}: {a['largest_fitting']} "
-             f"(allocator limit {gib(a['limit'])}, {gib(a['context_bytes_assumed'])} assumed CUDA context)", ""]
-    lines += settings_block(a["settings"])
-    lines += [f"  classic (defaults):        {L['classic']}",
-              f"  expandable_segments:True:  {L['expandable']}",
-              f"  physical limit (peak allocated fits): {L['physical']}",
-              f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes"]
+    L, W, least = a["largest"], a["largest_within_band"], a["at_least"]
+    n = a["largest_fitting"]
+    if a["verdict"] == "fits":
+        head = (f"LARGEST SIZE THAT FITS on {a['gpu']}: "
+                f"{_size_text(n, least['classic'] or least['expandable'])}")
+        if max(L["classic"], L["expandable"]) != n:
+            head += f" within the band ({max(L['classic'], L['expandable'])} as predicted)"
+    elif a["verdict"] == "does_not_fit":
+        head = f"NO SIZE FITS on {a['gpu']}: the smallest size tried does not fit, band included"
+    else:
+        head = (f"TOO CLOSE TO CALL on {a['gpu']}: no size fits with its band "
+                f"({max(L['classic'], L['expandable'])} fits as predicted)")
+    lines = first_lines(a, head + f" (allocator limit {gib(a['limit'])}, "
+                        f"{gib(a['context_bytes_assumed'])} assumed CUDA context)")
+    lines += settings_block(a["settings"] if n else None)
+    lines.append("largest size, within the band (as predicted):")
+    for name, label in (("classic", "classic (defaults):       "),
+                        ("expandable", "expandable_segments:True: "),
+                        ("physical", "physical limit (peak allocated fits):")):
+        lines.append(f"  {label} {_size_text(W[name], least[name])} ({L[name]})")
+    lines.append(f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes; the band, ops "
+                 f"and torch below are of size {a['size_shown']}")
     lines += cudnn_lines(a.get("cudnn") or {})
     lines += [m for m in a.get("modelled", []) if m.startswith("cuDNN plan fallbacks")]
+    lines += coverage_lines(a)
+    lines += torch_lines(a)
     return "\n".join(lines) + "\n"
 
 

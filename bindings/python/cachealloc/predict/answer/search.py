@@ -1,15 +1,10 @@
-"""The questions, answered from recordings by replaying them on cachealloc's
-engine (the `cachealloc` tool through cachealloc.lab):
-
-- fits(): predicted memory_stats peaks per native config, the smallest
-  memory each needs (exact min-memory search), and the advisor's best
-  settings (lab.advise: native's config space searched by replay) against
-  what the allocator can get on the target GPU.
-- largest(): the largest size that fits, per native config, with the
-  advisor's best line at that size, and the physical limit (largest size
-  whose peak *allocated* bytes fit). Sizes are assumed to need monotonically
-  more memory; the search doubles from `start` until nothing fits, then
-  bisects, recording each probed size once.
+"""Will it fit at one size, answered from a recording by replaying it on
+cachealloc's engine (the `cachealloc` tool through cachealloc.lab):
+predicted memory_stats peaks per native config, the smallest memory each
+needs (exact min-memory search), and the advisor's best settings
+(lab.advise: native's config space searched by replay) against what the
+allocator can get on the target GPU, each with its error band (band.py)
+and a verdict. The largest size that fits: largest.py.
 """
 from __future__ import annotations
 
@@ -19,6 +14,7 @@ from typing import Callable, Dict, Optional
 
 from ... import lab
 from ..gpus import Gpu
+from . import advisor, band
 from .record import Session, record
 
 NATIVE_CONFIGS = {"classic": "", "expandable": "expandable_segments:True"}
@@ -48,16 +44,24 @@ def measure(trace, limit: int) -> dict:
 
 
 def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_arg=None,
-         batch_env=None, workdir=None, advise=True) -> dict:
+         batch_env=None, workdir=None, advise=True, no_optimizer_step=False,
+         tuning: Optional[str] = None) -> dict:
+    """The answer at one size. "verdict" (fits / does_not_fit /
+    too_close_to_call) weighs each candidate's need against the limit with
+    its band (band.py); "fits" is verdict == "fits"; "predicted_fits" is the
+    prediction without the band (some config, or the advisor's line, fits)."""
     t0 = time.perf_counter()
     limit = gpu.usable(memory_fraction)
     rec = record(target, gpu, steps=steps, size=size, batch_arg=batch_arg, batch_env=batch_env,
-                 workdir=workdir)
+                 workdir=workdir, no_optimizer_step=no_optimizer_step)
     t_rec = time.perf_counter() - t0
     configs = measure(rec.trace, limit)
+    data = band.load(tuning)
+    bands = _judge(rec.summary, gpu, configs, limit, data)
     answer = {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
               "context_bytes_assumed": gpu.context_bytes, "total_memory": gpu.total_memory,
               "size": size, "steps": rec.summary["steps"], "steps_requested": steps,
+              "no_optimizer_step": no_optimizer_step,
               "trace": str(rec.trace),
               "configs": configs, "recording": rec.summary,
               "modelled": rec.summary["modelled"] + fallback_lines(rec.summary, {
@@ -66,61 +70,60 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
                                          "fallback_skips": c["fallback_skips"]}
                                   for name, c in configs.items()},
               "record_seconds": t_rec}
+    answer.update(_facts(rec.summary, bands, data))
     best = None
     if advise:
         adv = lab.advise(rec.trace, memory_limit=limit,
                          device_memory=gpu.total_memory if memory_fraction else None)
         best_row = adv["configs"][0] if adv.get("configs") else None
         best = {"line": adv["recommendation"], "min_memory": best_row["min_memory"] if best_row else None,
-                "headline": adv["headline"], "configs": adv["configs"]}
+                "headline": adv["headline"], "reason": adv.get("reason"),
+                "configs": sorted(adv["configs"], key=lambda r: (
+                    r["min_memory"] is None, r["min_memory"] or 0, r["line"]))}
+        best["band"] = band.widen(best["min_memory"], bands["reserved_pct"], bands["items"], "need")
+        best["verdict"] = band.judge(best["min_memory"], best["min_memory"] is not None and
+                                     best["min_memory"] <= limit, best["band"], limit)
+        best["why"] = advisor.why(best, best_row, adv, configs)
     answer["best"] = best
-    answer["fits"] = (any(c["fits"] for c in configs.values()) or
-                      (best is not None and best["min_memory"] is not None and
-                       best["min_memory"] <= limit))
+    answer["predicted_fits"] = (any(c["fits"] for c in configs.values()) or
+                                (best is not None and best["min_memory"] is not None and
+                                 best["min_memory"] <= limit))
     answer["physical_fits"] = max(c["peak_allocated"] for c in configs.values()) <= limit
-    if best and best["min_memory"] is not None and best["min_memory"] <= limit:
-        answer["settings"] = best["line"]
-    else:
+    verdicts = [c["verdict"] for c in configs.values()] + ([best["verdict"]] if best else [])
+    answer["verdict"] = ("fits" if "fits" in verdicts else
+                         "does_not_fit" if all(v == "does_not_fit" for v in verdicts) else
+                         "too_close_to_call")
+    answer["fits"] = answer["verdict"] == "fits"
+    if answer["fits"]:
+        ok = [c["conf"] for c in configs.values() if c["verdict"] == "fits"]
+        answer["settings"] = best["line"] if best and best["verdict"] == "fits" else ok[0]
+    elif answer["predicted_fits"]:     # too close to call: the line that fits without the band
         ok = [c["conf"] for c in configs.values() if c["fits"]]
-        answer["settings"] = ok[0] if ok else None
+        answer["settings"] = (best["line"] if best and best["min_memory"] is not None
+                              and best["min_memory"] <= limit else ok[0])
+    else:
+        answer["settings"] = None
     answer["seconds"] = time.perf_counter() - t0
     return answer
 
 
-class Progress:
-    """A one-line progress bar on stderr (only on a terminal, unless forced)."""
-
-    def __init__(self, enabled: Optional[bool] = None, stream=sys.stderr):
-        self.stream = stream
-        self.enabled = stream.isatty() if enabled is None else enabled
-        self.t0 = time.perf_counter()
-
-    def update(self, done: int, bound: int, text: str) -> None:
-        if not self.enabled:
-            return
-        width = 24
-        frac = min(1.0, done / max(bound, 1))
-        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
-        self.stream.write(f"\r[{bar}] probe {done}/~{bound} {text} {time.perf_counter() - self.t0:5.1f}s ")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            self.stream.write("\n")
+def _judge(summary: dict, gpu: Gpu, configs: Dict[str, dict], limit: int, data: dict) -> dict:
+    """Bands every config's figures (band.bands) and gives each its verdict
+    at the limit; returns the bands less their per-config part."""
+    b = band.bands(summary, gpu, configs, data)
+    for name, c in configs.items():
+        c["band"] = b["configs"][name]
+        c["verdict"] = band.judge(c["min_memory"], c["fits"], c["band"]["min_memory"], limit)
+    return {k: v for k, v in b.items() if k != "configs"}
 
 
-def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_size=1 << 20,
-            batch_arg=None, batch_env=None, workdir=None, progress: Optional[Progress] = None) -> dict:
-    t0 = time.perf_counter()
-    limit = gpu.usable(memory_fraction)
-    probes: Dict[int, dict] = {}
-    progress = progress or Progress(False)
-    session = Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
-                      workdir=workdir)
-    try:
-        return _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0)
-    finally:
-        session.close()
+def _facts(summary: dict, bands: dict, data: dict) -> dict:
+    """What every answer says of its recording besides the figures: the
+    band, the ops' coverage, the torch versions, the mode that ran."""
+    return {"band": bands, "step_class": bands["class"],
+            "coverage": band.coverage(summary, data),
+            "torch_versions": band.torch_versions(summary, data),
+            "mode": summary.get("mode", "fake")}
 
 
 def fallback_lines(summary: dict, at: dict) -> list:
@@ -136,71 +139,3 @@ def fallback_lines(summary: dict, at: dict) -> list:
             "request that OOMs (the allocator's OOM path runs, as on the GPU) does not fail the "
             "step; torch's cuDNN path tries the next plan, assumed to need no workspace, and "
             "keeps it for that convolution's later calls"]
-
-
-def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0):
-    cudnn: Dict[int, dict] = {}     # size -> the recording's cuDNN workspace coverage
-    modelled: list = []
-    summaries: Dict[int, dict] = {}  # size -> the recording's summary
-
-    def probe(size: int) -> dict:
-        if size not in probes:
-            progress.update(len(probes) + 1, max(len(probes) + 2, 2 * len(probes).bit_length() + 4),
-                            f"size={size}")
-            rec = session.record(size)
-            probes[size] = measure(rec.trace, limit)
-            cudnn[size] = rec.summary.get("cudnn")
-            summaries[size] = rec.summary
-            modelled[:] = rec.summary.get("modelled", [])
-        return probes[size]
-
-    criteria: Dict[str, Callable[[dict], bool]] = {
-        "classic": lambda m: m["classic"]["fits"],
-        "expandable": lambda m: m["expandable"]["fits"],
-        "physical": lambda m: max(c["peak_allocated"] for c in m.values()) <= limit,
-    }
-    # Bracket: double until the loosest criterion (physical) fails.
-    lo_ok, hi_bad = 0, None
-    size = max(1, start)
-    while size <= max_size:
-        if criteria["physical"](probe(size)):
-            lo_ok = size
-            size *= 2
-        else:
-            hi_bad = size
-            break
-    if hi_bad is None:
-        hi_bad = max_size + 1
-    answer = {}
-    for name, ok in criteria.items():
-        lo, hi = 0, hi_bad
-        for s in sorted(probes):
-            if ok(probes[s]):
-                lo = max(lo, s)
-            else:
-                hi = min(hi, s)
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if ok(probe(mid)):
-                lo = mid
-            else:
-                hi = mid
-        answer[name] = lo
-    progress.close()
-    best_size = max(answer["classic"], answer["expandable"])
-    # Fallbacks at each config's largest fitting size (none fits: nothing to say).
-    at = {name: (answer[name], probes[answer[name]][name] if answer[name] else None)
-          for name in NATIVE_CONFIGS}
-    if best_size:
-        modelled = modelled + fallback_lines(summaries[best_size], at)
-    return {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
-            "context_bytes_assumed": gpu.context_bytes, "largest": answer,
-            "settings": (NATIVE_CONFIGS["expandable"] if answer["expandable"] > answer["classic"]
-                         else NATIVE_CONFIGS["classic"]),
-            "largest_fitting": best_size,
-            "probes": {str(s): m for s, m in sorted(probes.items())},
-            "cudnn": {str(s): c for s, c in sorted(cudnn.items())}, "modelled": modelled,
-            "cudnn_fallbacks": {name: None if c is None else {
-                "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}
-                for name, (size, c) in at.items()},
-            "seconds": time.perf_counter() - t0}

@@ -96,6 +96,8 @@ class Recording:
         self.unmodelled = {}        # what ran that the fake run records otherwise than a GPU -> calls
         self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (not replayed)
         self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
+        self.attention_bytes = {}   # the same key -> its largest call's output, bytes (the band's bound)
+        self.op_calls = {}          # "aten.mm.default" -> calls that made an allocation (the band's coverage)
 
     def alloc(self, nbytes: int, stream: int) -> int:
         aid = self._new_alloc(nbytes, stream)
@@ -186,6 +188,8 @@ class Recording:
                 + (f", {query.shape[-3]}/{key.shape[-3]} query/key heads"
                    if query.dim() >= 3 and key.dim() >= 3 and query.shape[-3] != key.shape[-3] else ""))
         self.attention[what] = self.attention.get(what, 0) + 1
+        out_bytes = query.numel() // max(query.shape[-1], 1) * key.shape[-1] * query.element_size()
+        self.attention_bytes[what] = max(self.attention_bytes.get(what, 0), out_bytes)
 
     def stats(self) -> dict:
         allocs = sum(1 for e in self.events if e[0] == ALLOC)
@@ -196,6 +200,9 @@ class Recording:
                 "item_placeholders": self.placeholders,
                 "cudnn": self.cudnn.stats(),
                 "attention_calls": dict(self.attention),
+                "attention_output_bytes": dict(self.attention_bytes),
+                "op_calls": dict(self.op_calls),
+                "requested_bytes": sum(e[2] for e in self.events if e[0] == ALLOC),
                 "empty_cache_calls": self.empty_cache_calls,
                 "unmodelled_calls": dict(self.unmodelled)}
 
@@ -255,6 +262,7 @@ class RecordingMode(TorchDispatchMode):
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
         self.rec.known.propagate(func, args, out, kwargs)
+        first = self.rec._next_id
         model = cuda_kernels.MODELS.get(func)
         if model is not None:
             model(self.rec, args, kwargs, out)
@@ -269,4 +277,7 @@ class RecordingMode(TorchDispatchMode):
                         self.rec.track(u)
         if func in _GEMM_OPS and isinstance(args[0], torch.Tensor) and args[0].device.type == "cuda":
             self.rec.gemm(lt=func in _LT_OPS and gpu_model.takes_cublaslt(args, kwargs))
+        if self.rec._next_id != first:     # the op asked the allocator for memory: the band lists it
+            name = str(func)
+            self.rec.op_calls[name] = self.rec.op_calls.get(name, 0) + 1
         return out

@@ -9,6 +9,11 @@ unmodified as __main__; the recording stops after its N-th optimizer step
 (optimizer.step() calls, counted by a global step hook), or when it ends.
 A builder FUNC(size) returns a step callable, called N times.
 Exit status: 0 recorded, 3 refused (the summary's "refused" says why).
+--trace-exceptions (a request's "trace_exceptions") also lists the
+exceptions that went through the user's code (caught.py): the answer layer
+re-runs a recording that saw no optimizer step or no allocation so, to say
+why. The script's output goes to this process's stdout/stderr, flushed at
+the end of each recording (the answer layer shows its tail on an error).
 """
 import importlib.util
 import json
@@ -42,6 +47,7 @@ def main(argv):
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--builder")
     p.add_argument("--size", type=int)
+    p.add_argument("--trace-exceptions", action="store_true")
     # Serve many recordings from one process (one torch import): requests
     # are JSON lines on stdin ({"size", "out", "summary", "argv", "env"}),
     # each answered by its exit status as a line on file descriptor --reply-fd.
@@ -53,22 +59,25 @@ def main(argv):
     import torch  # noqa: F401  (after the guard)
     guard.after_torch_import()
     if ns.reply_fd is None:
-        return record_one(ns, ns.size, ns.out, ns.summary, ns.script)
+        return record_one(ns, ns.size, ns.out, ns.summary, ns.script, ns.trace_exceptions)
     reply = os.fdopen(ns.reply_fd, "w", buffering=1)
     for line in sys.stdin:
         req = json.loads(line)
         os.environ.update(req.get("env") or {})
         try:
-            status = record_one(ns, req.get("size"), req["out"], req["summary"], req.get("argv") or [])
+            status = record_one(ns, req.get("size"), req["out"], req["summary"], req.get("argv") or [],
+                                req.get("trace_exceptions", False))
         except BaseException as e:  # the script failed: report, keep serving
             import traceback
             traceback.print_exc()
             status = 1
+        sys.stdout.flush()
+        sys.stderr.flush()
         reply.write(f"{status}\n")
     return 0
 
 
-def record_one(ns, size, out, summary_path, script):
+def record_one(ns, size, out, summary_path, script, trace_exceptions=False):
     import gc
     t0 = time.perf_counter()
     import torch
@@ -92,12 +101,15 @@ def record_one(ns, size, out, summary_path, script):
 
     dev = FakeCudaDevice(gpu)
     status = 0
+    import contextlib
+    from cachealloc.predict.device.caught import CaughtExceptions
+    caught = CaughtExceptions() if trace_exceptions else None
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from cachealloc.predict.device.accounting import StepAccounting
     accounting = StepAccounting()
     accounting_handle = register_optimizer_step_post_hook(accounting)
     try:
-        with dev:
+        with dev, (caught or contextlib.nullcontext()):
             if ns.builder:
                 path, _, func = ns.builder.rpartition(":")
                 spec = importlib.util.spec_from_file_location("_cachealloc_predict_builder", path)
@@ -138,12 +150,32 @@ def record_one(ns, size, out, summary_path, script):
     summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())
+    summary.update(_coverage_facts(dev.recording))
+    if caught is not None:
+        summary["exceptions"] = caught.found
+    sys.stdout.flush()
+    sys.stderr.flush()
     trace_writer.write(out, dev.recording.events, dev.recording.fallible)
     with open(summary_path, "w") as f:
         json.dump(summary, f)
     del dev
     gc.collect()
     return status
+
+
+def _coverage_facts(recording) -> dict:
+    """What the answer layer's band needs beyond Recording.stats(): which
+    ops that ran have a kernel model (cuda_kernels.MODELS, the cuBLAS GEMMs,
+    the cuDNN convolutions, the steered attention kernels), and the
+    convolution keys the cuDNN table lacked (at most 500, with their calls)."""
+    from cachealloc.predict.kernels import cuda_kernels, cudnn_key
+    from cachealloc.predict.device import recorder
+    modelled = {str(op) for op in cuda_kernels.MODELS}
+    modelled |= {str(op) for op in recorder._GEMM_OPS}
+    modelled |= {str(op) for op in cudnn_key.FORWARD_OPS + cudnn_key.BACKWARD_OPS}
+    missing = dict(list(recording.cudnn.missing_keys.items())[:500])
+    return {"kernel_model_ops": sorted(op for op in recording.op_calls if op in modelled),
+            "cudnn_missing_keys": missing}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""The honest parts of an answer in words: figures with their band, the
+band's origin, the ops' coverage, the unmodelled items, the torch versions,
+a run shorter than asked, and an error with the script's own output."""
+from __future__ import annotations
+
+from typing import Optional
+
+UNIT = 1 << 30
+VERDICT_WORDS = {"fits": "FITS", "does_not_fit": "DOES NOT FIT",
+                 "too_close_to_call": "TOO CLOSE TO CALL"}
+OPS_SHOWN = 12          # ops named per coverage list (the JSON has them all)
+
+
+def _g(n) -> str:
+    return f"{n / UNIT:.2f}"
+
+
+def with_band(value, band) -> str:
+    """'12.34 ± 0.06 GiB', '12.34 +0.10/-0.06 GiB', or '12.34 +?/-0.06 GiB'
+    (no bound on the high side)."""
+    if value is None:
+        return "-"
+    low, high = band if band else (0, 0)
+    if high == low:
+        return f"{_g(value)} ± {_g(low)} GiB"
+    return f"{_g(value)} +{'?' if high is None else _g(high)}/-{_g(low)} GiB"
+
+
+def band_line(a: dict) -> str:
+    b = a["band"]
+    by = b.get("set_by") or {}
+
+    def origin(q):
+        row = by.get(q)
+        if not row:
+            return "no measured row: the floor"
+        err = row.get(f"{q}_error_pct")
+        return (f"{row['workload']} {row['policy']} batch {row['batch']}, {err:+.2f} % "
+                f"({row.get('source')})")
+    text = (f"Error band: ±{b['allocated_pct']:.2f} % of peak allocated, ±{b['reserved_pct']:.2f} % of "
+            f"peak reserved and of the need; step class {b['class']} ({b['why']}): the worst error "
+            f"of {b['rows']} tuning row(s) x 1.25, at least 0.5 % (allocated: {origin('allocated')}; "
+            f"reserved: {origin('reserved')})")
+    if b["items"]:
+        text += f"; widened by {len(b['items'])} unmodelled item(s), listed below"
+    return text
+
+
+def steps_line(a: dict) -> Optional[str]:
+    """The first-lines note of a run shorter than asked."""
+    rec = a.get("recording") or {}
+    if rec.get("builder"):
+        return None
+    wanted, got = a.get("steps_requested"), a.get("steps")
+    if got == 0 and a.get("no_optimizer_step"):
+        return ("NOTE: no optimizer step (--no-optimizer-step): the script's whole run was "
+                "recorded and predicted")
+    if wanted and got is not None and got < wanted:
+        return (f"NOTE: only {got} of the {wanted} optimizer steps asked for (--steps {wanted}) "
+                "ran: the script ended first, and its whole run was predicted")
+    return None
+
+
+def coverage_lines(a: dict) -> list:
+    cov = a.get("coverage") or {}
+    names = {"gpu_checked": "GPU-checked (ran in a tuning step compared with the GPU)",
+             "kernel_model": "kernel model from torch's CUDA source, not GPU-checked",
+             "meta_only": "meta function alone (its outputs; unchecked)"}
+    out = ["ops of the step on the fake device:"]
+    for kind, what in names.items():
+        ops = cov.get(kind) or {}
+        listed = ", ".join(f"{op.replace('aten.', '').replace('.default', '')} x{n}"
+                           for op, n in sorted(ops.items(), key=lambda x: -x[1])[:OPS_SHOWN])
+        more = f", ... {len(ops) - OPS_SHOWN} more" if len(ops) > OPS_SHOWN else ""
+        out.append(f"  {what}: {len(ops)} op(s), {sum(ops.values())} call(s)"
+                   + (f": {listed}{more}" if ops else ""))
+    items = (a.get("band") or {}).get("items") or []
+    out.append("  known unmodelled: " + ("none" if not items else f"{len(items)} item(s)"))
+    for it in items:
+        low, high = it["need"]
+        widen = "an unknown amount" if high is None else f"up to +{_g(high)} GiB"
+        if low:
+            widen += f" / -{_g(low)} GiB"
+        example = f"; e.g. {it['example']}" if it.get("example") else ""
+        out.append(f"    - {it['what']}: {it['calls']} call(s), the need widened by {widen} "
+                   f"({it['detail']}{example})")
+    return out
+
+
+def torch_lines(a: dict) -> list:
+    t = a.get("torch_versions") or {}
+    if not t:
+        return []
+    if t.get("installed_checked"):
+        checked = f"checked under this torch ({t.get('checked_source')})"
+    else:
+        checked = ("NOT checked under this torch: no tuning step was predicted with it and "
+                   "compared with the GPU")
+    out = [f"torch: the kernel models follow torch {t['assumed']} (the GPU's); installed here: "
+           f"{t['installed']}, {checked}; mode that ran: {a.get('mode', 'fake')}"]
+    if t.get("kernel_models_checked") or t.get("kernel_models_unchecked"):
+        out.append(f"  kernel models used, checked for the installed torch: "
+                   f"{', '.join(t['kernel_models_checked']) or 'none'}; unchecked: "
+                   f"{', '.join(t['kernel_models_unchecked']) or 'none'}")
+    return out
+
+
+def failure_text(error: dict) -> str:
+    """An error that stopped the prediction, with the script's output tail
+    and the exceptions that went through its code."""
+    lines = [f"cachealloc predict: the step could not be predicted ({error['kind']}): "
+             f"{error['message']}"]
+    if error.get("where"):
+        lines.append(f"  at {error['where']}")
+    for e in error.get("exceptions") or []:
+        lines.append(f"  exception in the script's code: {e['type']}: {e['message']} "
+                     f"(raised at {e['raised_at']}, passed through {e['seen_at']})")
+    if error.get("output_tail"):
+        lines += ["--- the end of the script's output ---", error["output_tail"].rstrip(),
+                  "--- end ---"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,206 @@
+"""The largest size that fits, per native config and for the physical limit
+(the largest size whose peak *allocated* bytes fit), each twice: as
+predicted ("largest": what the engine's replay of the recording says) and
+within the band ("largest_within_band": the largest size whose need plus
+its band's high side fits, and whose replay at the limit fits). The answer
+("largest_fitting") is the larger of the two configs' sizes within the band.
+
+Sizes are assumed to need monotonically more memory; the search doubles
+from `start` until the physical limit fails, then bisects each criterion,
+recording each probed size once (one worker process serves every probe).
+Two probes of different sizes that record the same requests mean the size
+does not reach the step: an error (SizeNotReaching) saying how the size was
+passed. A criterion still met at --max is reported as "at least" --max.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Dict, Optional
+
+from ..gpus import Gpu
+from . import band
+from .record import Session
+from .search import NATIVE_CONFIGS, _facts, _judge, fallback_lines, measure
+
+
+class SizeNotReaching(ValueError):
+    """The size under search does not change what the step asks for."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.failure = {"kind": "size_not_reaching", "where": None, "detail": message}
+
+
+class Progress:
+    """A one-line progress bar on stderr (only on a terminal, unless forced)."""
+
+    def __init__(self, enabled: Optional[bool] = None, stream=sys.stderr):
+        self.stream = stream
+        self.enabled = stream.isatty() if enabled is None else enabled
+        self.t0 = time.perf_counter()
+
+    def update(self, done: int, bound: int, text: str) -> None:
+        if not self.enabled:
+            return
+        width = 24
+        frac = min(1.0, done / max(bound, 1))
+        bar = "#" * int(frac * width) + "." * (width - int(frac * width))
+        self.stream.write(f"\r[{bar}] probe {done}/~{bound} {text} {time.perf_counter() - self.t0:5.1f}s ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+
+
+def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_size=1 << 20,
+            batch_arg=None, batch_env=None, workdir=None, progress: Optional[Progress] = None,
+            no_optimizer_step=False, tuning: Optional[str] = None) -> dict:
+    t0 = time.perf_counter()
+    limit = gpu.usable(memory_fraction)
+    progress = progress or Progress(False)
+    session = Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
+                      workdir=workdir, no_optimizer_step=no_optimizer_step)
+    try:
+        search = _Search(session, gpu, limit, band.load(tuning), progress)
+        answer = search.run(start, max_size)
+    finally:
+        session.close()
+    answer.update({"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
+                   "context_bytes_assumed": gpu.context_bytes, "steps_requested": steps,
+                   "no_optimizer_step": no_optimizer_step, "seconds": time.perf_counter() - t0})
+    return answer
+
+
+def how_passed(session: Session, size: int) -> str:
+    if isinstance(session.target, str):
+        return f"as the builder's argument ({session.target}({size}))"
+    if session.batch_arg:
+        return f"as the script argument {session.batch_arg} {size} (--batch-arg {session.batch_arg})"
+    return f"as the environment variable {session.batch_env}={size} (--batch-env {session.batch_env})"
+
+
+class _Search:
+    def __init__(self, session, gpu, limit, data, progress):
+        self.session, self.gpu, self.limit, self.data, self.progress = session, gpu, limit, data, progress
+        self.probes: Dict[int, dict] = {}     # size -> measure()'s configs, banded
+        self.summaries: Dict[int, dict] = {}  # size -> the recording's summary
+        self.bands: Dict[int, dict] = {}      # size -> band.bands less its per-config part
+
+    def probe(self, size: int) -> dict:
+        if size not in self.probes:
+            n = len(self.probes)
+            self.progress.update(n + 1, max(n + 2, 2 * n.bit_length() + 4), f"size={size}")
+            rec = self.session.record(size)
+            m = measure(rec.trace, self.limit)
+            self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
+            self.probes[size], self.summaries[size] = m, rec.summary
+            self._check_reaches(size)
+        return self.probes[size]
+
+    def _check_reaches(self, size: int) -> None:
+        """SizeNotReaching when another probed size recorded the same
+        requests (count and bytes) and the same peaks."""
+        def same(s):
+            a, b = self.summaries[s], self.summaries[size]
+            return (a.get("allocations"), a.get("requested_bytes")) == \
+                (b.get("allocations"), b.get("requested_bytes")) and all(
+                    self.probes[s][n]["peak_allocated"] == self.probes[size][n]["peak_allocated"]
+                    for n in NATIVE_CONFIGS)
+        other = next((s for s in self.probes if s != size and same(s)), None)
+        if other is None:
+            return
+        lo, hi = sorted((other, size))
+        s = self.summaries[size]
+        raise SizeNotReaching(
+            f"the size does not reach the step: sizes {lo} and {hi} recorded the same "
+            f"{s.get('allocations')} allocations ({s.get('requested_bytes')} bytes) and the same "
+            f"peaks, so the peak does not grow with the size. It was passed "
+            f"{how_passed(self.session, hi)}: does the step read it?")
+
+    def _bisect(self, ok: Callable[[dict], bool], hi_bad: int) -> int:
+        lo, hi = 0, hi_bad
+        for s in sorted(self.probes):
+            if ok(s):
+                lo = max(lo, s)
+            else:
+                hi = min(hi, s)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            self.probe(mid)
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    def run(self, start: int, max_size: int) -> dict:
+        limit, P = self.limit, self.probes
+
+        def physical(s):
+            return max(c["peak_allocated"] for c in P[s].values()) <= limit
+
+        def physical_banded(s):
+            highs = [c["band"]["peak_allocated"][1] for c in P[s].values()]
+            return None not in highs and max(c["peak_allocated"] + c["band"]["peak_allocated"][1]
+                                             for c in P[s].values()) <= limit
+        raw = {"classic": lambda s: P[s]["classic"]["fits"],
+               "expandable": lambda s: P[s]["expandable"]["fits"], "physical": physical}
+        banded = {"classic": lambda s: P[s]["classic"]["verdict"] == "fits",
+                  "expandable": lambda s: P[s]["expandable"]["verdict"] == "fits",
+                  "physical": physical_banded}
+        # Bracket: double until the loosest criterion (physical) fails.
+        hi_bad = None
+        size = max(1, start)
+        while size <= max_size:
+            self.probe(size)
+            if not physical(size):
+                hi_bad = size
+                break
+            size *= 2
+        reached_max = hi_bad is None
+        if reached_max:
+            hi_bad = max_size + 1
+        found = {name: self._bisect(ok, hi_bad) for name, ok in raw.items()}
+        within = {name: self._bisect(ok, hi_bad) for name, ok in banded.items()}
+        self.progress.close()
+        return self._answer(found, within, max_size if reached_max else None)
+
+    def _answer(self, found: dict, within: dict, at_max: Optional[int]) -> dict:
+        P = self.probes
+        best_size = max(within["classic"], within["expandable"])
+        # Fallbacks at each config's largest fitting size (none fits: nothing to say).
+        at = {name: (found[name], P[found[name]][name] if found[name] else None)
+              for name in NATIVE_CONFIGS}
+        smallest = min(P)
+        shown = best_size or max(found["classic"], found["expandable"]) or smallest
+        modelled = list(self.summaries[shown].get("modelled", []))
+        if found["classic"] or found["expandable"]:
+            modelled += fallback_lines(self.summaries[shown], at)
+        if best_size:
+            verdict = "fits"
+        elif all(c["verdict"] == "does_not_fit" for c in P[smallest].values()):
+            verdict = "does_not_fit"
+        else:
+            verdict = "too_close_to_call"
+        answer = {
+            "verdict": verdict, "largest": found, "largest_within_band": within,
+            # Still met at --max: the true largest is at least that.
+            "at_least": {name: at_max is not None and n == at_max for name, n in within.items()},
+            "at_least_predicted": {name: at_max is not None and n == at_max
+                                   for name, n in found.items()},
+            "max_size": at_max,
+            "settings": (NATIVE_CONFIGS["expandable"] if within["expandable"] > within["classic"]
+                         else NATIVE_CONFIGS["classic"]),
+            "largest_fitting": best_size, "size_shown": shown,
+            "steps": min(s["steps"] for s in self.summaries.values()),
+            "probes": {str(s): m for s, m in sorted(P.items())},
+            "cudnn": {str(s): self.summaries[s].get("cudnn") for s in sorted(P)},
+            "modelled": modelled,
+            "cudnn_fallbacks": {name: None if c is None else {
+                "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}
+                for name, (size, c) in at.items()}}
+        answer.update(_facts(self.summaries[shown], self.bands[shown], self.data))
+        answer["recording"] = self.summaries[shown]
+        return answer
