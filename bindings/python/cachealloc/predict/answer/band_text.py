@@ -11,19 +11,24 @@ VERDICT_WORDS = {"fits": "FITS", "does_not_fit": "DOES NOT FIT",
 OPS_SHOWN = 12          # ops named per coverage list (the JSON has them all)
 
 
-def _g(n) -> str:
-    return f"{n / UNIT:.2f}"
+def _g(n, unit: int = UNIT) -> str:
+    return f"{n / unit:.2f}"
+
+
+def _amount(n) -> str:
+    return f"{n / UNIT:.2f} GiB" if n >= UNIT else f"{n / (1 << 20):.2f} MiB"
 
 
 def with_band(value, band) -> str:
     """'12.34 ± 0.06 GiB', '12.34 +0.10/-0.06 GiB', or '12.34 +?/-0.06 GiB'
-    (no bound on the high side)."""
+    (no bound on the high side); MiB below one GiB."""
     if value is None:
         return "-"
     low, high = band if band else (0, 0)
+    unit, name = (UNIT, "GiB") if value >= UNIT else (1 << 20, "MiB")
     if high == low:
-        return f"{_g(value)} ± {_g(low)} GiB"
-    return f"{_g(value)} +{'?' if high is None else _g(high)}/-{_g(low)} GiB"
+        return f"{_g(value, unit)} ± {_g(low, unit)} {name}"
+    return f"{_g(value, unit)} +{'?' if high is None else _g(high, unit)}/-{_g(low, unit)} {name}"
 
 
 def band_line(a: dict) -> str:
@@ -78,9 +83,9 @@ def coverage_lines(a: dict) -> list:
     out.append("  known unmodelled: " + ("none" if not items else f"{len(items)} item(s)"))
     for it in items:
         low, high = it["need"]
-        widen = "an unknown amount" if high is None else f"up to +{_g(high)} GiB"
+        widen = "an unknown amount" if high is None else f"up to +{_amount(high)}"
         if low:
-            widen += f" / -{_g(low)} GiB"
+            widen += f" / -{_amount(low)}"
         example = f"; e.g. {it['example']}" if it.get("example") else ""
         out.append(f"    - {it['what']}: {it['calls']} call(s), the need widened by {widen} "
                    f"({it['detail']}{example})")

@@ -168,7 +168,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (PredictionRefused, RecordError, SizeNotReaching) as e:
         failure = getattr(e, "failure", None) or {"kind": "refused", "where": None}
         return _emit_failure(kind, {
-            "kind": failure.get("kind") or "refused", "message": str(e),
+            "kind": failure.get("kind") or "refused", "message": failure.get("detail") or str(e),
             "where": failure.get("where"), "output_tail": getattr(e, "output_tail", ""),
             "exceptions": getattr(e, "exceptions", []), "mode": failure.get("mode")},
             ns.json, gpu=gpu.name)

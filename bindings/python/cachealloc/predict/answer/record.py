@@ -46,6 +46,10 @@ class RecordError(RuntimeError):
         self.output_tail = output_tail
         self.exceptions = list(exceptions)
 
+    def __str__(self) -> str:
+        """The message and the output's tail (API callers get both in one)."""
+        return self.failure["detail"] + ("\n" + self.output_tail if self.output_tail else "")
+
 
 def not_seen(summary: dict, no_optimizer_step: bool):
     """(kind, message) when a recording showed no step to predict, else None.
@@ -176,6 +180,7 @@ def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
     """One recording in a fresh worker process; RecordError when the step
     failed or was not seen (not_seen)."""
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     tag = f"s{size}" if size is not None else "run"
     builder, script, extra = _request(target, size, batch_arg, batch_env)
 
@@ -206,6 +211,7 @@ class Session:
         self.target, self.batch_arg, self.batch_env = target, batch_arg, batch_env
         self.no_optimizer_step = no_optimizer_step
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         builder, _, _ = _request(target, 1, batch_arg, batch_env)
         read_fd, write_fd = os.pipe()
         cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--steps", str(steps),

@@ -11,7 +11,7 @@ direction (forward, backward), times the missing call's op bytes.
 Measured (kernels/data/cudnn_H200_torch2.11*.json, 669 entries of ResNet-50
 and ViT convolutions, fp32, batches 1-16): forward 1.95, backward 4.33
 (a 1x1 backward of a (9, 2048, 7, 7) input: 37.7 MB for 8.7 MB of tensors).
-RATIO_FLOOR keeps those figures when no table can be read. This is a bound
+RATIO_FLOOR keeps those figures (rounded down) when no table can be read. This is a bound
 from the shapes measured so far, not a guarantee for shapes unlike them
 (depthwise and grouped convolutions, other dtypes): docs/prediction.md says
 so, and the zoo's probe runs turn such keys into table entries.
@@ -26,7 +26,7 @@ from typing import Dict, Optional
 from ..kernels.cudnn_workspace import DATA
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
-RATIO_FLOOR = {"fwd": 1.95, "bwd": 4.34}
+RATIO_FLOOR = {"fwd": 1.9, "bwd": 4.3}
 
 
 def parse_key(key: str) -> Optional[dict]:

@@ -1,0 +1,127 @@
+"""Writes the predictor's tuning-error file (bindings/python/cachealloc/
+predict/answer/data/tuning_errors.json), from which every answer's error
+band is made (answer/band.py): one row per tuning workload, policy and
+batch with the predicted peaks' errors against the GPU, the step's class,
+and the ops the tuning steps ran (the "GPU-checked" ops of the band's
+coverage), and the CPU torch versions whose predictions were compared.
+
+    python benchmarks/predict/tuning_errors.py \\
+      --pair TRUTH.json:PRED.json [--pair ...] [--reported ROWS.json] \\
+      [--exclude WORKLOAD=why ...] --out bindings/python/cachealloc/predict/answer/data/tuning_errors.json
+
+TRUTH.json: record_truth.py's measurements; PRED.json: predict_all.py's
+predictions of the same workloads (its "torch" is the CPU torch that
+predicted). A row's class is the prediction's "step_class" (band.step_class
+of its recording), or the same workload's class from another pair.
+--reported: rows measured elsewhere, as a JSON list of {workload, class,
+policy, batch, allocated_error_pct, reserved_error_pct, source}.
+The zoo's compare script calls this with the tuning half's pairs only:
+never a validation row.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+FORMAT = "cachealloc-predict-tuning-errors/1"
+KERNEL_MODELS_TORCH = "2.11"
+CONFS = ("classic", "expandable")
+
+
+def _minor(version: str) -> str:
+    return ".".join(str(version).split("+")[0].split(".")[:2])
+
+
+def _pct(pred, meas):
+    if pred is None or not meas:
+        return None
+    return round(100.0 * (pred - meas) / meas, 4)
+
+
+def pair_rows(truth_path: str, pred_path: str):
+    """(rows, classes {workload: class}, ops {op: set(workloads)}, cpu torch)."""
+    truth, pred = json.load(open(truth_path)), json.load(open(pred_path))
+    source = f"{os.path.relpath(truth_path)} vs {os.path.relpath(pred_path)}"
+    rows, classes, ops = [], {}, {}
+    for w, R in truth["workloads"].items():
+        P = (pred["workloads"].get(w) or {}).get("fits") or {}
+        for b in sorted(R["truth"]["classic"], key=int):
+            p = P.get(b) or {}
+            if "configs" not in p:
+                continue
+            if p.get("step_class"):
+                classes[w] = p["step_class"]
+            for op in (p.get("recording") or {}).get("op_calls") or {}:
+                ops.setdefault(op, set()).add(w)
+            for conf in CONFS:
+                t, c = R["truth"][conf][b], p["configs"][conf]
+                if not t.get("ok", True):
+                    continue
+                rows.append({"workload": w, "policy": conf, "batch": int(b),
+                             "allocated_error_pct": _pct(c["peak_allocated"], t.get("max_memory_allocated")),
+                             "reserved_error_pct": _pct(c["peak_reserved"], t.get("max_memory_reserved")),
+                             "gpu": truth.get("device"), "torch_gpu": truth.get("torch"),
+                             "torch_cpu": pred.get("torch"), "source": source})
+    return rows, classes, ops, pred.get("torch")
+
+
+def build(pairs, reported, excluded) -> dict:
+    rows, classes, ops, cpu = [], {}, {}, {}
+    for truth_path, pred_path in pairs:
+        r, c, o, torch_cpu = pair_rows(truth_path, pred_path)
+        rows += r
+        classes.update(c)
+        for op, ws in o.items():
+            ops.setdefault(op, set()).update(ws)
+        n = len(r)
+        cpu.setdefault(_minor(torch_cpu), []).append(
+            f"{n} tuning rows predicted under torch {torch_cpu} ({os.path.relpath(pred_path)})")
+    for r in rows:
+        if r["workload"] not in classes:
+            sys.exit(f"no class for {r['workload']}: no prediction with step_class (re-predict it)")
+        r["class"] = classes[r["workload"]]
+    out_excluded = []
+    kept = []
+    for r in rows + list(reported):
+        why = excluded.get(r["workload"])
+        (out_excluded if why else kept).append(dict(r, why=why) if why else r)
+    return {"format": FORMAT, "kernel_models_torch": KERNEL_MODELS_TORCH,
+            "note": ("Tuning rows the error band is made from (answer/band.py: per class, the "
+                     "largest |error| x 1.25, at least 0.5 %). Each row names its source. "
+                     "Regenerate with benchmarks/predict/tuning_errors.py; never add a "
+                     "validation row."),
+            "rows": kept, "excluded": out_excluded,
+            "checked_ops": {op: sorted(ws) for op, ws in sorted(ops.items())},
+            "cpu_torch_checked": {v: "; ".join(s) for v, s in sorted(cpu.items())}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pair", action="append", required=True, help="TRUTH.json:PRED.json")
+    ap.add_argument("--reported", help="JSON list of rows measured elsewhere")
+    ap.add_argument("--exclude", action="append", default=[], help="WORKLOAD=why (kept, not counted)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    pairs = [tuple(p.split(":", 1)) for p in args.pair]
+    reported = json.load(open(args.reported)) if args.reported else []
+    excluded = dict(e.split("=", 1) for e in args.exclude)
+    data = build(pairs, reported, excluded)
+    text = json.dumps({k: v for k, v in data.items() if k not in ("rows", "excluded", "checked_ops")},
+                      indent=1, sort_keys=True)[:-2]
+    # One row, one op per line: readable diffs when the zoo regenerates it.
+    for key in ("rows", "excluded"):
+        body = ",\n".join("  " + json.dumps(r, sort_keys=True) for r in data[key])
+        text += f',\n "{key}": [\n{body}\n ]'
+    body = ",\n".join(f"  {json.dumps(op)}: {json.dumps(ws)}" for op, ws in data["checked_ops"].items())
+    text += f',\n "checked_ops": {{\n{body}\n }}\n}}\n'
+    json.loads(text)
+    with open(args.out, "w") as f:
+        f.write(text)
+    print(f"wrote {args.out}: {len(data['rows'])} rows, {len(data['excluded'])} excluded, "
+          f"{len(data['checked_ops'])} checked ops", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+"""cachealloc predict never silently wrong, with an honest band (issue 46):
+steps not seen are errors that show the script's output and the exceptions
+it swallowed; every figure has a band; "fits" / "does not fit" only outside
+it; distinct exit codes; a versioned --json document, also on failure.
+Tests that run the predictor pin the band with tests/data/predict/
+tuning_errors_test.json (2.0 % for a step of class "other")."""
+import json
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+torch = pytest.importorskip("torch")
+STEPS = pathlib.Path(__file__).with_name("predict_steps")
+SCRIPT = STEPS / "honest_train.py"
+TUNING = REPO / "tests" / "data" / "predict" / "tuning_errors_test.json"
+MiB = 1 << 20
+
+
+@pytest.fixture(autouse=True)
+def _tool(cli, monkeypatch):
+    monkeypatch.setenv("CACHEALLOC_CLI", str(cli))
+
+
+def _predict(*args):
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+    return subprocess.run([sys.executable, "-m", "cachealloc.predict.answer.cli",
+                           "--tuning-errors", str(TUNING), *args],
+                          capture_output=True, text=True, env=env)
+
+
+def _script(mode, *args):
+    return _predict("--gpu", "H100-80GB", "--size", "8", "--batch-arg=--batch-size", "--no-advise",
+                    *args, "--", "python", str(SCRIPT), "--mode", mode)
+
+
+# --- never silently wrong ---------------------------------------------------------
+
+def test_a_swallowed_build_is_an_error_with_its_output_and_exception():
+    """`try: build() except Exception as e: print(e)`: no CUDA allocation is
+    always an error (exit 4), with the script's output and the exception it
+    caught, in words and in the --json document."""
+    proc = _script("swallow_build", "--json")
+    assert proc.returncode == 4, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["verdict"] == "error" and doc["exit_code"] == 4 and doc["schema_version"] == 1
+    err = doc["error"]
+    assert err["kind"] == "no_allocation"
+    assert "training stopped: layer 3 wants 512 inputs" in err["output_tail"]
+    assert "the run is over" in err["output_tail"]
+    caught = err["exceptions"]
+    assert [e["type"] for e in caught] == ["RuntimeError"]
+    assert "cannot build the model" in caught[0]["message"]
+    assert caught[0]["raised_at"].endswith("honest_train.py:30")
+    assert "no_allocation" in proc.stderr and "cannot build the model" in proc.stderr
+    assert doc["torch_versions"]["installed"].split("+")[0] == torch.__version__.split("+")[0]
+
+
+def test_no_optimizer_step_is_an_error_unless_the_script_has_none():
+    proc = _script("swallow_step", "--json")
+    assert proc.returncode == 4
+    err = json.loads(proc.stdout)["error"]
+    assert err["kind"] == "no_step" and "--no-optimizer-step" in err["message"]
+    # The shape mistake, raised inside torch, caught by the script.
+    assert any(e["type"] == "RuntimeError" and "300" in e["message"] and
+               e["seen_at"].endswith("honest_train.py:46") for e in err["exceptions"])
+    assert "training stopped:" in err["output_tail"]
+    # An evaluation script: an error without the flag, predicted with it,
+    # and the first lines say the whole run was the step.
+    assert _script("inference").returncode == 4
+    proc = _script("inference", "--no-optimizer-step")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[1].startswith("NOTE: no optimizer step (--no-optimizer-step)")
+
+
+def test_fewer_steps_than_asked_are_said_first():
+    proc = _script("short", "--steps", "3")
+    assert proc.returncode == 0, proc.stderr
+    first = proc.stdout.splitlines()
+    assert first[0].startswith("FITS on H100-80GB at size 8")
+    assert first[1].startswith("NOTE: only 1 of the 3 optimizer steps asked for")
+
+
+def test_a_size_that_does_not_reach_the_step_is_an_error():
+    """The script never reads BATCH: every size records the same step.
+    Bad input (exit 2), naming how the size was passed."""
+    proc = _predict("--gpu", "H100-80GB", "--largest", "--batch-env", "BATCH", "--json", "--",
+                    "python", str(SCRIPT), "--mode", "ignores_size")
+    assert proc.returncode == 2, proc.stderr
+    err = json.loads(proc.stdout)["error"]
+    assert err["kind"] == "size_not_reaching"
+    assert "does not reach the step" in err["message"]
+    assert "BATCH=2 (--batch-env BATCH)" in err["message"]
+
+
+def test_a_search_that_reaches_max_says_at_least():
+    proc = _predict("--gpu", "H100-80GB", "--largest", "--start", "8", "--max", "16", "--json",
+                    "--builder", f"{STEPS / 'steps.py'}:blocks")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["largest_fitting"] == 16 and doc["at_least"]["classic"] and doc["max_size"] == 16
+    proc = _predict("--gpu", "H100-80GB", "--largest", "--start", "8", "--max", "16",
+                    "--builder", f"{STEPS / 'steps.py'}:blocks")
+    assert "LARGEST SIZE THAT FITS on H100-80GB: at least 16" in proc.stdout.splitlines()[0]
+
+
+# --- verdicts, exit codes and the band --------------------------------------------
+
+def _blocks(size, *args):
+    """steps.py:blocks needs 2 * size MiB (two size-MiB blocks) on a 64 MiB card."""
+    return _predict("--gpu-memory", str(64 * MiB), "--context-memory", "0", "--size", str(size),
+                    "--builder", f"{STEPS / 'steps.py'}:blocks", "--steps", "2", *args)
+
+
+def test_fits_does_not_fit_and_too_close_to_call():
+    """Band 2.0 % (class other, the test data). Size 30 needs 60 MiB: + 1.2
+    MiB fits in 64. Size 31 needs two 32 MiB segments: 64 MiB, within the
+    band of the limit: too close to call (exit 3). Size 40: 80 MiB - 1.6 MiB
+    is over 64: does not fit (exit 1)."""
+    proc = _blocks(30, "--json", "--no-advise")
+    doc = json.loads(proc.stdout)
+    assert (proc.returncode, doc["verdict"], doc["exit_code"]) == (0, "fits", 0), proc.stderr
+    c = doc["configs"]["classic"]
+    assert doc["step_class"] == "other" and doc["band"]["reserved_pct"] == pytest.approx(2.0)
+    assert c["min_memory"] == 60 * MiB
+    assert c["band"]["min_memory"] == [math.ceil(60 * MiB * 0.02)] * 2
+    assert c["band"]["peak_allocated"] == [math.ceil(c["peak_allocated"] * 0.02)] * 2
+    proc = _blocks(31)
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("TOO CLOSE TO CALL on")
+    assert "the margin is within the band" in lines[1]
+    assert "62.00 ± 1.24 MiB" in proc.stdout     # peak allocated ± its band, in the table
+    proc = _blocks(40, "--json")
+    assert proc.returncode == 1 and json.loads(proc.stdout)["verdict"] == "does_not_fit"
+
+
+def test_json_document_on_success():
+    from cachealloc.predict.answer import schema
+    proc = _blocks(8, "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["schema_version"] == schema.SCHEMA_VERSION and doc["command"] == "fits"
+    assert doc["error"] is None and doc["verdict"] == "fits" and doc["exit_code"] == 0
+    assert doc["mode"] == "fake"
+    t = doc["torch_versions"]
+    assert t["assumed"] == "2.11" and t["installed"] == torch.__version__
+    for c in doc["configs"].values():
+        for q in ("peak_allocated", "peak_reserved", "min_memory"):
+            low, high = c["band"][q]
+            assert 0 < low <= high, (q, c["band"])
+    assert set(doc["coverage"]) == {"gpu_checked", "kernel_model", "meta_only"}
+    # The advisor's list, smallest memory first.
+    needs = [r["min_memory"] for r in doc["best"]["configs"]]
+    assert needs == sorted(needs)
+
+
+def test_help_documents_the_exit_codes():
+    out = _predict("--help").stdout
+    for line in ("0  fits", "1  does not fit", "2  bad input", "3  too close to call",
+                 "4  the step could not be predicted"):
+        assert line in out
+
+
+def test_largest_within_the_band_and_as_predicted(tmp_path):
+    """The largest size is conservative (its need plus the band fits); the
+    raw prediction stays beside it."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu(None, memory=64 << 20, context_bytes=0)
+    ans = predict.largest(f"{STEPS / 'steps.py'}:blocks", gpu, steps=2, start=8, max_size=64,
+                          workdir=tmp_path, tuning=str(TUNING))
+    assert ans["largest"]["classic"] == 32 and ans["largest_within_band"]["classic"] == 30
+    assert ans["largest_fitting"] == 30 and not any(ans["at_least"].values())
+
+
+# --- the band's parts ---------------------------------------------------------------
+
+def test_class_band_from_the_data_file():
+    from cachealloc.predict.answer import band
+    data = band.load(str(TUNING))
+    t = band.class_band(data, "transformer")
+    assert t["allocated_pct"] == pytest.approx(2.0) and t["reserved_pct"] == pytest.approx(2.0)
+    assert t["set_by"]["allocated"]["allocated_error_pct"] == -1.6
+    c = band.class_band(data, "convnet")
+    assert c["allocated_pct"] == pytest.approx(1.0)
+    assert c["reserved_pct"] == band.FLOOR_PCT and c["set_by"]["reserved"] is None
+    assert band.class_band(data, "other")["rows"] == 3
+    with pytest.raises(band.BandDataError):
+        band.load(str(SCRIPT))
+
+
+def test_step_class_from_the_recording():
+    from cachealloc.predict.answer import band
+    assert band.step_class({"op_calls": {"aten.convolution.default": 53}})[0] == "convnet"
+    # ViT: one patch convolution, twelve attention calls.
+    assert band.step_class({"op_calls": {"aten.convolution.default": 1},
+                            "attention_calls": {"flash: bf16": 12}})[0] == "transformer"
+    assert band.step_class({"op_calls": {"aten._softmax.default": 24}})[0] == "transformer"
+    assert band.step_class({"op_calls": {"aten.mm.default": 4}})[0] == "other"
+
+
+def test_judge():
+    from cachealloc.predict.answer import band
+    assert band.judge(90, True, [5, 5], 100) == "fits"
+    assert band.judge(96, True, [5, 5], 100) == "too_close_to_call"
+    assert band.judge(90, True, [5, None], 100) == "too_close_to_call"   # no bound: never "fits"
+    assert band.judge(106, False, [5, 5], 100) == "does_not_fit"
+    assert band.judge(104, False, [5, 5], 100) == "too_close_to_call"
+    assert band.judge(None, False, [0, None], 100) == "does_not_fit"
+
+
+def test_workspace_bound_of_a_missing_convolution():
+    """op bytes from the key's shapes; the ratio is the largest in the
+    bundled tables (backward 4.33: the 1x1 (9, 2048, 7, 7) backward)."""
+    from cachealloc.predict.answer import workspace_bound as wb
+    key = ("fwd|in=2,3,32,32|w=16,3,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
+           "|bias=1|flags=0,0,1")
+    assert wb.op_bytes(key) == 4 * (2 * 3 * 32 * 32 + 16 * 3 * 3 * 3 + 2 * 16 * 32 * 32)
+    r = wb.ratios()
+    assert r["bwd"] == pytest.approx(37748736 / 8710144) and 1.9 < r["fwd"] < r["bwd"]
+    assert wb.bound(key) == math.ceil(r["fwd"] * wb.op_bytes(key))
+    assert wb.bound("fwd|garbage") is None
+
+
+def test_unmodelled_items_widen_the_band(tmp_path):
+    """A convolution the table lacks gets a bounded workspace on the high
+    side of the need; flash attention in bf16 on sm90 may be cuDNN's (both
+    sides); an RNN may differ by what the step holds beyond its state."""
+    from cachealloc import predict
+    from cachealloc.predict.answer import band, workspace_bound
+    gpu = predict.resolve_gpu("H100-80GB")
+    a = predict.fits(f"{STEPS / 'honest_steps.py'}:conv", gpu, size=4, steps=2, advise=False,
+                     workdir=tmp_path / "conv", tuning=str(TUNING))
+    assert a["step_class"] == "convnet"
+    item = next(i for i in a["band"]["items"] if i["what"].startswith("cuDNN convolutions missing"))
+    keys = a["recording"]["cudnn_missing_keys"]
+    assert item["keys"] == len(keys) >= 4           # 2 forward, 2 backward keys
+    top = max(workspace_bound.bound(k) for k in keys)
+    assert item["allocated"] == [0, top]
+    assert item["need"] == [0, -(-top // band.SEGMENT) * band.SEGMENT]
+    low, high = a["configs"]["classic"]["band"]["min_memory"]
+    assert high - low == item["need"][1]
+    assert "aten.convolution.default" in a["torch_versions"]["kernel_models_unchecked"]
+    a = predict.fits(f"{STEPS / 'honest_steps.py'}:attention", gpu, size=2, steps=1, advise=False,
+                     workdir=tmp_path / "attn", tuning=str(TUNING))
+    assert a["step_class"] == "transformer"
+    item = next(i for i in a["band"]["items"] if i["what"].startswith("cuDNN attention"))
+    assert item["allocated"] == [2 * 4 * 128 * 64 * 2] * 2      # one bf16 output
+    rnn = band.unmodelled({"unmodelled_calls": {"nn.LSTM (cuDNN RNN)": 3},
+                           "at_optimizer_step": {"total": 100}}, gpu, 250)
+    assert rnn[0]["need"] == [150, 150]
+
+
+def test_exceptions_through_user_code_are_listed():
+    from cachealloc.predict.device.caught import CaughtExceptions
+
+    def swallow():
+        try:
+            int("not a number")
+        except ValueError as e:
+            return str(e)
+    with CaughtExceptions() as c:
+        swallow()
+        for _ in range(3):        # StopIteration: control flow, not listed
+            pass
+    assert [e["type"] for e in c.found] == ["ValueError"]
+    assert "not a number" in c.found[0]["message"]
+
+
+def test_advisor_says_why_it_needs_more():
+    """The advisor's first line within 1 % of a smaller one, with fewer
+    device calls: said on the same line, with the figures."""
+    from cachealloc.predict.answer import advisor
+    G = 1 << 30
+    top = {"line": "expandable_segments:True,large_segment_size_mb:64", "labels": [],
+           "min_memory": int(22.63 * G), "ooms": 0, "device_allocs": 10, "device_frees": 0}
+    other = {"line": "expandable_segments:True", "labels": ["expandable_segments:True"],
+             "min_memory": int(22.41 * G), "ooms": 0, "device_allocs": 40, "device_frees": 2}
+    adv = {"configs": [top, other], "reason": "r"}
+    best = {"min_memory": top["min_memory"]}
+    configs = {"classic": {"conf": "", "min_memory": 30 * G},
+               "expandable": {"conf": "expandable_segments:True", "min_memory": other["min_memory"]}}
+    why = advisor.why(best, top, adv, configs)
+    assert why.startswith("expandable_segments:True needs less (22.41 GiB vs 22.63 GiB)")
+    assert "within 1 %" in why and "(10 vs 42" in why
+    assert advisor.why({"min_memory": 20 * G}, dict(top, min_memory=20 * G),
+                       {"configs": [dict(top, min_memory=20 * G)]}, {}) is None
