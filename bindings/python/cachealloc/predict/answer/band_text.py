@@ -15,7 +15,7 @@ def _g(n, unit: int = UNIT) -> str:
     return f"{n / unit:.2f}"
 
 
-def _amount(n) -> str:
+def amount(n) -> str:
     return f"{n / UNIT:.2f} GiB" if n >= UNIT else f"{n / (1 << 20):.2f} MiB"
 
 
@@ -39,13 +39,12 @@ def band_line(a: dict) -> str:
         row = by.get(q)
         if not row:
             return "no measured row: the floor"
-        err = row.get(f"{q}_error_pct")
-        return (f"{row['workload']} {row['policy']} batch {row['batch']}, {err:+.2f} % "
-                f"({row.get('source')})")
+        at = " ".join(str(row[k]) for k in ("policy", "batch") if row.get(k) not in (None, "both"))
+        return f"{row['workload']}{' ' + at if at else ''} {row[f'{q}_error_pct']:+.2f} %"
     text = (f"Error band: ±{b['allocated_pct']:.2f} % of peak allocated, ±{b['reserved_pct']:.2f} % of "
             f"peak reserved and of the need; step class {b['class']} ({b['why']}): the worst error "
-            f"of {b['rows']} tuning row(s) x 1.25, at least 0.5 % (allocated: {origin('allocated')}; "
-            f"reserved: {origin('reserved')})")
+            f"of its {b['rows']} tuning row(s) x 1.25, at least 0.5 % (allocated: {origin('allocated')}; "
+            f"reserved: {origin('reserved')}; sources in --json)")
     if b["items"]:
         text += f"; widened by {len(b['items'])} unmodelled item(s), listed below"
     return text
@@ -83,9 +82,9 @@ def coverage_lines(a: dict) -> list:
     out.append("  known unmodelled: " + ("none" if not items else f"{len(items)} item(s)"))
     for it in items:
         low, high = it["need"]
-        widen = "an unknown amount" if high is None else f"up to +{_amount(high)}"
+        widen = "an unknown amount" if high is None else f"up to +{amount(high)}"
         if low:
-            widen += f" / -{_amount(low)}"
+            widen += f" / -{amount(low)}"
         example = f"; e.g. {it['example']}" if it.get("example") else ""
         out.append(f"    - {it['what']}: {it['calls']} call(s), the need widened by {widen} "
                    f"({it['detail']}{example})")

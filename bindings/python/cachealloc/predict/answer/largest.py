@@ -82,6 +82,8 @@ def how_passed(session: Session, size: int) -> str:
 
 
 class _Search:
+    BIG = float(2 ** 62)      # over() of a need that cannot be met (min_memory None, no bound)
+
     def __init__(self, session, gpu, limit, data, progress):
         self.session, self.gpu, self.limit, self.data, self.progress = session, gpu, limit, data, progress
         self.probes: Dict[int, dict] = {}     # size -> measure()'s configs, banded
@@ -119,15 +121,29 @@ class _Search:
             f"peaks, so the peak does not grow with the size. It was passed "
             f"{how_passed(self.session, hi)}: does the step read it?")
 
-    def _bisect(self, ok: Callable[[dict], bool], hi_bad: int) -> int:
+    def _bisect(self, ok: Callable[[int], bool], over: Callable[[int], float], hi_bad: int) -> int:
+        """The largest size with ok(size), below hi_bad. Each next probe is
+        where the bracketing probes' over() (bytes over the limit: <= 0
+        where it fits, near-linear in the size) crosses zero, kept strictly
+        inside the bracket: a step whose memory is linear in the size is
+        settled in about two probes per criterion instead of log2(range)."""
         lo, hi = 0, hi_bad
         for s in sorted(self.probes):
             if ok(s):
                 lo = max(lo, s)
             else:
                 hi = min(hi, s)
+        edge_steps = 0          # secant guesses in a row that landed next to the bracket's end
         while hi - lo > 1:
             mid = (lo + hi) // 2
+            a = over(lo) if lo in self.probes else (-self.limit if lo == 0 else None)
+            b = over(hi) if hi in self.probes else None
+            if a is not None and b is not None and a < b < self.BIG and edge_steps < 2:
+                guess = max(lo + 1, min(hi - 1, lo + int((hi - lo) * (-a) / (b - a))))
+                edge_steps = edge_steps + 1 if guess in (lo + 1, hi - 1) else 0
+                mid = guess
+            else:               # no usable line (or it keeps creeping): halve
+                edge_steps = 0
             self.probe(mid)
             if ok(mid):
                 lo = mid
@@ -138,18 +154,34 @@ class _Search:
     def run(self, start: int, max_size: int) -> dict:
         limit, P = self.limit, self.probes
 
-        def physical(s):
-            return max(c["peak_allocated"] for c in P[s].values()) <= limit
+        big = self.BIG
 
-        def physical_banded(s):
+        def need(s, name, banded=False):
+            c = P[s][name]
+            high = c["band"]["min_memory"][1]
+            if c["min_memory"] is None or (banded and high is None):
+                return big
+            return c["min_memory"] + (high if banded else 0) - limit
+
+        def peak(s, banded=False):
             highs = [c["band"]["peak_allocated"][1] for c in P[s].values()]
-            return None not in highs and max(c["peak_allocated"] + c["band"]["peak_allocated"][1]
-                                             for c in P[s].values()) <= limit
-        raw = {"classic": lambda s: P[s]["classic"]["fits"],
-               "expandable": lambda s: P[s]["expandable"]["fits"], "physical": physical}
-        banded = {"classic": lambda s: P[s]["classic"]["verdict"] == "fits",
-                  "expandable": lambda s: P[s]["expandable"]["verdict"] == "fits",
-                  "physical": physical_banded}
+            if banded and None in highs:
+                return big
+            return max(c["peak_allocated"] + (h if banded else 0)
+                       for c, h in zip(P[s].values(), highs)) - limit
+
+        def physical(s):
+            return peak(s) <= 0
+
+        # (ok, over) per criterion: as predicted, and within the band.
+        raw = {"classic": (lambda s: P[s]["classic"]["fits"], lambda s: need(s, "classic")),
+               "expandable": (lambda s: P[s]["expandable"]["fits"], lambda s: need(s, "expandable")),
+               "physical": (physical, peak)}
+        banded = {"classic": (lambda s: P[s]["classic"]["verdict"] == "fits",
+                              lambda s: need(s, "classic", True)),
+                  "expandable": (lambda s: P[s]["expandable"]["verdict"] == "fits",
+                                 lambda s: need(s, "expandable", True)),
+                  "physical": (lambda s: peak(s, True) <= 0, lambda s: peak(s, True))}
         # Bracket: double until the loosest criterion (physical) fails.
         hi_bad = None
         size = max(1, start)
@@ -162,8 +194,8 @@ class _Search:
         reached_max = hi_bad is None
         if reached_max:
             hi_bad = max_size + 1
-        found = {name: self._bisect(ok, hi_bad) for name, ok in raw.items()}
-        within = {name: self._bisect(ok, hi_bad) for name, ok in banded.items()}
+        found = {name: self._bisect(ok, over, hi_bad) for name, (ok, over) in raw.items()}
+        within = {name: self._bisect(ok, over, hi_bad) for name, (ok, over) in banded.items()}
         self.progress.close()
         return self._answer(found, within, max_size if reached_max else None)
 

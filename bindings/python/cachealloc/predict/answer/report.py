@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import html
 
-from .band_text import (VERDICT_WORDS, band_line, coverage_lines, steps_line, torch_lines,
-                        with_band)
+from .band_text import (VERDICT_WORDS, amount, band_line, coverage_lines, steps_line,
+                        torch_lines, with_band)
 
 
 def gib(n) -> str:
@@ -57,9 +57,9 @@ def first_lines(a: dict, head: str) -> list:
     if a["verdict"] == "too_close_to_call" and "configs" in a:
         c = _closest(a)
         if c:
-            lines.append(f"The smallest need, {c[0]}: {with_band(c[1], c[2])}, against a limit of "
-                         f"{gib(a['limit'])}: the margin is within the band, so neither 'fits' nor "
-                         "'does not fit' can be said")
+            lines.append(f"The smallest need, {c[0] or 'defaults'}: {with_band(c[1], c[2])}, against "
+                         f"a limit of {amount(a['limit'])}: the margin is within the band, so "
+                         "neither 'fits' nor 'does not fit' can be said")
     lines.append(band_line(a))
     return lines + [""]
 
