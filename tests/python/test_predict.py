@@ -82,11 +82,9 @@ def test_largest_is_exact_on_a_known_step(tmp_path):
     # Classic: each block is its own 32 MiB segment (large requests round to
     # 2 MiB); the temporary's segment is cached and reused: also 32.
     assert ans["largest"]["classic"] == 32
-    # The answer is within the band (0.5 % at least): size 31 needs two
-    # 32 MiB segments (31 MiB rounds up to 2 MiB), 64 MiB + its band > 64
-    # MiB; size 30 needs 60 MiB + 0.3 MiB.
-    assert ans["largest_within_band"]["classic"] == 30
-    assert ans["largest_fitting"] == 30 and ans["verdict"] == "fits"
+    # The answer is the largest size within the band (its figures:
+    # test_predict_honest.py, with a pinned band).
+    assert 0 < ans["largest_fitting"] < 32 and ans["verdict"] == "fits"
 
 
 def test_unmodified_script_through_the_command(tmp_path):
