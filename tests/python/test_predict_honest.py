@@ -77,6 +77,17 @@ def test_no_optimizer_step_is_an_error_unless_the_script_has_none():
     assert proc.stdout.splitlines()[1].startswith("NOTE: no optimizer step (--no-optimizer-step)")
 
 
+def test_a_size_search_that_sees_no_step_says_why():
+    """The same in --largest's worker, which serves every probe: the error
+    carries this recording's output and the exception, not earlier ones'."""
+    proc = _predict("--gpu", "H100-80GB", "--largest", "--batch-arg=--batch-size", "--json", "--",
+                    "python", str(SCRIPT), "--mode", "swallow_step")
+    assert proc.returncode == 4
+    err = json.loads(proc.stdout)["error"]
+    assert err["kind"] == "no_step" and err["output_tail"].count("starting the run") == 1
+    assert any("[1, 300]" in e["message"] for e in err["exceptions"])
+
+
 def test_fewer_steps_than_asked_are_said_first():
     proc = _script("short", "--steps", "3")
     assert proc.returncode == 0, proc.stderr
