@@ -17,8 +17,9 @@ peaks are measured; `gib` an upper bound of its peak reserved (GiB), used
 only to admit GPU jobs side by side (record.py reruns a job with more room
 when it was too small). The fraction for the largest-batch search is chosen
 from the measured peaks so the limit lands at `batch` (record.py)."""
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: the predictor loads this file
+# without registering it in sys.modules, and dataclasses reads string
+# annotations through sys.modules.
 import functools
 import json
 import os
