@@ -15,7 +15,9 @@ Workers are record_truth.py's (builder specs, gated: imports before GPU
 memory is taken), admitted side by side under the card's memory. A phase A
 job runs under a generous cap (the setup's `gib`), never near it: a job
 that hit its cap (an OOM or an allocator retry) is run again with twice the
-room. Every finished job is kept in OUT/jobs/, so a second run with the same
+room. (Under cudnn.benchmark the cap is at least 24 GiB: autotuning tries
+plans against the memory it can get, and catches the OOMs of those that do
+not fit; so there the peaks are those of a card with that much room.) Every finished job is kept in OUT/jobs/, so a second run with the same
 OUT resumes; --deadline stops the run (killing the jobs in flight, which
 are run again next time) and writes what is known.
 
@@ -108,17 +110,29 @@ class _Done:
         return self.r
 
 
-def hit_cap(r: dict) -> bool:
+def hit_cap(r: dict, benchmark: bool = False) -> bool:
     """A capped phase A job that came near its cap: its peaks may be the
-    cap's doing (an OOM, or cached blocks freed to retry an allocation)."""
+    cap's doing (an OOM, or cached blocks freed to retry an allocation).
+    Under cudnn.benchmark, cuDNN itself tries plans whose workspace may not
+    fit and catches the OOM: there only a failed step counts."""
+    if benchmark:
+        return r.get("ok") is False
     st = r.get("memory_stats") or {}
     return r.get("ok") is False or st.get("num_alloc_retries", 0) > 0 or st.get("num_ooms", 0) > 0
 
 
+def first_cap(name: str) -> int:
+    """Phase A's first cap, bytes: the setup's `gib`; under cudnn.benchmark
+    at least 24 GiB, so that autotuning sees room as on an empty card (its
+    plans' workspaces are tried against what the allocator can get)."""
+    s = S.SETUPS[name]
+    return int((max(s.gib * 2, 24) if s.regime.cudnn_benchmark else s.gib) * GIB)
+
+
 def phase_a(jobs: Jobs, names: list) -> dict:
     """Peaks per setup: {name: {conf: {batch: result}}}, each job under a cap
-    of the setup's `gib` (doubled, up to the card, while the cap was hit)."""
-    todo = {(n, c, b): S.SETUPS[n].gib * GIB for n in names
+    (first_cap; doubled, up to the card, while the cap was hit)."""
+    todo = {(n, c, b): first_cap(n) for n in names
             for c, b in (("classic", S.SETUPS[n].batch), ("expandable", S.SETUPS[n].batch),
                          ("classic", small_batch(S.SETUPS[n].batch)))}
     done = {}
@@ -132,7 +146,8 @@ def phase_a(jobs: Jobs, names: list) -> dict:
         nxt = {}
         for key, (f, cap) in futs.items():
             r = f.result()
-            if r.get("ok") is not None and hit_cap(r) and cap < jobs.total - 3 * GIB - CTX:
+            bench = S.SETUPS[key[0]].regime.cudnn_benchmark
+            if r.get("ok") is not None and hit_cap(r, bench) and cap < jobs.total - 3 * GIB - CTX:
                 nxt[key] = cap * 2
                 print(f"  {key}: hit its cap of {cap / GIB:.1f} GiB; again with twice", flush=True)
             else:
@@ -154,7 +169,8 @@ def plan_fraction(name: str, peaks: dict, total: int):
         r1, r0 = peaks["classic"][str(b1)], peaks["classic"][str(b0)]
     except KeyError:
         return None
-    if not (r1.get("ok") and r0.get("ok")) or hit_cap(r1) or hit_cap(r0):
+    bench = s.regime.cudnn_benchmark
+    if not (r1.get("ok") and r0.get("ok")) or hit_cap(r1, bench) or hit_cap(r0, bench):
         return None
     slope = (r1["max_memory_reserved"] - r0["max_memory_reserved"]) / max(b1 - b0, 1)
     limit = r1["max_memory_reserved"] + 0.5 * max(slope, 0)

@@ -112,7 +112,7 @@ _ALL = [
     _image("tv_vit_b16_fp32", "vit", "transformer", "torchvision", "ViT-B/16 (86.6 M)",
            R("fp32", attn="sdpa"), 32, 14, tvm("vit_b_16")),
     _image("hf_vit_base_fp16_ckpt_eager", "vit", "transformer", "transformers",
-           "ViT-B/16, transformers (86.4 M)",
+           "ViT-B/16 (86.6 M)",
            R("fp16_scaler", attn="eager", checkpointing=True), 64, 8,
            vision.hf_vit(attn="eager"), hf_ckpt, hf=True),
     _image("timm_deit_base_distilled_bf16ac_fused", "deit", "transformer", "timm",
