@@ -11,8 +11,9 @@ processes, under native classic and expandable_segments:True,
   (each probe a fresh process under the fraction: it fits when its 3 steps
   run without an OOM).
 
-Workers are record_truth.py's (builder specs, gated: imports before GPU
-memory is taken), admitted side by side under the card's memory. A phase A
+Each setup runs its two phases as a pipeline of its own, all setups at
+once; the workers are record_truth.py's (builder specs, gated: imports
+before GPU memory is taken), admitted side by side under the card's memory. A phase A
 job runs under a generous cap (the setup's `gib`), never near it: a job
 that hit its cap (an OOM or an allocator retry) is run again with twice the
 room. (Under cudnn.benchmark the cap is at least 24 GiB: autotuning tries
@@ -129,33 +130,31 @@ def first_cap(name: str) -> int:
     return int((max(s.gib * 2, 24) if s.regime.cudnn_benchmark else s.gib) * GIB)
 
 
-def phase_a(jobs: Jobs, names: list) -> dict:
-    """Peaks per setup: {name: {conf: {batch: result}}}, each job under a cap
+def peaks_of(jobs: Jobs, name: str) -> dict:
+    """Phase A for one setup: {conf: {batch: result}}, each job under a cap
     (first_cap; doubled, up to the card, while the cap was hit)."""
-    todo = {(n, c, b): first_cap(n) for n in names
-            for c, b in (("classic", S.SETUPS[n].batch), ("expandable", S.SETUPS[n].batch),
-                         ("classic", small_batch(S.SETUPS[n].batch)))}
-    done = {}
+    s = S.SETUPS[name]
+    most = jobs.total - 3 * GIB - CTX
+    todo = {(c, b): first_cap(name) for c, b in (("classic", s.batch), ("expandable", s.batch),
+                                                 ("classic", small_batch(s.batch)))}
+    out = {}
     while todo:
         futs = {}
-        for (n, c, b), cap in todo.items():
-            cap = min(int(cap), jobs.total - 3 * GIB - CTX)
-            spec = jobs.spec(n, c, b, fraction=round(cap / jobs.total, 6))
+        for (c, b), cap in todo.items():
+            cap = min(int(cap), most)
+            spec = jobs.spec(name, c, b, fraction=round(cap / jobs.total, 6))
             spec["cap"] = True  # a cap for safety, not a limit that is measured
-            futs[(n, c, b)] = (jobs.submit(spec, cap + CTX), cap)
+            futs[(c, b)] = (jobs.submit(spec, cap + CTX), cap)
         nxt = {}
-        for key, (f, cap) in futs.items():
+        for (c, b), (f, cap) in futs.items():
             r = f.result()
-            bench = S.SETUPS[key[0]].regime.cudnn_benchmark
-            if r.get("ok") is not None and hit_cap(r, bench) and cap < jobs.total - 3 * GIB - CTX:
-                nxt[key] = cap * 2
-                print(f"  {key}: hit its cap of {cap / GIB:.1f} GiB; again with twice", flush=True)
+            if r.get("ok") is not None and hit_cap(r, s.regime.cudnn_benchmark) and cap < most:
+                nxt[(c, b)] = cap * 2
+                print(f"  {name} {c} b{b}: hit its cap of {cap / GIB:.1f} GiB; again with twice",
+                      flush=True)
             else:
-                done[key] = r
+                out.setdefault(c, {})[str(b)] = r
         todo = nxt if time.time() < jobs.deadline else {}
-    out = {}
-    for (n, c, b), r in done.items():
-        out.setdefault(n, {}).setdefault(c, {})[str(b)] = r
     return out
 
 
@@ -177,86 +176,84 @@ def plan_fraction(name: str, peaks: dict, total: int):
     return {"fraction": round(limit / total, 6), "per_sample_reserved": slope}
 
 
-def phase_b(jobs: Jobs, plans: dict) -> dict:
-    """Largest batch per setup and config under its fraction: rounds of
-    probes (probes.next_batches) until each has a fitting batch followed by
-    a failing one, or the deadline."""
-    state = {(n, c): {} for n in plans for c in rt.CONFS}
-    for rnd in range(8):
-        futs = {}
-        for (n, c), got in state.items():
-            frac = plans[n]["fraction"]
-            for b in P.next_batches(got, S.SETUPS[n].batch):
-                need = int(frac * jobs.total) + CTX
-                futs[(n, c, b)] = jobs.submit(jobs.spec(n, c, b, fraction=frac), need)
+def largest_of(jobs: Jobs, name: str, fraction: float) -> dict:
+    """Phase B for one setup: {conf: probed batch -> result}, in rounds of
+    probes (probes.next_batches) until each config has a fitting batch
+    followed by a failing one, a probe crashed, or the deadline."""
+    state = {c: {} for c in rt.CONFS}
+    need = int(fraction * jobs.total) + CTX
+    for _ in range(8):
+        futs = {(c, b): jobs.submit(jobs.spec(name, c, b, fraction=fraction), need)
+                for c, got in state.items() for b in P.next_batches(got, S.SETUPS[name].batch)}
         if not futs:
             break
-        for (n, c, b), f in futs.items():
+        for (c, b), f in futs.items():
             r = f.result()
-            if r.get("ok") is None:  # crashed or killed: nothing learned
-                state[(n, c)].setdefault("errors", {})[str(b)] = r.get("error", "")[-300:]
-                continue
-            state[(n, c)][b] = r
-        # A search whose probe crashed is not probed again (the report says so).
-        pending = [k for k, v in state.items() if P.next_batches(v, S.SETUPS[k[0]].batch)]
-        print(f"phase B round {rnd}: {len(futs)} probe(s), {len(pending)} pending", flush=True)
+            if r.get("ok") is None:  # crashed or killed: nothing learned, not probed again
+                state[c].setdefault("errors", {})[str(b)] = r.get("error", "")[-300:]
+            else:
+                state[c][b] = r
         if time.time() >= jobs.deadline:
             break
     return state
 
 
+def record_setup(jobs: Jobs, name: str, phase: str) -> dict:
+    """One setup's row of the truth (both phases, or A alone)."""
+    s = S.SETUPS[name]
+    peaks = peaks_of(jobs, name)
+    R = {"family": s.family, "class": s.cls, "half": S.split()[name], "source": s.source,
+         "model": s.model, "regime": s.regime.tags(), "batch": s.batch,
+         "peaks": {c: {b: strip(r, keep_stats=True) for b, r in peaks.get(c, {}).items()}
+                   for c in rt.CONFS}}
+    R["attn_implementation"] = next((r.get("attn_implementation") for c in R["peaks"].values()
+                                     for r in c.values() if r.get("attn_implementation")), None)
+    if phase != "all":
+        return R
+    plan = plan_fraction(name, peaks, jobs.total)
+    if plan is None:
+        R["error"] = "a peak run failed or is missing: no largest-batch search"
+        return R
+    R.update(fraction=plan["fraction"], limit_bytes=int(plan["fraction"] * jobs.total),
+             limit_fraction_of_total=plan["fraction"], per_sample_reserved=plan["per_sample_reserved"])
+    for c, got in largest_of(jobs, name, plan["fraction"]).items():
+        R.setdefault("largest", {})[c] = P.largest(got)
+        R.setdefault("probes", {})[c] = {str(b): strip(r) for b, r in sorted(
+            (b, r) for b, r in got.items() if isinstance(b, int))}
+        if P.non_monotone(got):
+            R.setdefault("non_monotone", {})[c] = P.non_monotone(got)
+        if got.get("errors"):
+            R.setdefault("probe_errors", {})[c] = got["errors"]
+    return R
+
+
+def row_complete(R: dict, phase: str) -> bool:
+    peaks_ran = all(v and all(r.get("ok") is not None for r in v.values())
+                    for v in R["peaks"].values())
+    searched = phase != "all" or (len(R.get("largest", {})) == len(rt.CONFS) and
+                                  all(x is not None for x in R["largest"].values()))
+    return not R.get("error") and peaks_ran and searched
+
+
 def record_zoo(jobs: Jobs, names: list, phase: str, save, torch_version: str) -> dict:
-    """Both phases over `names`; save(result) is called after phase A and at
-    the end. A result is complete when every peak ran and (phase "all")
-    every largest-batch search closed."""
+    """Every setup's pipeline (its peaks, then its largest-batch search) at
+    once, so one setup's search runs while another's peaks do: the jobs
+    share the pool, no phase waits for the slowest setup. save(result) is
+    called as each setup ends. A result is complete when every row is."""
     t0 = time.time()
-    halves = S.split()
     result = {"device": jobs.name, "device_total_memory": jobs.total, "torch": torch_version,
               "libraries": rt.library_versions(), "steps": STEPS, "complete": False,
               "setups": {}}
-    peaks = phase_a(jobs, names)
-    print(f"phase A done at {time.time() - t0:.0f} s", flush=True)
-    for n in names:
-        s = S.SETUPS[n]
-        R = result["setups"][n] = {
-            "family": s.family, "class": s.cls, "half": halves[n], "source": s.source,
-            "model": s.model, "regime": s.regime.tags(), "batch": s.batch,
-            "peaks": {c: {b: strip(r, keep_stats=True) for b, r in peaks.get(n, {}).get(c, {}).items()}
-                      for c in rt.CONFS}}
-        R["attn_implementation"] = next((r.get("attn_implementation") for c in R["peaks"].values()
-                                         for r in c.values() if r.get("attn_implementation")), None)
-    save(result)
-    if phase == "all":
-        plans = {}
-        for n in names:
-            p = plan_fraction(n, peaks.get(n, {}), jobs.total)
-            if p is None:
-                result["setups"][n]["error"] = "a peak run failed or is missing: no largest-batch search"
-                continue
-            plans[n] = p
+    with ThreadPoolExecutor(max_workers=len(names)) as ex:
+        futs = {n: ex.submit(record_setup, jobs, n, phase) for n in names}
+        for n, f in futs.items():
+            result["setups"][n] = f.result()
             R = result["setups"][n]
-            R["fraction"] = p["fraction"]
-            R["limit_bytes"] = int(p["fraction"] * jobs.total)
-            R["limit_fraction_of_total"] = p["fraction"]
-            R["per_sample_reserved"] = p["per_sample_reserved"]
-        state = phase_b(jobs, plans)
-        for (n, c), got in state.items():
-            R = result["setups"][n]
-            R.setdefault("largest", {})[c] = P.largest(got)
-            R.setdefault("probes", {})[c] = {str(b): strip(r) for b, r in sorted(
-                (b, r) for b, r in got.items() if isinstance(b, int))}
-            if P.non_monotone(got):
-                R.setdefault("non_monotone", {})[c] = P.non_monotone(got)
-            if got.get("errors"):
-                R.setdefault("probe_errors", {})[c] = got["errors"]
-
-    def peaks_ran(R):
-        return all(v and all(r.get("ok") is not None for r in v.values()) for v in R["peaks"].values())
-    result["complete"] = all(
-        not R.get("error") and peaks_ran(R) and
-        (phase != "all" or (len(R.get("largest", {})) == len(rt.CONFS) and
-                            all(x is not None for x in R["largest"].values())))
-        for R in result["setups"].values())
+            print(f"{n}: done at {time.time() - t0:.0f} s"
+                  + ("" if row_complete(R, phase) else " (incomplete)"), flush=True)
+            save(result)
+    result["setups"] = {n: result["setups"][n] for n in names}
+    result["complete"] = all(row_complete(R, phase) for R in result["setups"].values())
     result["seconds"] = round(time.time() - t0, 1)
     save(result)
     return result
