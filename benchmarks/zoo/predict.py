@@ -49,6 +49,15 @@ def task(args) -> None:
     target = f"{BUILDER}:{args.setup}"
     if args.kind == "fits":
         a = predict.fits(target, gpu, size=args.batch, steps=truth["steps"], advise=False)
+    elif args.kind == "peaks":  # the peaks alone: no min-memory search, no replay at a limit
+        from cachealloc import lab
+        from cachealloc.predict.answer.search import NATIVE_CONFIGS
+        rec = predict.record(target, gpu, steps=truth["steps"], size=args.batch)
+        rows = lab.compare(rec.trace, list(NATIVE_CONFIGS.values()))
+        a = {"configs": {name: {"peak_allocated": r["peak_allocated"], "peak_reserved": r["peak_reserved"]}
+                         for name, r in zip(NATIVE_CONFIGS, rows)},
+             "recording": rec.summary, "modelled": rec.summary.get("modelled", []),
+             "record_seconds": rec.summary.get("record_seconds")}
     else:
         a = predict.largest(target, gpu, memory_fraction=args.fraction, steps=truth["steps"],
                             start=max(1, args.batch // 2))
@@ -95,7 +104,7 @@ def main() -> None:
     t = sub.add_parser("task")
     t.add_argument("--truth", required=True)
     t.add_argument("--setup", required=True)
-    t.add_argument("--kind", choices=("fits", "largest"), required=True)
+    t.add_argument("--kind", choices=("fits", "peaks", "largest"), required=True)
     t.add_argument("--batch", type=int, required=True)
     t.add_argument("--fraction", type=float)
     ap.add_argument("--truth")

@@ -16,9 +16,10 @@ once; the workers are record_truth.py's (builder specs, gated: imports
 before GPU memory is taken), admitted side by side under the card's memory. A phase A
 job runs under a generous cap (the setup's `gib`), never near it: a job
 that hit its cap (an OOM or an allocator retry) is run again with twice the
-room. (Under cudnn.benchmark the cap is at least 24 GiB: autotuning tries
-plans against the memory it can get, and catches the OOMs of those that do
-not fit; so there the peaks are those of a card with that much room.) Every finished job is kept in OUT/jobs/, so a second run with the same
+room. (Under cudnn.benchmark the cap is 8 GiB higher and only a failed
+step counts as hitting it: autotuning tries plans against the memory it can
+get and catches the OOMs of those that do not fit, so there the peaks are
+those of a card with that much room.) Every finished job is kept in OUT/jobs/, so a second run with the same
 OUT resumes; --deadline stops the run (killing the jobs in flight, which
 are run again next time) and writes what is known.
 
@@ -122,12 +123,15 @@ def hit_cap(r: dict, benchmark: bool = False) -> bool:
     return r.get("ok") is False or st.get("num_alloc_retries", 0) > 0 or st.get("num_ooms", 0) > 0
 
 
-def first_cap(name: str) -> int:
-    """Phase A's first cap, bytes: the setup's `gib`; under cudnn.benchmark
-    at least 24 GiB, so that autotuning sees room as on an empty card (its
-    plans' workspaces are tried against what the allocator can get)."""
+def first_cap(name: str, batch: int) -> int:
+    """Phase A's first cap, bytes: the setup's `gib` at its batch (70 % of
+    it, at least 2 GiB, at half the batch: the parameters and optimizer
+    state do not halve); under cudnn.benchmark 8 GiB more, room for the
+    workspaces autotuning tries (it tries each plan against what the
+    allocator can get and skips those that OOM)."""
     s = S.SETUPS[name]
-    return int((max(s.gib * 2, 24) if s.regime.cudnn_benchmark else s.gib) * GIB)
+    gib = s.gib if batch >= s.batch else max(2.0, 0.7 * s.gib)
+    return int((gib + 8 if s.regime.cudnn_benchmark else gib) * GIB)
 
 
 def peaks_of(jobs: Jobs, name: str) -> dict:
@@ -135,7 +139,7 @@ def peaks_of(jobs: Jobs, name: str) -> dict:
     (first_cap; doubled, up to the card, while the cap was hit)."""
     s = S.SETUPS[name]
     most = jobs.total - 3 * GIB - CTX
-    todo = {(c, b): first_cap(name) for c, b in (("classic", s.batch), ("expandable", s.batch),
+    todo = {(c, b): first_cap(name, b) for c, b in (("classic", s.batch), ("expandable", s.batch),
                                                  ("classic", small_batch(s.batch)))}
     out = {}
     while todo:
