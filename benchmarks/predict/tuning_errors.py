@@ -15,6 +15,8 @@ predicted). A row's class is the prediction's "step_class" (band.step_class
 of its recording), or the same workload's class from another pair.
 --reported: rows measured elsewhere, as a JSON list of {workload, class,
 policy, batch, allocated_error_pct, reserved_error_pct, source}.
+--zoo-errors: benchmarks/zoo/compare.py --tuning-errors output (per class,
+the tuning half's largest errors), one row per class and quantity.
 The zoo's compare script calls this with the tuning half's pairs only:
 never a validation row.
 """
@@ -99,13 +101,19 @@ def build(pairs, reported, excluded) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--pair", action="append", required=True, help="TRUTH.json:PRED.json")
+    ap.add_argument("--pair", action="append", default=[], help="TRUTH.json:PRED.json")
+    ap.add_argument("--zoo-errors", help="benchmarks/zoo/compare.py --tuning-errors JSON")
     ap.add_argument("--reported", help="JSON list of rows measured elsewhere")
     ap.add_argument("--exclude", action="append", default=[], help="WORKLOAD=why (kept, not counted)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     pairs = [tuple(p.split(":", 1)) for p in args.pair]
     reported = json.load(open(args.reported)) if args.reported else []
+    if args.zoo_errors:
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                        "bindings", "python"))
+        from cachealloc.predict.answer.band import from_zoo
+        reported += from_zoo(json.load(open(args.zoo_errors)), os.path.relpath(args.zoo_errors))["rows"]
     excluded = dict(e.split("=", 1) for e in args.exclude)
     data = build(pairs, reported, excluded)
     text = json.dumps({k: v for k, v in data.items() if k not in ("rows", "excluded", "checked_ops")},

@@ -51,10 +51,31 @@ def load(path: Optional[str] = None) -> dict:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise BandDataError(f"tuning errors {path}: {e}") from None
-    if data.get("format") != FORMAT or not isinstance(data.get("rows"), list):
-        raise BandDataError(f"tuning errors {path}: not a {FORMAT} file with 'rows'")
+    if isinstance(data, dict) and data.get("format") is None and isinstance(data.get("classes"), dict):
+        data = from_zoo(data, path)
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("rows"), list):
+        raise BandDataError(f"tuning errors {path}: not a {FORMAT} file with 'rows', nor "
+                            "benchmarks/zoo/compare.py's per-class JSON")
     data["path"] = str(path)
     return data
+
+
+def from_zoo(zoo: dict, path) -> dict:
+    """benchmarks/zoo/compare.py --tuning-errors output (per class, the
+    largest |error| of peak allocated and of peak reserved over the tuning
+    half, with the row it came from) as this file's rows: one row per class
+    and quantity carrying that error. It lists no ops and no CPU torch:
+    benchmarks/predict/tuning_errors.py --zoo-errors merges it with them."""
+    rows = []
+    for cls, C in (zoo.get("classes") or {}).items():
+        for q in ("allocated", "reserved"):
+            worst = C.get(q) if isinstance(C, dict) else None
+            if worst and worst.get("max_abs_error_pct") is not None:
+                rows.append({"workload": worst.get("row"), "class": cls,
+                             f"{q}_error_pct": worst["max_abs_error_pct"],
+                             "source": f"{path} (zoo tuning half, {C.get('rows')} rows)"})
+    return {"format": FORMAT, "kernel_models_torch": "2.11", "rows": rows,
+            "checked_ops": {}, "cpu_torch_checked": {}, "note": zoo.get("about")}
 
 
 def _worst(rows, field):

@@ -28,7 +28,7 @@ import sys
 from typing import List, Optional
 
 from ..kernels import cudnn_workspace
-from . import band, report, schema
+from . import band, page, report, schema
 from .band_text import failure_text
 from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
 from .largest import Progress, SizeNotReaching, largest
@@ -101,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
                    "docs/prediction.md), also on failure")
     p.add_argument("--tuning-errors", help="the per-class tuning errors the band is made from "
                    "(default: the bundled answer/data/tuning_errors.json)")
-    p.add_argument("--html", help="also write a page leading with the answer")
+    p.add_argument("--html", metavar="PAGE", help="also write a page to decide from: the answer, "
+                   "peaks against the size with the limit, memory over the step, what the peak "
+                   "is made of (self-contained HTML)")
     p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from benchmarks/predict/cudnn_probe.py) "
                    "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
     p.add_argument("--no-advise", action="store_true", help="skip the advisor's settings search")
@@ -175,8 +177,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ValueError as e:
         return bad(str(e))
     if ns.html:
-        with open(ns.html, "w") as f:
-            f.write(report.page(answer, text))
+        page.write(ns.html, answer, text)
     doc = schema.document(answer, kind)
     if ns.json:
         json.dump(doc, sys.stdout, indent=1, default=str)

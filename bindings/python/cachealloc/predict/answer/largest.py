@@ -89,6 +89,7 @@ class _Search:
         self.probes: Dict[int, dict] = {}     # size -> measure()'s configs, banded
         self.summaries: Dict[int, dict] = {}  # size -> the recording's summary
         self.bands: Dict[int, dict] = {}      # size -> band.bands less its per-config part
+        self.traces: Dict[int, str] = {}      # size -> the recording's trace (the page's shown size)
 
     def probe(self, size: int) -> dict:
         if size not in self.probes:
@@ -98,6 +99,7 @@ class _Search:
             m = measure(rec.trace, self.limit)
             self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
             self.probes[size], self.summaries[size] = m, rec.summary
+            self.traces[size] = str(rec.trace)
             self._check_reaches(size)
         return self.probes[size]
 
@@ -225,7 +227,7 @@ class _Search:
             "max_size": at_max,
             "settings": (NATIVE_CONFIGS["expandable"] if within["expandable"] > within["classic"]
                          else NATIVE_CONFIGS["classic"]),
-            "largest_fitting": best_size, "size_shown": shown,
+            "largest_fitting": best_size, "shown_size": shown,
             "steps": min(s["steps"] for s in self.summaries.values()),
             "probes": {str(s): m for s, m in sorted(P.items())},
             "cudnn": {str(s): self.summaries[s].get("cudnn") for s in sorted(P)},
@@ -234,5 +236,5 @@ class _Search:
                 "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}
                 for name, (size, c) in at.items()}}
         answer.update(_facts(self.summaries[shown], self.bands[shown], self.data))
-        answer["recording"] = self.summaries[shown]
+        answer["recording"], answer["trace"] = self.summaries[shown], self.traces[shown]
         return answer

@@ -1,8 +1,6 @@
 """Words an answer: text that leads with the answer and puts the settings
-line on a line of its own (ready to copy), and an HTML page doing the same."""
+line on a line of its own (ready to copy). The HTML page is page.py."""
 from __future__ import annotations
-
-import html
 
 from .band_text import (VERDICT_WORDS, amount, band_line, coverage_lines, steps_line,
                         torch_lines, with_band)
@@ -35,7 +33,8 @@ def _head(a: dict, verdict: str) -> str:
 def _limit_text(a: dict) -> str:
     return (f"the allocator can get {gib(a['limit'])} (total {gib(a['total_memory'])} - "
             f"{gib(a['context_bytes_assumed'])} assumed CUDA context"
-            + (f", memory fraction {a['memory_fraction']:g}" if a.get("memory_fraction") else "") + ")")
+            + (f", memory fraction {a['memory_fraction']:.4g} ({100 * a['memory_fraction']:.1f}%)"
+               if a.get("memory_fraction") else "") + ")")
 
 
 def _closest(a: dict):
@@ -152,7 +151,7 @@ def largest_text(a: dict) -> str:
                         ("physical", "physical limit (peak allocated fits):")):
         lines.append(f"  {label} {_size_text(W[name], least[name])} ({L[name]})")
     lines.append(f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes; the band, ops "
-                 f"and torch below are of size {a['size_shown']}")
+                 f"and torch below are of size {a['shown_size']}")
     lines += cudnn_lines(a.get("cudnn") or {})
     lines += [m for m in a.get("modelled", []) if m.startswith("cuDNN plan fallbacks")]
     lines += coverage_lines(a)
@@ -174,12 +173,3 @@ def cudnn_lines(per_size: dict) -> list:
                      f"table lacks got no workspace (e.g. {example})")
     return lines
 
-
-def page(a: dict, text: str) -> str:
-    answer = text.split("\n", 1)[0]
-    ok = a.get("fits", a.get("largest_fitting", 0) > 0)
-    color = "#1a7f37" if ok else "#cf222e"
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>cachealloc predict</title></head>"
-            f"<body style='font-family:sans-serif;max-width:60em;margin:2em auto'>"
-            f"<h1 style='color:{color}'>{html.escape(answer)}</h1>"
-            f"<pre>{html.escape(text.split(chr(10), 1)[1] if chr(10) in text else '')}</pre></body></html>")

@@ -106,7 +106,7 @@ def record_one(ns, size, out, summary_path, script, trace_exceptions=False):
     caught = CaughtExceptions() if trace_exceptions else None
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from cachealloc.predict.device.accounting import StepAccounting
-    accounting = StepAccounting()
+    accounting = StepAccounting(dev.recording)
     accounting_handle = register_optimizer_step_post_hook(accounting)
     try:
         with dev, (caught or contextlib.nullcontext()):
@@ -147,6 +147,11 @@ def record_one(ns, size, out, summary_path, script, trace_exceptions=False):
         accounting_handle.remove()
     summary["steps"] = steps[0]
     summary["at_optimizer_step"] = accounting.result
+    summary["step_ends"] = accounting.step_ends
+    from cachealloc.predict.device import peak_makeup
+    tags = dict(accounting.tags)
+    tags.update((aid, "workspaces") for aid in dev.recording.workspaces)
+    summary["peak_makeup"] = peak_makeup.at_peak(dev.recording.events, tags)
     summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())
