@@ -11,24 +11,27 @@ VERDICT_WORDS = {"fits": "FITS", "does_not_fit": "DOES NOT FIT",
 OPS_SHOWN = 12          # ops named per coverage list (the JSON has them all)
 
 
-def _g(n, unit: int = UNIT) -> str:
-    return f"{n / unit:.2f}"
-
-
 def amount(n) -> str:
-    return f"{n / UNIT:.2f} GiB" if n >= UNIT else f"{n / (1 << 20):.2f} MiB"
+    """GiB with two decimals, MiB with one below a GiB (as report.size_text)."""
+    return f"{n / UNIT:.2f} GiB" if n >= UNIT else f"{n / (1 << 20):.1f} MiB"
 
 
 def with_band(value, band) -> str:
     """'12.34 ± 0.06 GiB', '12.34 +0.10/-0.06 GiB', or '12.34 +?/-0.06 GiB'
-    (no bound on the high side); MiB below one GiB."""
+    (no bound on the high side); MiB (one decimal) below one GiB; the value
+    alone when it has no band."""
     if value is None:
         return "-"
-    low, high = band if band else (0, 0)
-    unit, name = (UNIT, "GiB") if value >= UNIT else (1 << 20, "MiB")
+    unit, name, digits = (UNIT, "GiB", 2) if value >= UNIT else (1 << 20, "MiB", 1)
+
+    def f(n):
+        return f"{n / unit:.{digits}f}"
+    if not band:
+        return f"{f(value)} {name}"
+    low, high = band
     if high == low:
-        return f"{_g(value, unit)} ± {_g(low, unit)} {name}"
-    return f"{_g(value, unit)} +{'?' if high is None else _g(high, unit)}/-{_g(low, unit)} {name}"
+        return f"{f(value)} ± {f(low)} {name}"
+    return f"{f(value)} +{'?' if high is None else f(high)}/-{f(low)} {name}"
 
 
 def band_line(a: dict) -> str:

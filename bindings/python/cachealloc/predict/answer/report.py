@@ -39,7 +39,8 @@ def _limit_text(a: dict) -> str:
 
 def _closest(a: dict):
     """(name, need, band) of the candidate with the smallest need."""
-    cands = [(n, c["min_memory"], c["band"]["min_memory"]) for n, c in a["configs"].items()]
+    cands = [(n, c["min_memory"], (c.get("band") or {}).get("min_memory"))
+             for n, c in a["configs"].items()]
     if a.get("best"):
         cands.append((a["best"]["line"] or "defaults", a["best"]["min_memory"], a["best"]["band"]))
     cands = [c for c in cands if c[1] is not None]
@@ -73,10 +74,10 @@ def fits_text(a: dict) -> str:
     lines += settings_block(a.get("settings"))
     lines.append(f"{'config':12} {'peak allocated':>22} {'peak reserved':>22} {'needs (min)':>22}  verdict")
     for name, c in a["configs"].items():
-        b = c["band"]
-        lines.append(f"{name:12} {with_band(c['peak_allocated'], b['peak_allocated']):>22} "
-                     f"{with_band(c['peak_reserved'], b['peak_reserved']):>22} "
-                     f"{with_band(c['min_memory'], b['min_memory']):>22}  "
+        b = c.get("band") or {}
+        lines.append(f"{name:12} {with_band(c['peak_allocated'], b.get('peak_allocated')):>22} "
+                     f"{with_band(c['peak_reserved'], b.get('peak_reserved')):>22} "
+                     f"{with_band(c['min_memory'], b.get('min_memory')):>22}  "
                      f"{VERDICT_WORDS[c['verdict']].lower()}")
     if a.get("best"):
         b = a["best"]
