@@ -68,15 +68,16 @@ void run_whatif_search(const PyValue& snapshot, const OomState& s, const Diagnos
   }
   v.best_line = advice.ranked[best].line;
   v.best_needs = advice.ranked[best].min.min_limit;
-  // A full ring dropped its oldest records: the replay starts mid-run even
-  // when nothing was live at the cut (the segments cached then are unknown).
+  // A wrapped ring dropped its oldest records: the replay starts mid-run
+  // even when nothing was live at the cut (the segments cached then are
+  // unknown).
   const std::string cut =
-      s.ring_full ? "the request ring (" + format_size(s.ring_bytes) +
-                        " a device) was full and kept only the newest requests, so the replay "
-                        "starts mid-run"
-                  : "the history starts mid-run";
+      s.ring_wrapped ? "the request ring (" + format_size(s.ring_bytes) +
+                           " a device) wrapped and kept only the newest requests, so the replay "
+                           "starts mid-run"
+                     : "the history starts mid-run";
   if (s.live_at_start.empty()) {
-    if (s.ring_full) v.note = cut + ", with no block live at its oldest entry";
+    if (s.ring_wrapped) v.note = cut + ", with no block live at its oldest entry";
     return;
   }
   v.note = cut + ": " + std::to_string(s.live_at_start.size()) + " blocks (" +

@@ -220,9 +220,10 @@ OomState read_oom_state(const PyValue& snapshot, std::optional<int> device,
       return r.device >= 0 && static_cast<size_t>(r.device) < l.size() ? &l[r.device] : nullptr;
     };
     const PyValue* source = at_device("source");
-    const PyValue* full = at_device("full");
+    const PyValue* wrapped = at_device("wrapped");
     s.trace_from_ring = source && source->kind() == PyValue::Kind::kStr && source->as_str() == "ring";
-    s.ring_full = s.trace_from_ring && full && full->kind() == PyValue::Kind::kBool && full->as_bool();
+    s.ring_wrapped = s.trace_from_ring && wrapped && wrapped->kind() == PyValue::Kind::kBool &&
+                     wrapped->as_bool();
     s.ring_bytes = bytes_of(*ring, "bytes_per_device");
   }
   if (r.recorded)

@@ -65,10 +65,11 @@ struct OomState {
   size_t live_at_start_bytes = 0;
   size_t history_entries = 0;   // the device's trace entries
   // The device's trace entries are the OOM recorder's request ring (its
-  // "cachealloc_request_ring" key says "ring"), not the history; ring_full:
-  // the ring had dropped its oldest records; ring_bytes: its size, per device.
+  // "cachealloc_request_ring" key says "ring"), not the history;
+  // ring_wrapped: the ring had overwritten its oldest records; ring_bytes:
+  // its size, per device.
   bool trace_from_ring = false;
-  bool ring_full = false;
+  bool ring_wrapped = false;
   size_t ring_bytes = 0;
   // Entries recorded after the OOM's: the snapshot was taken that much
   // later, so its segments are not the state at the failure.

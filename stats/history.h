@@ -4,19 +4,15 @@
 // When full, the oldest entry is dropped for each new one. Disabling clears
 // the ring, as native does. Called under the engine's lock.
 //
-// Also the OOM flight recorder's request ring (Runtime::record_requests): a
-// second recorder per device, frameless, its whole ring allocated up front
-// (reserve_ring), apart from the user's history so that _snapshot() never
-// shows it.
-//
-// Memory: kRecordBytes per ring record (max_entries records at most), plus
-// 16 bytes per record once contexts are kept, plus the contexts themselves.
+// Memory: 40 bytes per ring record (max_entries records at most), plus 16
+// bytes per record once contexts are kept, plus the contexts themselves.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "allocator/base/call_context.h"
@@ -55,6 +51,27 @@ struct TraceEntry {
   ContextPtr context;   // null unless contexts are recorded
 };
 
+// The size a trace entry of event `e` carries, or nullopt when its kind is
+// not traced (retries and syncs are counted in stats, as native): the
+// requested bytes for alloc and free entries (kFree: a free_requested and
+// free_completed pair), the segment's or pages' bytes for segment entries,
+// the rounded request for kOom. Shared by the history and the OOM
+// recorder's request ring (stats/request_ring.h).
+inline std::optional<size_t> traced_size(const EngineEvent& e) {
+  switch (e.kind) {
+    case EventKind::kAlloc:
+    case EventKind::kFree:
+    case EventKind::kFreeRequested:
+    case EventKind::kFreeCompleted: return e.requested;
+    case EventKind::kSegmentAlloc:
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentMap:
+    case EventKind::kSegmentUnmap:
+    case EventKind::kOom: return e.size;
+    default: return std::nullopt;
+  }
+}
+
 class HistoryRecorder : public EngineObserver {
  public:
   // Microseconds since the Unix epoch; set one so replays can stamp entries
@@ -67,10 +84,6 @@ class HistoryRecorder : public EngineObserver {
     update_plain();
   }
 
-  // Host bytes of one ring record: an allocation, or a whole free (its
-  // free_requested and free_completed entries).
-  static constexpr size_t kRecordBytes = 40;
-
   // Starts (or keeps) recording with room for `max_entries` (>= 1; 0 counts
   // as 1); when `keep_context` is false entries carry no frames (native's
   // "state" level). Entries already recorded are kept (the newest
@@ -79,15 +92,6 @@ class HistoryRecorder : public EngineObserver {
   // Stops recording and drops what was recorded.
   void disable();
   bool enabled() const { return enabled_; }
-  // Allocates the whole ring (max_entries records) now, so that recording
-  // never allocates: neither a failure for want of host memory nor a
-  // growth step on an allocation's path. Precondition: enabled. May throw
-  // std::bad_alloc; nothing changes then.
-  void reserve_ring() { ring_.reserve(max_entries_); }
-  // The ring holds max_entries records: each new one drops the oldest.
-  bool full() const { return full_; }
-  // The last enable()'s max_entries (0 before any).
-  size_t max_entries() const { return max_entries_; }
   // Set it (or clear it) before recording: entries already in the ring keep
   // the time base they were stamped with, and entries() reads the whole ring
   // in the current one (replays set it once, before enabling).
@@ -146,7 +150,7 @@ class HistoryRecorder : public EngineObserver {
     // contexts_ holds this record's context at the same index.
     bool has_context = false;
   };
-  static_assert(sizeof(Record) == kRecordBytes);
+  static_assert(sizeof(Record) == 40);
 
   // The event's context if entries keep frames and the call had some; else
   // null (the common case with context=None).

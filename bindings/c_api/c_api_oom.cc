@@ -13,7 +13,7 @@
 #include "lab/oom_diagnosis.h"
 #include "pickle/pickle_reader.h"
 #include "pickle/pickle_writer.h"
-#include "stats/history.h"
+#include "stats/request_ring.h"
 #include "stats/snapshot.h"
 
 namespace {
@@ -45,7 +45,7 @@ int cachealloc_diagnose_snapshot(const char* pickle, size_t length, int64_t memo
 
 int cachealloc_record_requests(size_t bytes_per_device) {
   return cachealloc::c_api::guarded([&] {
-    constexpr size_t kRecord = cachealloc::HistoryRecorder::kRecordBytes;
+    constexpr size_t kRecord = cachealloc::RequestRing::kRecordBytes;
     const size_t records =
         bytes_per_device == 0 ? 0 : std::max<size_t>(1, bytes_per_device / kRecord);
     cachealloc::Runtime::instance().record_requests(records);
@@ -58,20 +58,20 @@ int cachealloc_requests_pickle(char** out, size_t* length) {
     using cachealloc::PyValue;
     cachealloc::Runtime& runtime = cachealloc::Runtime::instance();
     PyValue traces = PyValue::list();
-    PyValue full = PyValue::list();
+    PyValue wrapped = PyValue::list();
     cachealloc::SnapshotFrames frames;  // none: the ring keeps no frames
     for (const auto& ring : runtime.request_rings()) {
       PyValue list = PyValue::list();
       for (const cachealloc::TraceEntry& t : ring.entries)
         list.append(cachealloc::trace_entry_to_py(t, frames));
       traces.append(std::move(list));
-      full.append(PyValue::boolean(ring.full));
+      wrapped.append(PyValue::boolean(ring.wrapped));
     }
     PyValue d = PyValue::dict();
-    d.set("record_bytes", PyValue::integer(cachealloc::HistoryRecorder::kRecordBytes));
+    d.set("record_bytes", PyValue::integer(cachealloc::RequestRing::kRecordBytes));
     d.set("records", PyValue::integer(static_cast<int64_t>(runtime.request_records())));
     d.set("device_traces", std::move(traces));
-    d.set("full", std::move(full));
+    d.set("wrapped", std::move(wrapped));
     cachealloc::c_api::copy_out(cachealloc::write_pickle(d), out, length);
   });
 }

@@ -57,7 +57,7 @@ Generation::Generation(AllocatorConfig config_in, std::string backend_name_in,
   for (int d = 0; d < allocator.device_count(); ++d) {
     stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
     history.push_back(std::make_unique<HistoryRecorder>());
-    requests.push_back(std::make_unique<HistoryRecorder>());
+    requests.push_back(nullptr);  // the request ring: off (record_requests)
     scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
     reporters.push_back(std::make_unique<BlockReporter>(*stats.back()));
     // History and scope trackers are attached only while recording or while

@@ -25,6 +25,7 @@
 #include "pickle/py_value.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
+#include "stats/request_ring.h"
 #include "stats/scope_tracker.h"
 
 struct cachealloc_snapshot_visitor;
@@ -57,10 +58,10 @@ struct Generation {
   // One per device, indexed by device number.
   std::vector<std::unique_ptr<StatsCollector>> stats;
   std::vector<std::unique_ptr<HistoryRecorder>> history;
-  // The OOM flight recorder's request rings, one per device: frameless,
-  // attached only while Runtime::record_requests has them on, and never
-  // shown by a snapshot (the user's history is `history`).
-  std::vector<std::unique_ptr<HistoryRecorder>> requests;
+  // The OOM flight recorder's request rings, one per device, null while
+  // off (Runtime::record_requests); never shown by a snapshot (the user's
+  // history is `history`).
+  std::vector<std::unique_ptr<RequestRing>> requests;
   std::vector<std::unique_ptr<ScopeTracker>> scopes;
   // One per device, attached (after stats) by the first call that asks for
   // a report (attach_reporters); idle until then. Detached again once a
@@ -243,24 +244,24 @@ class Runtime {
   void set_history_skipped(ActionMask skipped);
   // The OOM flight recorder's request ring (request_ring.cc): from now on
   // every device records its allocations, frees, segment events and OOMs,
-  // without frames, in a ring of `records` records
-  // (HistoryRecorder::kRecordBytes bytes each, all allocated now; a full
-  // ring drops its oldest record for each new one). 0 turns it off and
+  // without frames or time, in a ring of `records` records
+  // (stats/request_ring.h: RequestRing::kRecordBytes bytes each, all
+  // allocated now; a full ring overwrites its oldest record). 0 turns it off and
   // drops what it held. Apart from the history: snapshot() and
   // visit_snapshot() never show it. Kept across init(): a new generation's
-  // ring starts empty, and so does one turned on again or resized. Throws
-  // std::bad_alloc (no host memory for a ring): the ring is off then.
+  // ring starts empty, and so does one resized. Throws std::bad_alloc (no
+  // host memory for a ring): nothing changes then.
   void record_requests(size_t records);
   // The ring's records per device; 0 while off.
   size_t request_records() const { return request_records_.load(std::memory_order_relaxed); }
-  // One device's ring, read under its lock: its entries oldest first (times
-  // in Unix microseconds) and whether it is full (older records dropped).
-  struct RequestRing {
+  // One device's ring, read under its lock: its entries oldest first
+  // (time_us 0) and whether it wrapped (its oldest records were dropped).
+  struct RequestRingView {
     std::vector<TraceEntry> entries;
-    bool full = false;
+    bool wrapped = false;
   };
-  // Every device's ring (empty while off).
-  std::vector<RequestRing> request_rings();
+  // Every device's ring (no entries while off).
+  std::vector<RequestRingView> request_rings();
   // Segment events to `fn` (null: none), on every device, from now on and
   // across re-initialization (segment_tracker.h).
   void set_segment_callback(SegmentCallback fn, void* user);
@@ -312,9 +313,11 @@ class Runtime {
       });
   }
 
-  // Turns g's request rings on with `records` records each (0: off,
-  // cleared), attached to their engines only while on. Under init_mutex_
-  // (or on a generation not yet published).
+  // Gives g's devices new request rings of `records` records each (0: none,
+  // off), attached to their engines only while on; a device whose ring has
+  // that size keeps it. Every ring is allocated before any is swapped in:
+  // a std::bad_alloc changes nothing. Under init_mutex_ (or on a generation
+  // not yet published).
   static void set_request_rings(Generation& g, size_t records);
   // record_requests' setting, applied to each new generation; written under
   // init_mutex_.

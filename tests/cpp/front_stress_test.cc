@@ -354,14 +354,16 @@ class Worker {
       if (s != 0) classify(sh_, s, "record_history");
     } else if (r < 900) {
       // The OOM recorder's request ring: resized, turned off and on, read.
-      // Its ring is allocated when turned on, so recording never allocates:
-      // a host fault can fail only these calls.
+      // Its ring is allocated when made, so recording never allocates: a
+      // host fault can fail only these calls, and then changes nothing.
       last_call_ = "request ring";
       maybe_arm();
       const int s = c_api::guarded([&] {
         if (pick(3) == 0) Runtime::instance().record_requests(pick(3) ? 1 + rng_() % 3000 : 0);
-        for (const Runtime::RequestRing& ring : Runtime::instance().request_rings())
+        for (const Runtime::RequestRingView& ring : Runtime::instance().request_rings())
           if (ring.entries.size() > 2 * 3000) throw std::logic_error("a ring outgrew its bound");
+        if (Runtime::instance().request_records() > 3000)
+          throw std::logic_error("the ring's setting is not one asked for");
       });
       disarm();
       if (s != 0) classify(sh_, s, "request ring");

@@ -15,7 +15,7 @@
 #include "bindings/c_api/cachealloc.h"
 #include "bindings/runtime/runtime.h"
 #include "pickle/pickle_reader.h"
-#include "stats/history.h"
+#include "stats/request_ring.h"
 
 namespace cachealloc {
 namespace {
@@ -77,21 +77,24 @@ TEST(RequestRing, RecordsRequestsWithHistoryOffAndNoSnapshotShowsThem) {
   EXPECT_EQ(snapshot_trace_entries(), none);
   const auto rings = Runtime::instance().request_rings();
   ASSERT_EQ(rings.size(), 1u);
-  EXPECT_FALSE(rings[0].full);
+  EXPECT_FALSE(rings[0].wrapped);
   EXPECT_EQ(actions(rings[0].entries),
             (std::vector<std::string>{"segment_alloc", "alloc", "free_requested", "free_completed",
                                       "alloc", "free_requested", "free_completed"}));
   EXPECT_EQ(rings[0].entries[1].size, 3 * kMiB);  // requested bytes, as history entries
-  for (const TraceEntry& t : rings[0].entries) EXPECT_FALSE(t.context);
+  for (const TraceEntry& t : rings[0].entries) {
+    EXPECT_FALSE(t.context);
+    EXPECT_EQ(t.time_us, 0);  // the ring reads no clock
+  }
   // The pickle: native's trace-entry dicts, the bound, the fullness.
   const PyValue p = pickled(&cachealloc_requests_pickle);
-  EXPECT_EQ(p.find("record_bytes")->as_int(), 40);
-  EXPECT_EQ(p.find("records")->as_int(), static_cast<int64_t>(kMiB / 40));
+  EXPECT_EQ(p.find("record_bytes")->as_int(), 32);
+  EXPECT_EQ(p.find("records")->as_int(), static_cast<int64_t>(kMiB / 32));
   const PyValue& trace = p.find("device_traces")->items().at(0);
   ASSERT_EQ(trace.items().size(), 7u);
   EXPECT_EQ(trace.items()[1].find("action")->as_str(), "alloc");
   EXPECT_EQ(trace.items()[1].find("size")->as_int(), static_cast<int64_t>(3 * kMiB));
-  EXPECT_FALSE(p.find("full")->items().at(0).as_bool());
+  EXPECT_FALSE(p.find("wrapped")->items().at(0).as_bool());
   ASSERT_EQ(cachealloc_record_requests(0), 0);
 }
 
@@ -110,15 +113,28 @@ TEST(RequestRing, WithHistoryOnSnapshotsShowTheHistoryAlone) {
   ASSERT_EQ(cachealloc_record_requests(0), 0);
 }
 
-TEST(RequestRing, KeepsItsBoundAndSaysWhenFull) {
+TEST(RequestRing, KeepsItsBoundAndSaysWhenItWrapped) {
   init();
   // 10 records: a free is one record of two entries.
-  ASSERT_EQ(cachealloc_record_requests(10 * HistoryRecorder::kRecordBytes), 0);
+  ASSERT_EQ(cachealloc_record_requests(10 * RequestRing::kRecordBytes), 0);
   EXPECT_EQ(Runtime::instance().request_records(), 10u);
+  // segment_alloc + 4 pairs (alloc, free) + 1 alloc: 10 records, none lost.
+  for (int i = 0; i < 4; ++i) pair(kMiB);
+  void* p = cachealloc_malloc(static_cast<ssize_t>(kMiB), 0, nullptr);
+  auto rings = Runtime::instance().request_rings();
+  EXPECT_FALSE(rings[0].wrapped);
+  EXPECT_EQ(rings[0].entries.size(), 14u);
+  EXPECT_EQ(rings[0].entries.front().action, EventKind::kSegmentAlloc);
+  cachealloc_free(p, static_cast<ssize_t>(kMiB), 0, nullptr);  // overwrites the oldest
+  rings = Runtime::instance().request_rings();
+  EXPECT_TRUE(rings[0].wrapped);
+  EXPECT_EQ(rings[0].entries.size(), 15u);
+  EXPECT_EQ(rings[0].entries.front().action, EventKind::kAlloc);
   for (int i = 0; i < 1000; ++i) pair(kMiB);
-  const auto rings = Runtime::instance().request_rings();
-  EXPECT_TRUE(rings[0].full);
-  EXPECT_EQ(rings[0].entries.size(), 10u);  // the newest 10 entries
+  rings = Runtime::instance().request_rings();
+  EXPECT_TRUE(rings[0].wrapped);
+  EXPECT_EQ(rings[0].entries.size(), 15u);  // 5 pairs: 10 records, 15 entries
+  EXPECT_EQ(rings[0].entries.front().action, EventKind::kAlloc);
   EXPECT_EQ(rings[0].entries.back().action, EventKind::kFreeCompleted);
   // Fewer bytes than a record still keep one.
   ASSERT_EQ(cachealloc_record_requests(1), 0);
@@ -136,7 +152,9 @@ TEST(RequestRing, SurvivesReinitializationEmptyAndTurnsOff) {
   auto rings = Runtime::instance().request_rings();
   ASSERT_EQ(rings[0].entries.size(), 4u);
   EXPECT_EQ(rings[0].entries[1].size, 2 * kMiB);
-  // Resizing starts it empty; off drops it.
+  // The same size keeps it; resizing starts it empty; off drops it.
+  ASSERT_EQ(cachealloc_record_requests(1 * kMiB), 0);
+  EXPECT_EQ(Runtime::instance().request_rings()[0].entries.size(), 4u);
   ASSERT_EQ(cachealloc_record_requests(2 * kMiB), 0);
   EXPECT_EQ(Runtime::instance().request_rings()[0].entries.size(), 0u);
   ASSERT_EQ(cachealloc_record_requests(0), 0);

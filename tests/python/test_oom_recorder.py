@@ -214,8 +214,8 @@ def test_history_off_the_request_ring_gives_the_fix(ca, recorder):
     assert "history recording is off" not in text and "mid-run" not in text, text
     # The file carries the ring as its device_traces, and says so.
     snap = plain_load(recorder.last_path)
-    assert snap["cachealloc_request_ring"] == {"bytes_per_device": 5 * MiB, "source": ["ring"],
-                                               "full": [False]}, snap["cachealloc_request_ring"]
+    assert snap["cachealloc_request_ring"] == {"bytes_per_device": 4 * MiB, "source": ["ring"],
+                                               "wrapped": [False]}, snap["cachealloc_request_ring"]
     actions = [e["action"] for e in snap["device_traces"][0]]
     assert actions.count("alloc") == 18 and actions[-1] == "oom", actions
     # The lab's replay of the written snapshot gives the same figures: its
@@ -292,18 +292,18 @@ def test_snapshot_shows_no_ring_entries_while_the_recorder_records(ca, recorder)
         ca._free(p)
 
 
-def test_a_full_request_ring_starts_from_the_live_state(ca, tmp_path):
+def test_a_wrapped_request_ring_starts_from_the_live_state(ca, tmp_path):
     # 7 records keep the OOM and the last six 60 MiB allocations: three
     # 60 MiB blocks were live before the oldest (as a history of 7 entries,
     # test_history_cut_by_its_ring_starts_from_the_live_state).
     from cachealloc import oom_recorder
 
     oom_recorder.stop()
-    oom_recorder.start(str(tmp_path / "o"), torch_observer=False, ring_mb=7 * 40 / (1 << 20))
+    oom_recorder.start(str(tmp_path / "o"), torch_observer=False, ring_mb=7 * 32 / (1 << 20))
     try:
         keep = fragment(ca)
         text = oom_of(ca, 200 * MiB)
-        assert ("(the request ring (280 bytes a device) was full and kept only the newest "
+        assert ("(the request ring (224 bytes a device) wrapped and kept only the newest "
                 "requests, so the replay starts mid-run: 3 blocks (180.00 MiB (188743680 bytes)) "
                 "were live at its oldest entry; the replay allocates them first") in text, text
         # 3 blocks live at the cut, 6 allocations, the failed request.
@@ -317,7 +317,7 @@ def test_a_full_request_ring_starts_from_the_live_state(ca, tmp_path):
                                   "suggests nothing"), verdict
         assert "Suggestion" not in text, text
         snap = plain_load(oom_recorder.recorder().last_path)
-        assert snap["cachealloc_request_ring"]["full"] == [True]
+        assert snap["cachealloc_request_ring"]["wrapped"] == [True]
         assert len(snap["device_traces"][0]) == 7
         for p in keep:
             ca._free(p)
@@ -331,17 +331,17 @@ def test_the_ring_wins_only_where_it_holds_more_requests():
     a = {"action": "alloc", "addr": 1, "size": 8, "stream": 0}
     f = {"action": "free_requested", "addr": 1, "size": 8, "stream": 0}
     s = {"action": "snapshot", "addr": 0, "size": 8, "stream": 0}
-    rings = {"records": 4, "record_bytes": 40, "full": [False, True, False],
+    rings = {"records": 4, "record_bytes": 32, "wrapped": [False, True, False],
              "device_traces": [[a, f], [a, f], [a]]}
     snap = {"device_traces": [[s, s, s], [a, f, {"frames": []} | a], []]}
     out = with_request_ring(snap, rings)
-    assert out[RING_KEY] == {"bytes_per_device": 160, "source": ["ring", "history", "ring"],
-                             "full": [False, True, False]}
+    assert out[RING_KEY] == {"bytes_per_device": 128, "source": ["ring", "history", "ring"],
+                             "wrapped": [False, True, False]}
     assert out["device_traces"][0] == [a, f] and out["device_traces"][2] == [a]
     assert len(out["device_traces"][1]) == 3
     # The ring off: the snapshot as it was.
     plain = {"device_traces": [[]]}
-    assert with_request_ring(plain, {"records": 0, "record_bytes": 40, "full": [],
+    assert with_request_ring(plain, {"records": 0, "record_bytes": 32, "wrapped": [],
                                      "device_traces": [[]]}) == {"device_traces": [[]]}
 
 
@@ -358,7 +358,7 @@ def test_ring_size_is_checked_and_stop_drops_the_ring(ca, tmp_path, monkeypatch)
     assert oom_recorder.ring_bytes() == 512 * 1024
     oom_recorder.stop()
     oom_recorder.start(str(tmp_path / "y"), torch_observer=False)
-    assert oom_recorder.request_rings()["records"] == 512 * 1024 // 40
+    assert oom_recorder.request_rings()["records"] == 512 * 1024 // 32
     oom_recorder.stop()
     assert oom_recorder.request_rings()["records"] == 0
     assert oom_recorder.recorder() is None

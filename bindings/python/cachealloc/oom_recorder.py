@@ -19,12 +19,14 @@ each OOM:
 
 What the what-if replays needs no preparation: while the recorder is on,
 every device keeps its request stream (allocations and frees with sizes,
-streams and order, segment events, OOMs; no frames) in a ring of RING_MB
-MiB of host memory, allocated when the recorder starts (40 bytes a record:
-one allocation, or one free; 5 MiB is 131,072 records, a few steps of most
-models). When the ring is full each new record drops the oldest; the
-what-if then starts from the live state at the oldest record kept (the
-blocks live then, allocated first in address order) and says so. The ring
+streams and order, segment events, OOMs; no frames, no time) in a ring of
+RING_MB MiB of host memory, allocated when the recorder starts (32 bytes a
+record: one allocation, or one free; 4 MiB is 131,072 records, where the
+BERT step of issue 46 made 4,301 requests before its OOM). When the ring
+is full each new record overwrites the oldest; once it has, the what-if
+starts from the live state at the oldest record kept (the blocks live
+then, allocated first in address order), says so, and suggests nothing
+when that replay does not reproduce the OOM. The ring
 lies apart from PyTorch's history (torch.cuda.memory._record_memory_history):
 what the program's own _snapshot() returns stays native's, with no trace
 entry unless the program turned history on. Only the snapshot file written
@@ -59,8 +61,8 @@ RING_ENV = "CACHEALLOC_OOM_RING_MB"
 DEFAULT_KEEP = 8
 BUDGET_MS = 500
 # Host memory of each device's request ring, MiB (see above): 131,072
-# records of 40 bytes.
-RING_MB = 5
+# records of 32 bytes.
+RING_MB = 4
 # The snapshot key that says where each device's device_traces came from.
 RING_KEY = "cachealloc_request_ring"
 # The trace actions a replay is made of; the ring wins a device whose
@@ -183,12 +185,12 @@ def ring_bytes(ring_mb: Optional[float] = None) -> int:
     if isinstance(ring_mb, bool) or not isinstance(ring_mb, (int, float)) or not ring_mb > 0 \
             or ring_mb > 1 << 20:
         raise ValueError(f"{where} must be a number of MiB > 0 (at most 1 TiB), got {ring_mb!r}")
-    return max(40, int(ring_mb * (1 << 20)))
+    return max(32, int(ring_mb * (1 << 20)))
 
 
 def request_rings() -> dict:
     """The request rings (cachealloc_requests_pickle): {"record_bytes",
-    "records", "device_traces": [[entry, ...] per device], "full": [...]}."""
+    "records", "device_traces": [[entry, ...] per device], "wrapped": [...]}."""
     from ._native import check
 
     buf = ctypes.POINTER(ctypes.c_char)()
@@ -208,8 +210,8 @@ def with_request_ring(snap: dict, rings: dict) -> dict:
     """Puts each device's ring into snap["device_traces"] where it holds
     more requests than the history there (a history off, cut shorter by its
     own ring, or skipping actions), and says which under RING_KEY:
-    {"bytes_per_device", "source": ["history" | "ring" per device], "full":
-    [whether that ring had dropped records]}. A snapshot without rings
+    {"bytes_per_device", "source": ["history" | "ring" per device],
+    "wrapped": [whether that ring had dropped records]}. A snapshot without rings
     (recorder's ring off) is returned as it is."""
     ring_traces = rings.get("device_traces") or []
     if not rings.get("records") or not ring_traces:
@@ -217,7 +219,7 @@ def with_request_ring(snap: dict, rings: dict) -> dict:
     traces = snap.setdefault("device_traces", [])
     while len(traces) < len(ring_traces):
         traces.append([])
-    full = list(rings.get("full") or [])
+    wrapped = list(rings.get("wrapped") or [])
     source = []
     for d, ring in enumerate(ring_traces):
         use_ring = _requests_in(ring) > _requests_in(traces[d])
@@ -225,7 +227,7 @@ def with_request_ring(snap: dict, rings: dict) -> dict:
             traces[d] = ring
         source.append("ring" if use_ring else "history")
     snap[RING_KEY] = {"bytes_per_device": rings["records"] * rings["record_bytes"],
-                      "source": source, "full": [bool(f) for f in full]}
+                      "source": source, "wrapped": [bool(w) for w in wrapped]}
     return snap
 
 
