@@ -6,7 +6,7 @@ Opt-in, by any of cachealloc.install(oom_snapshot=DIR), `cachealloc run
 PYTORCH_CUDA_ALLOC_CONF key: that text stays what native accepts). Then at
 each OOM:
 
-- the snapshot (segments, blocks and the recorded history, with the
+- the snapshot (segments, blocks and the recorded requests, with the
   failure's facts under "cachealloc_oom") is written into DIR atomically
   (a temporary file renamed into place), one file per OOM named by rank and
   time (rank_files.py); a process keeps its newest KEEP files (default 8)
@@ -14,8 +14,9 @@ each OOM:
 - native's message is followed by the diagnosis (lab/oom_diagnosis.h): what
   was reserved but unallocated, the largest free block, the request as the
   allocator rounded it, the segments live blocks split and pin and the
-  sites pinning the most, and what a what-if replay of the recorded history
-  (bounded to 500 ms, in this process) says would have avoided it.
+  sites pinning the most, and what a what-if replay of the recorded
+  requests (bounded to 500 ms, in this process) says would have avoided it.
+  Cost at the OOM: benchmarks/oom_recorder_cost.py.
 
 What the what-if replays needs no preparation: while the recorder is on,
 every device keeps its request stream (allocations and frees with sizes,
@@ -26,8 +27,9 @@ BERT step of issue 46 made 4,301 requests before its OOM). When the ring
 is full each new record overwrites the oldest; once it has, the what-if
 starts from the live state at the oldest record kept (the blocks live
 then, allocated first in address order), says so, and suggests nothing
-when that replay does not reproduce the OOM. The ring
-lies apart from PyTorch's history (torch.cuda.memory._record_memory_history):
+when that replay does not reproduce the OOM. Its cost: 56 instructions per
+cache-hit pair (stats/request_ring.h; docs/benchmarks.md). The ring lies
+apart from PyTorch's history (torch.cuda.memory._record_memory_history):
 what the program's own _snapshot() returns stays native's, with no trace
 entry unless the program turned history on. Only the snapshot file written
 at the OOM carries the ring, as its device_traces, on each device where it
