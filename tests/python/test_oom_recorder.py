@@ -51,6 +51,18 @@ def recorder(ca, tmp_path):
     oom_recorder.stop()
 
 
+@pytest.fixture
+def ringless_recorder(ca, tmp_path):
+    """The recorder without its request ring: the history alone, as for a
+    snapshot native dumped."""
+    from cachealloc import oom_recorder
+
+    oom_recorder.stop()
+    oom_recorder._recorder = rec = oom_recorder.FlightRecorder(str(tmp_path / "ringless"))
+    yield rec
+    oom_recorder.stop()
+
+
 def fragment(ca):
     """Nine 100 MiB segments, each then holding a live 60 MiB block and a
     free 40 MiB one, under a 1 GiB limit: a 200 MiB request cannot fit."""
@@ -364,45 +376,31 @@ def test_ring_size_is_checked_and_stop_drops_the_ring(ca, tmp_path, monkeypatch)
     assert oom_recorder.recorder() is None
 
 
-def test_history_off_without_the_ring_says_so(ca, tmp_path):
+def test_history_off_without_the_ring_says_so(ca, ringless_recorder):
     # A recorder without its ring (as a snapshot native dumped with history
     # off): nothing to replay, and the text names the setting.
-    from cachealloc import oom_recorder
-
-    oom_recorder.stop()
-    oom_recorder._recorder = oom_recorder.FlightRecorder(str(tmp_path / "n"))
-    try:
-        keep = fragment(ca)
-        text = oom_of(ca, 200 * MiB)
-        assert ("- what-if: history recording is off, so there is no history to replay; turn it on "
-                "with torch.cuda.memory._record_memory_history(max_entries=100000)") in text, text
-        assert "no frames were recorded" in text, text
-        for p in keep:
-            ca._free(p)
-    finally:
-        oom_recorder.stop()
+    keep = fragment(ca)
+    text = oom_of(ca, 200 * MiB)
+    assert ("- what-if: history recording is off, so there is no history to replay; turn it on "
+            "with torch.cuda.memory._record_memory_history(max_entries=100000)") in text, text
+    assert "no frames were recorded" in text, text
+    for p in keep:
+        ca._free(p)
 
 
-def test_history_cut_by_its_ring_starts_from_the_live_state(ca, tmp_path):
+def test_history_cut_by_its_ring_starts_from_the_live_state(ca, ringless_recorder):
     # 7 entries keep only the OOM and the last six 60 MiB allocations: the
     # nine 100 MiB blocks' allocation and free are gone, and three 60 MiB
     # blocks were allocated before the oldest kept entry. (A recorder
     # without its request ring, which would hold the whole run.)
-    from cachealloc import oom_recorder
-
-    oom_recorder.stop()
-    oom_recorder._recorder = oom_recorder.FlightRecorder(str(tmp_path / "c"))
-    try:
-        ca.record_memory_history("all", max_entries=7)
-        keep = fragment(ca)
-        text = oom_of(ca, 200 * MiB)
-        assert "the history starts mid-run: 3 blocks (180.00 MiB (188743680 bytes)) were live at " \
-               "its oldest entry; the replay allocates them first" in text, text
-        assert whatif_of(text)[2].startswith("the replay does not reproduce this OOM"), text
-        for p in keep:
-            ca._free(p)
-    finally:
-        oom_recorder.stop()
+    ca.record_memory_history("all", max_entries=7)
+    keep = fragment(ca)
+    text = oom_of(ca, 200 * MiB)
+    assert "the history starts mid-run: 3 blocks (180.00 MiB (188743680 bytes)) were live at " \
+           "its oldest entry; the replay allocates them first" in text, text
+    assert whatif_of(text)[2].startswith("the replay does not reproduce this OOM"), text
+    for p in keep:
+        ca._free(p)
 
 
 def test_the_ring_replays_the_whole_run_where_the_history_is_cut(ca, recorder):
