@@ -65,6 +65,7 @@ BUDGET_MS = 500
 # Host memory of each device's request ring, MiB (see above): 131,072
 # records of 32 bytes.
 RING_MB = 4
+RING_MB_MAX = 16384  # a typo must not reserve the host's memory
 # The snapshot key that says where each device's device_traces came from.
 RING_KEY = "cachealloc_request_ring"
 # The trace actions a replay is made of; the ring wins a device whose
@@ -185,8 +186,9 @@ def ring_bytes(ring_mb: Optional[float] = None) -> int:
             except ValueError:
                 raise ValueError(f"{RING_ENV} must be a number of MiB > 0, got {text!r}") from None
     if isinstance(ring_mb, bool) or not isinstance(ring_mb, (int, float)) or not ring_mb > 0 \
-            or ring_mb > 1 << 20:
-        raise ValueError(f"{where} must be a number of MiB > 0 (at most 1 TiB), got {ring_mb!r}")
+            or ring_mb > RING_MB_MAX:
+        raise ValueError(f"{where} must be a number of MiB > 0 and at most {RING_MB_MAX} "
+                         f"(16 GiB), got {ring_mb!r}")
     return max(32, int(ring_mb * (1 << 20)))
 
 
