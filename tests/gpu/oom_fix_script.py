@@ -189,6 +189,8 @@ def run_step(switch, run_options, args, batch, prefix_allocations=None, ring_mb=
     env = dict(env)
     if ring_mb:
         env["CACHEALLOC_OOM_RING_MB"] = str(ring_mb)
+    if args.budget_ms:
+        env["CACHEALLOC_OOM_BUDGET_MS"] = str(args.budget_ms)
     cmd = [python, "-m", "cachealloc.cli", "run", *run_options, "--", python, __file__, "step",
            "--batch", str(batch), "--seq-len", str(args.seq_len), "--steps", str(args.steps),
            "--limit", str(args.limit)] + (["--cpu"] if args.cpu else [])
@@ -372,6 +374,9 @@ def parse_args(argv):
     p.add_argument("--tries", type=int, default=6, help="GPU: runs of the batch search at most")
     p.add_argument("--timeout", type=int, default=600, help="seconds per run")
     p.add_argument("--cpu", action="store_true", help="the simulated device, even with a GPU")
+    p.add_argument("--budget-ms", type=int, default=None,
+                   help="the in-process what-if's bound (CACHEALLOC_OOM_BUDGET_MS; default: the "
+                        "recorder's 500 ms)")
     args = p.parse_args(argv)
     args.cpu = args.cpu or not has_gpu()
     if args.limit_gib is None:

@@ -24,7 +24,11 @@ def results(tmp_path_factory):
     sys.path.insert(0, str(REPO / "tests" / "gpu"))
     import oom_fix_script
 
-    args = oom_fix_script.parse_args(["--cpu", "--out", str(tmp_path_factory.mktemp("oom_fix"))])
+    # The what-if's bound at the OOM raised from 500 ms: on a loaded 2-core
+    # machine the search of these 3,137 requests takes 300-650 ms (on a GPU
+    # host's 16 cores, tens of ms); this test is about the figures.
+    args = oom_fix_script.parse_args(["--cpu", "--budget-ms", "30000",
+                                      "--out", str(tmp_path_factory.mktemp("oom_fix"))])
     r = oom_fix_script.run_all(args)
     print("\n" + oom_fix_script.summary(r))
     return oom_fix_script, r

@@ -357,7 +357,7 @@ def test_the_ring_wins_only_where_it_holds_more_requests():
                                      "device_traces": [[]]}) == {"device_traces": [[]]}
 
 
-def test_ring_size_is_checked_and_stop_drops_the_ring(ca, tmp_path, monkeypatch):
+def test_ring_size_and_budget_are_checked_and_stop_drops_the_ring(ca, tmp_path, monkeypatch):
     from cachealloc import oom_recorder
 
     for bad in (0, -1, True, "5", float("nan"), 16385):
@@ -366,6 +366,15 @@ def test_ring_size_is_checked_and_stop_drops_the_ring(ca, tmp_path, monkeypatch)
     monkeypatch.setenv(oom_recorder.RING_ENV, "lots")
     with pytest.raises(ValueError, match="CACHEALLOC_OOM_RING_MB must be a number of MiB > 0"):
         oom_recorder.FlightRecorder(str(tmp_path / "x"))
+    monkeypatch.delenv(oom_recorder.RING_ENV)
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv(oom_recorder.BUDGET_ENV, bad)
+        with pytest.raises(ValueError, match="CACHEALLOC_OOM_BUDGET_MS must be a whole number"):
+            oom_recorder.FlightRecorder(str(tmp_path / "x"))
+    monkeypatch.setenv(oom_recorder.BUDGET_ENV, "2000")
+    assert oom_recorder.budget() == 2000 and oom_recorder.budget(7) == 7
+    monkeypatch.delenv(oom_recorder.BUDGET_ENV)
+    assert oom_recorder.budget() == oom_recorder.BUDGET_MS
     monkeypatch.setenv(oom_recorder.RING_ENV, "0.5")
     assert oom_recorder.ring_bytes() == 512 * 1024
     oom_recorder.stop()

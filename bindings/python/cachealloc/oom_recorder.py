@@ -15,7 +15,8 @@ each OOM:
   was reserved but unallocated, the largest free block, the request as the
   allocator rounded it, the segments live blocks split and pin and the
   sites pinning the most, and what a what-if replay of the recorded
-  requests (bounded to 500 ms, in this process) says would have avoided it.
+  requests (bounded to 500 ms, in this process; budget_ms or
+  $CACHEALLOC_OOM_BUDGET_MS) says would have avoided it.
   Cost at the OOM: benchmarks/oom_recorder_cost.py.
 
 What the what-if replays needs no preparation: while the recorder is on,
@@ -60,6 +61,7 @@ from .rank_files import rank_file_name
 
 ENV = "CACHEALLOC_OOM_SNAPSHOT"
 RING_ENV = "CACHEALLOC_OOM_RING_MB"
+BUDGET_ENV = "CACHEALLOC_OOM_BUDGET_MS"
 DEFAULT_KEEP = 8
 BUDGET_MS = 500
 # Host memory of each device's request ring, MiB (see above): 131,072
@@ -78,19 +80,19 @@ _recorder: Optional["FlightRecorder"] = None
 class FlightRecorder:
     """Writes one snapshot per OOM into `directory` and diagnoses it."""
 
-    def __init__(self, directory: str, keep: int = DEFAULT_KEEP, budget_ms: int = BUDGET_MS,
+    def __init__(self, directory: str, keep: int = DEFAULT_KEEP, budget_ms: Optional[int] = None,
                  ring_mb: Optional[float] = None):
         if not isinstance(directory, str) or not directory:
             raise ValueError(f"oom_snapshot must be a directory path, got {directory!r}")
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
             raise ValueError(f"keep must be an int >= 1, got {keep!r}")
         self.ring_bytes = ring_bytes(ring_mb)
+        self.budget_ms = budget(budget_ms)
         os.makedirs(directory, exist_ok=True)
         if not os.access(directory, os.W_OK):
             raise PermissionError(f"oom_snapshot directory {directory!r} is not writable")
         self.directory = directory
         self.keep = keep
-        self.budget_ms = budget_ms
         self._written: collections.deque = collections.deque()
         self._lock = threading.Lock()
         self.last_path: Optional[str] = None
@@ -168,6 +170,23 @@ def diagnose(data: bytes, path: Optional[str] = None, memory_limit: Optional[int
         return ctypes.string_at(out, n.value).decode(errors="replace")
     finally:
         lib().cachealloc_release_buffer(out)
+
+
+def budget(budget_ms: Optional[int] = None) -> int:
+    """The what-if's wall-time bound at an OOM, ms: budget_ms, else
+    $CACHEALLOC_OOM_BUDGET_MS, else BUDGET_MS (a slow or loaded host may
+    need more to reach a suggestion). Raises ValueError for anything but
+    an int >= 1 (naming where it came from)."""
+    where = "budget_ms"
+    if budget_ms is None:
+        text = os.environ.get(BUDGET_ENV)
+        if not text:
+            return BUDGET_MS
+        where = BUDGET_ENV
+        budget_ms = int(text) if text.isdigit() else text
+    if isinstance(budget_ms, bool) or not isinstance(budget_ms, int) or budget_ms < 1:
+        raise ValueError(f"{where} must be a whole number of milliseconds >= 1, got {budget_ms!r}")
+    return budget_ms
 
 
 def ring_bytes(ring_mb: Optional[float] = None) -> int:
