@@ -39,3 +39,49 @@ if [ -z "${CACHEALLOC_NO_TORCH:-}" ] && ! python3 -c "import torch" 2>/dev/null;
     exit 1
   fi
 fi
+
+# The zoo's model libraries (benchmarks/zoo/, tests/python/test_predict_zoo.py):
+# torchvision, timm and transformers. transformers and timm are pinned to the
+# releases the committed GPU truth ran (tests/data/predict/zoo_truth.json;
+# before it exists, transformers 5.17.0, the GPU machine's, and timm 1.0.31):
+# a release can change a model's code, and so its memory. torchvision is the
+# release made for the installed torch (0.N+15 for torch 2.N). When its C ops
+# cannot load (a wheel built for another torch build, e.g. a CUDA wheel beside
+# the CPU torch), benchmarks/zoo/libs.py declares the two ops its import needs:
+# that is the one place handling it. Skipped with CACHEALLOC_NO_ZOO=1.
+if [ -z "${CACHEALLOC_NO_ZOO:-}" ] && [ -z "${CACHEALLOC_NO_TORCH:-}" ]; then
+  mapfile -t zoo_pins < <(ZOO_TRUTH="$(dirname "$0")/../tests/data/predict/zoo_truth.json" python3 - <<'PY'
+import json, os, pathlib, re
+from importlib import metadata
+import torch
+major, minor = (int(x) for x in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+want = {"torchvision": f"0.{minor + 15}" if major == 2 else None,
+        "timm": "1.0.31", "transformers": "5.17.0"}
+truth = pathlib.Path(os.environ["ZOO_TRUTH"])
+if truth.exists():
+    for lib, v in (json.loads(truth.read_text()).get("libraries") or {}).items():
+        if lib in ("timm", "transformers") and v:
+            want[lib] = v
+for lib, v in want.items():
+    if v is None:
+        continue
+    try:
+        have = metadata.version(lib)
+    except metadata.PackageNotFoundError:
+        have = None
+    # torchvision: any patch release of the minor made for this torch.
+    ok = have is not None and (have.split("+")[0].startswith(v + ".") or have.split("+")[0] == v
+                               if lib == "torchvision" else have == v)
+    if not ok:
+        print(f"{lib}=={v}.*" if lib == "torchvision" else f"{lib}=={v}")
+PY
+)
+  if [ ${#zoo_pins[@]} -gt 0 ]; then
+    echo "installing the zoo's libraries: ${zoo_pins[*]}"
+    if ! python3 -m pip install -q "${zoo_pins[@]}"; then
+      echo "error: the zoo's libraries (${zoo_pins[*]}) could not be installed; without them" \
+           "tests/python/test_predict_zoo.py skips its rows. Set CACHEALLOC_NO_ZOO=1 to go without." >&2
+      exit 1
+    fi
+  fi
+fi

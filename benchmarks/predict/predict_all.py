@@ -26,6 +26,15 @@ from concurrent.futures import ThreadPoolExecutor
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def truth_gpu(truth: dict):
+    """The measured card as the predictor's target: its name and total
+    memory as CUDA reported them, the rest from the known GPU of that size."""
+    from cachealloc import predict
+    base = predict.resolve_gpu(memory=truth["device_total_memory"])
+    return predict.Gpu(truth["device"], truth["device_total_memory"], base.capability,
+                       base.multi_processor_count, base.context_bytes, truth["device"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--truth", required=True)
@@ -40,10 +49,7 @@ def main() -> None:
 
     truth = json.load(open(args.truth))
     names = args.workloads.split(",") if args.workloads else list(truth["workloads"])
-    base = predict.resolve_gpu(memory=truth["device_total_memory"])
-    # The measured card: its name and total memory as CUDA reported them.
-    gpu = predict.Gpu(truth["device"], truth["device_total_memory"], base.capability,
-                      base.multi_processor_count, base.context_bytes, truth["device"])
+    gpu = truth_gpu(truth)
     builder = os.path.join(HERE, "workloads.py")
     sys.path.insert(0, HERE)
     import workloads

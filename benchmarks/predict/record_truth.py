@@ -23,7 +23,10 @@ A workload is a builder of workloads.py (WORKLOADS) or an unmodified script
 (workloads.SCRIPTS: run as __main__ until its 3rd optimizer step, with the
 attention kernel torch picked per call recorded; no MemTracker baseline).
 (one worker: `python record_truth.py worker --spec JSON`; the driver starts
-these itself.)"""
+these itself.) A spec may name a builder file instead, `"builder":
+"FILE.py:NAME"` (as `cachealloc predict --builder` takes it; the zoo's
+record.py does), and ask to be gated: run_gated() lets the worker import
+(and call the file's preload(NAME)) before it takes its GPU bytes."""
 from __future__ import annotations
 
 import argparse
@@ -47,26 +50,75 @@ GIB = 1 << 30
 
 # --- worker: one fresh process, one measurement -------------------------------------
 
+def load_builder(path_name: str):
+    """FILE.py:NAME -> (the module, its builder NAME: a function or a key of
+    its WORKLOADS dict), loaded by path as the predictor's worker loads it."""
+    import importlib.util
+    path, _, name = path_name.rpartition(":")
+    spec = importlib.util.spec_from_file_location("_truth_builder", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    build = getattr(mod, name, None) or getattr(mod, "WORKLOADS", {}).get(name)
+    if build is None:
+        raise SystemExit(f"{path} has no function or WORKLOADS entry {name!r}")
+    return mod, build
+
+
+def library_versions() -> dict:
+    """The model libraries' versions as installed (None: not installed)."""
+    from importlib import metadata
+    out = {}
+    for name in ("torchvision", "timm", "transformers"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
 def worker(spec: dict) -> dict:
     import torch
     sys.path.insert(0, HERE)
     import workloads
 
-    dev = torch.device("cuda")
+    build = None
+    if spec.get("builder"):  # FILE.py:NAME, as `cachealloc predict --builder` takes it
+        mod, build = load_builder(spec["builder"])
+        if hasattr(mod, "preload"):  # its slow imports, before the GPU is ours
+            mod.preload(spec["builder"].rpartition(":")[2])
+    if spec.get("gate"):
+        # Gated (run_job): say we are ready, then wait for the GPU to use. The
+        # imports above ran without holding any of the driver's GPU memory.
+        print("READY", flush=True)
+        go = sys.stdin.readline().split()
+        if not go or go[0] != "GO":
+            raise SystemExit("no GO from the driver")
+        # Honoured if nothing imported above initialised the CUDA runtime (a
+        # library asking torch.cuda.is_available() does); else pick the card.
+        os.environ["CUDA_VISIBLE_DEVICES"] = go[1]
+        if torch.cuda.device_count() > 1:
+            torch.cuda.set_device(int(go[1]))
+    dev = torch.device("cuda", torch.cuda.current_device())
     torch.cuda.init()
     out = {"spec": spec, "torch": torch.__version__,
-           "device": torch.cuda.get_device_name(0),
-           "device_total_memory": torch.cuda.get_device_properties(0).total_memory,
-           "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", "")}
+           "device": torch.cuda.get_device_name(dev),
+           "device_total_memory": torch.cuda.get_device_properties(dev).total_memory,
+           "alloc_conf": os.environ.get("PYTORCH_ALLOC_CONF", ""),
+           "libraries": library_versions()}
     if spec.get("fraction"):
-        torch.cuda.set_per_process_memory_fraction(spec["fraction"], 0)
+        torch.cuda.set_per_process_memory_fraction(spec["fraction"], dev)
     if spec.get("history"):
         torch.cuda.memory._record_memory_history(max_entries=spec.get("max_entries", 1_000_000),
                                                  stacks="python")
     kwargs = spec.get("kwargs", {})
     t0 = time.time()
     try:
-        if spec["workload"] in workloads.SCRIPTS:
+        if build is not None:
+            step = build(spec["batch"], device=dev)
+            out["attn_implementation"] = getattr(step, "attn_implementation", None)
+            for _ in range(spec["steps"]):
+                step()
+        elif spec["workload"] in workloads.SCRIPTS:
             out["sdp_choices"] = run_script(spec["workload"], spec["batch"], spec["steps"])
         elif spec.get("memtracker"):
             step = workloads.WORKLOADS[spec["workload"]](spec["batch"], device=dev, **kwargs)
@@ -172,10 +224,12 @@ def run_script(name: str, batch: int, steps: int) -> dict:
 class Pool:
     """Admits a job to a GPU only while the GPU's committed bytes (the sum of
     what its running jobs may hold, plus a CUDA context each) stay under the
-    card's budget, and at most `cpus` jobs run at once."""
+    card's budget, and at most `cpus` jobs run at once. A gated job takes
+    its CPU slot first (acquire_cpu) and its GPU bytes later (acquire_gpu)."""
 
     def __init__(self, ngpu: int, budget: int, cpus: int):
         self.free = [budget] * ngpu
+        self.budget = budget
         self.running = 0
         self.cpus = cpus
         self.cv = Condition()
@@ -197,26 +251,103 @@ class Pool:
             self.running -= 1
             self.cv.notify_all()
 
+    def acquire_cpu(self) -> None:
+        with self.cv:
+            while self.running >= self.cpus:
+                self.cv.wait()
+            self.running += 1
+
+    def release_cpu(self) -> None:
+        with self.cv:
+            self.running -= 1
+            self.cv.notify_all()
+
+    def acquire_gpu(self, need: int) -> int:
+        need = min(need, self.budget)  # a job larger than a card runs alone
+        with self.cv:
+            while True:
+                g = max(range(len(self.free)), key=lambda i: self.free[i])
+                if self.free[g] >= need:
+                    self.free[g] -= need
+                    return g
+                self.cv.wait()
+
+    def release_gpu(self, g: int, need: int) -> None:
+        with self.cv:
+            self.free[g] += min(need, self.budget)
+            self.cv.notify_all()
+
+
+def _job_env(spec: dict, gpu=None) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="2", PYTORCH_ALLOC_CONF=CONFS[spec["conf"]])
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    return env
+
+
+def _job_tag(spec: dict) -> str:
+    return "{workload}_{conf}_b{batch}_f{fraction}{mt}".format(
+        mt="_mt" if spec.get("memtracker") else "", **spec)
+
+
+def _job_result(spec: dict, stdout: str, stderr: str, returncode, g) -> dict:
+    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+    if returncode != 0 or not lines:
+        return {"spec": spec, "ok": None, "error": stderr[-2000:], "gpu": g}
+    r = json.loads(lines[-1][7:])
+    r["gpu"] = g
+    return r
+
+
+def run_gated(pool: Pool, spec: dict, need: int, logdir: str, timeout: float = 200,
+              deadline: float = None) -> dict:
+    """One worker whose imports (and its builder's preload) run holding a CPU
+    slot only; it takes `need` GPU bytes once it says READY. Killed at
+    `timeout` seconds after GO or at the absolute time `deadline`, whichever
+    comes first (then ok=None with the reason: nothing measured)."""
+    spec = dict(spec, gate=True)
+    pool.acquire_cpu()
+    g = None
+    try:
+        p = subprocess.Popen([sys.executable, os.path.abspath(__file__), "worker",
+                              "--spec", json.dumps(spec)], env=_job_env(spec),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+        first = p.stdout.readline()
+        if first.strip() != "READY":
+            out, err = p.communicate()
+            return _job_result(spec, first + out, err, p.returncode or 1, None)
+        g = pool.acquire_gpu(need)
+        p.stdin.write(f"GO {g}\n")
+        p.stdin.flush()
+        left = timeout if deadline is None else min(timeout, deadline - time.time())
+        try:
+            out, err = p.communicate(timeout=max(left, 0.1))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            why = "deadline" if deadline is not None and time.time() >= deadline else "timeout"
+            return {"spec": spec, "ok": None, "error": f"killed at the {why}", "killed": why,
+                    "gpu": g}
+        with open(os.path.join(logdir, _job_tag(spec) + ".log"), "w") as f:
+            f.write(out + "\n--- stderr\n" + err)
+        return _job_result(spec, out, err, p.returncode, g)
+    finally:
+        if g is not None:
+            pool.release_gpu(g, need)
+        pool.release_cpu()
+
 
 def run_job(pool: Pool, spec: dict, need: int, logdir: str) -> dict:
     g = pool.acquire(need)
     try:
-        env = dict(os.environ, CUDA_VISIBLE_DEVICES=str(g), OMP_NUM_THREADS="2",
-                   PYTORCH_ALLOC_CONF=CONFS[spec["conf"]])
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        tag = "{workload}_{conf}_b{batch}_f{fraction}{mt}".format(
-            mt="_mt" if spec.get("memtracker") else "", **spec)
         p = subprocess.run([sys.executable, os.path.abspath(__file__), "worker",
-                            "--spec", json.dumps(spec)], env=env,
+                            "--spec", json.dumps(spec)], env=_job_env(spec, g),
                            capture_output=True, text=True, timeout=200)
-        with open(os.path.join(logdir, tag + ".log"), "w") as f:
+        with open(os.path.join(logdir, _job_tag(spec) + ".log"), "w") as f:
             f.write(p.stdout + "\n--- stderr\n" + p.stderr)
-        lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-        if p.returncode != 0 or not lines:
-            return {"spec": spec, "ok": None, "error": p.stderr[-2000:], "gpu": g}
-        r = json.loads(lines[-1][7:])
-        r["gpu"] = g
-        return r
+        return _job_result(spec, p.stdout, p.stderr, p.returncode, g)
     finally:
         pool.release(g, need)
 

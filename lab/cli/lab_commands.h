@@ -12,9 +12,6 @@ namespace cachealloc {
 // cachealloc replay TRACE [--json] ... (lab_replay.cc): 0 clean replay, 1
 // divergence, 2 bad input.
 int replay_main(const std::vector<std::string>& args);
-// The replay command's usage, which is the tool's own: it lists every
-// command.
-const char* replay_usage();
 // cachealloc compare TRACE --conf A --conf B ... (lab_compare.cc)
 int compare_main(const std::vector<std::string>& args);
 // cachealloc min-memory TRACE --conf A ... (lab_min_memory.cc)

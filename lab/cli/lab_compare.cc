@@ -61,7 +61,10 @@ constexpr const char* kCompareUsage =
     "  --device N           which device's trace (default: the only one)\n"
     "  --peak-blocks N      describe the N largest live blocks at the peak\n"
     "                       (default 10 with --html, else 0)\n"
-    "  --series-points N    time-series resolution (default 1000)\n"
+    "  --series-points N    time-series resolution (default 1000); given, --json\n"
+    "                       adds each config's \"series\": [first request,\n"
+    "                       reserved, allocated] per bucket, each the bucket's\n"
+    "                       largest\n"
     "  --snapshot-entries N history kept per snapshot (default 100000)\n"
     "  --check-invariants   check the engine after every request (slow)\n"
     "  --no-address-hints   place segments first fit only, not where the trace\n"
@@ -82,6 +85,7 @@ struct CompareArgs {
   std::optional<std::string> html, snapshot_dir;
   std::optional<size_t> peak_blocks;
   size_t series_points = 1000;
+  bool series_in_json = false;  // --series-points given: the series go into --json
   size_t snapshot_entries = 100000;
   bool check_invariants = false;
 };
@@ -99,6 +103,7 @@ CompareArgs parse_args(const std::vector<std::string>& args) {
     app.add_flag("--check-invariants", c.check_invariants);
   });
   if (series_points) c.series_points = std::max<size_t>(1, *series_points);
+  c.series_in_json = series_points.has_value();
   if (snapshot_entries) c.snapshot_entries = std::max<size_t>(1, *snapshot_entries);
   return c;
 }
@@ -116,7 +121,7 @@ std::string json_double(double v) {
   return buf;
 }
 
-std::string result_json(const WhatIfResult& r, const std::string& snapshot_path) {
+std::string result_json(const WhatIfResult& r, const std::string& snapshot_path, bool series) {
   auto n = [](size_t v) { return std::to_string(v); };
   const double rate = r.seconds > 0 ? 1.0 / r.seconds : 0.0;
   std::string s = "{\"conf\": " + json_string(r.config.text) +
@@ -148,6 +153,15 @@ std::string result_json(const WhatIfResult& r, const std::string& snapshot_path)
            ", \"allocated_at\": " + n(b.allocated_at) + "}";
     }
     s += "], \"peak_segments\": " + n(r.peak->segments.size());
+  }
+  if (series) {
+    s += ", \"series\": [";
+    for (size_t i = 0; i < r.series.size(); ++i) {
+      const SeriesPoint& p = r.series[i];
+      s += std::string(i ? ", " : "") + "[" + n(p.first_request) + ", " + n(p.reserved) + ", " +
+           n(p.allocated) + "]";
+    }
+    s += "]";
   }
   return s + "}";
 }
@@ -260,7 +274,7 @@ int run_compare(const CompareArgs& args) {
                     ", \"html\": " + (args.html ? json_string(*args.html) : "null") +
                     ", \"configs\": [";
     for (size_t i = 0; i < results.size(); ++i)
-      s += (i ? ", " : "") + result_json(results[i], snapshot_paths[i]);
+      s += (i ? ", " : "") + result_json(results[i], snapshot_paths[i], args.series_in_json);
     std::cout << s << "]}\n";
   } else {
     print_table(in, args.memory_limit, results);

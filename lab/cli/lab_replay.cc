@@ -1,7 +1,5 @@
 // cachealloc replay: a recorded trace fed through the engine on a simulated
-// device, checked event by event against the recording (replay/). Its
-// usage is also the tool's own (replay_usage()): it lists the other
-// commands.
+// device, checked event by event against the recording (replay/).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -55,13 +53,7 @@ constexpr const char* kReplayUsage =
     "events, null when several do.\n"
     "\n"
     "exit status: 0 clean replay, 1 divergence, 2 bad input (also: an output\n"
-    "file that cannot be written)\n"
-    "\n"
-    "other commands (fragmentation lab; see `cachealloc COMMAND --help`):\n"
-    "  cachealloc compare TRACE --conf A --conf B ...   what-if replays side by side\n"
-    "  cachealloc min-memory TRACE --conf A ...         smallest limit without OOM\n"
-    "  cachealloc advise TRACE [--memory-limit BYTES]   which settings to use\n"
-    "  cachealloc explain SNAPSHOT                      why it ran out of memory\n";
+    "file that cannot be written)\n";
 
 std::string describe_json(const EventDescription& e) {
   std::string s = "{\"action\": " + json_string(e.action) +
@@ -200,7 +192,5 @@ int replay_main(const std::vector<std::string>& args) {
   return r.divergence ? 1 : 0;
 }
 
-
-const char* replay_usage() { return kReplayUsage; }
 
 }  // namespace cachealloc

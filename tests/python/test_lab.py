@@ -336,6 +336,22 @@ def test_html_report_renders_in_headless_chromium(cli, traces_dir, tmp_path):
     assert shot.exists() and shot.stat().st_size > 20000  # a drawn page, not a blank one
 
 
+def test_json_series_only_when_asked_and_their_maxima_are_the_peaks(cli, traces_dir):
+    trace = traces_dir / "transformer.pickle.gz"
+    assert "series" not in compare(cli, trace, "trace")["configs"][0]
+    out = compare(cli, trace, "trace", EXPANDABLE, extra=["--series-points", 50])
+    for row in out["configs"]:
+        starts = [p[0] for p in row["series"]]
+        assert starts[0] == 0 and starts == sorted(set(starts)) and starts[-1] < out["requests"]
+        assert 25 <= len(starts) <= 50
+        assert max(p[1] for p in row["series"]) == row["peak_reserved"]
+        assert max(p[2] for p in row["series"]) == row["peak_allocated"]
+        assert all(p[2] <= p[1] for p in row["series"])  # allocated within reserved, per bucket
+    from cachealloc import lab  # the Python door passes it through
+    rows = lab.compare(trace, ["trace"], series_points=20)
+    assert rows[0]["series"] and max(p[1] for p in rows[0]["series"]) == rows[0]["peak_reserved"]
+
+
 def test_snapshots_load_in_python_and_the_native_one_replays_exactly(cli, traces_dir, tmp_path):
     out = compare(cli, traces_dir / "multistream.pickle.gz", "trace", EXPANDABLE,
                   extra=["--snapshot-dir", tmp_path / "snaps"])

@@ -1,5 +1,10 @@
 """The `cachealloc` command that `pip install` puts on PATH.
 
+    cachealloc [--help | -h]
+        the commands, one line each (COMMANDS), and how to get each one's
+        help; with no command the same text, exit 2. `cachealloc help
+        COMMAND` is `cachealloc COMMAND --help`.
+
     cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
         runs COMMAND with cachealloc as PyTorch's CUDA allocator in every
         Python process it starts (torchrun's workers too), with no change to
@@ -25,11 +30,56 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from typing import List, Optional
 
 from .tool import ToolNotFound, tool_path
+
+# Every command, in the order the help lists them, by group: (word, one
+# line). The compiled tool's commands carry the summaries its own help
+# gives (tools/cachealloc_main.cc; test_command.py checks they agree).
+COMMANDS = (
+    ("will it fit, and running with cachealloc", (
+        ("predict", "will it fit? a training step predicted on a CPU, no GPU needed"),
+        ("run", "run a command with cachealloc as PyTorch's CUDA allocator"),
+        ("doctor", "check this machine for cachealloc: ready, or what to fix"),
+    )),
+    ("after a run", (
+        ("report", "every rank's peaks in a run directory, and a config for the worst"),
+        ("explain", "why a snapshot ran out of memory, and what would avoid it"),
+    )),
+    ("the fragmentation lab (a recorded trace replayed on the engine)", (
+        ("replay", "replay a trace on the engine, checked event by event"),
+        ("compare", "what-if replays of a trace under several configs"),
+        ("min-memory", "the smallest memory limit a trace runs in without OOM"),
+        ("advise", "which allocator settings to use for a trace"),
+    )),
+)
+PYTHON_COMMANDS = ("predict", "run", "doctor", "report")  # the rest is the compiled tool's
+
+
+def usage() -> str:
+    """The top-level help: the commands first, one line each."""
+    lines = ["usage: cachealloc COMMAND [ARGS...]", "",
+             "A caching CUDA memory allocator for PyTorch, bit-exact with PyTorch's own, with",
+             "a memory predictor, an OOM flight recorder and a what-if lab.", ""]
+    for group, commands in COMMANDS:
+        lines.append(group + ":")
+        lines += [f"  {word:<12}{summary}" for word, summary in commands]
+        lines.append("")
+    lines += ["`cachealloc COMMAND --help` (or `cachealloc help COMMAND`) shows a command's options.",
+              "Exit status: the command's; 2 for no command or an unknown one."]
+    return "\n".join(lines) + "\n"
+
+
+def _unknown(word: str) -> int:
+    import difflib
+
+    words = [w for _, commands in COMMANDS for w, _ in commands]
+    near = difflib.get_close_matches(word, words, n=1, cutoff=0.6)
+    print(f"cachealloc: unknown command {word!r}" + (f" (did you mean {near[0]}?)" if near else "")
+          + "\n`cachealloc --help` lists the commands.", file=sys.stderr)
+    return 2
 
 RUN_USAGE = """\
 cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR] [--oom-snapshot DIR] [--] COMMAND [ARGS...]
@@ -44,9 +94,6 @@ cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR
     --oom-snapshot DIR: at each out-of-memory error, write a snapshot into DIR
     and follow PyTorch's message with why it failed and what would avoid it
     (no history needed: a 4 MiB ring of requests per device, CACHEALLOC_OOM_RING_MB).
-cachealloc doctor
-    Checks this machine for cachealloc (torch, glue, CUDA, driver, GPUs) and
-    ends with one line: ready, or what to fix.
 """
 
 
@@ -96,6 +143,18 @@ def run(args: List[str]) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    # No command, -h and --help print the same list (no command is a usage
+    # error all the same); none of them needs the compiled tool.
+    if not args or args[0] in ("-h", "--help"):
+        sys.stdout.write(usage())
+        return 2 if not args else 0
+    if args[0] == "help":
+        if len(args) == 1:
+            sys.stdout.write(usage())
+            return 0
+        return main([args[1], "--help"])
+    if not any(args[0] == w for _, commands in COMMANDS for w, _ in commands):
+        return _unknown(args[0])
     if args[:1] == ["run"]:
         return run(args[1:])
     if args[:1] == ["predict"]:
@@ -109,17 +168,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args[:1] == ["doctor"]:
         from . import doctor
 
-        return doctor.main()
+        return doctor.main(args[1:])
     try:
         tool = str(tool_path())
     except ToolNotFound as e:
         print(f"cachealloc: {e}", file=sys.stderr)
         return 2
-    if not args or args[0] in ("-h", "--help"):
-        status = subprocess.run([tool, *args]).returncode
-        print("\nswitching cachealloc on without code changes:\n" + RUN_USAGE, end="")
-        print("\nwill it fit, predicted on a CPU: cachealloc predict --help")
-        return status
     os.execv(tool, [tool, *args])
 
 

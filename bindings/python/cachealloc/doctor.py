@@ -187,9 +187,20 @@ def diagnose() -> Tuple[List[str], str, bool]:
                           "install(backend='simulated') work here."), False
 
 
-def main() -> int:
+def main(argv: Optional[List[str]] = None) -> int:
     """Prints the findings and the verdict; exit 0 when ready for GPU use,
-    1 otherwise."""
+    1 otherwise, 2 for arguments it does not take."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="cachealloc doctor", description="Checks this machine for cachealloc (the package, "
+        "torch, the PyTorch glue, CUDA backends, the driver, each GPU) and ends with one line: "
+        "ready, or what to fix. Installs nothing.",
+        epilog="exit status: 0 ready for GPU use, 1 not ready, 2 bad usage")
+    try:
+        parser.parse_args([] if argv is None else argv)
+    except SystemExit as e:
+        return 0 if e.code == 0 else 2
     lines, verdict, ready = diagnose()
     width = shutil.get_terminal_size((100, 20)).columns
     print("\n".join(lines))

@@ -83,7 +83,7 @@ def _conf_args(confs: Sequence[str]) -> list:
 
 def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None, *,
             html=None, snapshot_dir=None, recorded_limit: Optional[int] = None,
-            policy: Optional[str] = None) -> list:
+            policy: Optional[str] = None, series_points: Optional[int] = None) -> list:
     """Replays the trace's requests under each config; one dict per config.
 
     memory_limit: bytes each replay may reserve (None: unlimited); requests
@@ -93,7 +93,8 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
     recorded_limit: the limit the trace was recorded under, if any (tells
     the allocator's own releases from empty_cache() calls). policy: the
     placement policy of every config that names none (--policy; default
-    native; docs/policies.md).
+    native; docs/policies.md). series_points: also return memory over time
+    in about that many buckets of consecutive requests ("series").
 
     Each dict holds, in bytes unless said: conf, label, policy,
     peak_reserved, peak_allocated, allocated_at_peak,
@@ -102,7 +103,9 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
     recorded_ooms_succeeded, final_reserved,
     final_allocated, requests, seconds, requests_per_s, events_per_s,
     snapshot (path or None), and with html the peak's largest live blocks
-    (peak_blocks) and segment count (peak_segments). ooms counts the
+    (peak_blocks) and segment count (peak_segments), and with
+    series_points "series": [[first request, reserved, allocated], ...], each
+    value the largest in its bucket. ooms counts the
     requests the program needed; an allocation the trace marks fallible (a
     prediction's cuDNN workspace, "fallible_group") that OOMs counts in
     fallbacks instead, and later requests of its group are not made
@@ -117,6 +120,8 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
         args += ["--html", os.fspath(html)]
     if snapshot_dir is not None:
         args += ["--snapshot-dir", os.fspath(snapshot_dir)]
+    if series_points is not None:
+        args += ["--series-points", str(int(series_points))]
     return _run(args + _policy_args(policy))["configs"]
 
 

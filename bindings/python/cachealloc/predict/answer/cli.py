@@ -25,7 +25,7 @@ import sys
 from typing import List, Optional
 
 from ..kernels import cudnn_workspace
-from . import report
+from . import page, report
 from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
 from .record import RecordError
 from ..device.recorder import PredictionRefused
@@ -88,7 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-env", help="the environment variable that carries the size")
     p.add_argument("--builder", help="FILE.py:FUNCTION; FUNCTION(size) returns the step")
     p.add_argument("--json", action="store_true")
-    p.add_argument("--html", help="also write a page leading with the answer")
+    p.add_argument("--html", metavar="PAGE", help="also write a page to decide from: the answer, "
+                   "peaks against the size with the limit, memory over the step, what the peak "
+                   "is made of (self-contained HTML)")
     p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from benchmarks/predict/cudnn_probe.py) "
                    "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
     p.add_argument("--no-advise", action="store_true", help="skip the advisor's settings search")
@@ -147,8 +149,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (RecordError, ValueError) as e:
         return bad(str(e))
     if ns.html:
-        with open(ns.html, "w") as f:
-            f.write(report.page(answer, text))
+        page.write(ns.html, answer, text)
     if ns.json:
         json.dump(answer, sys.stdout, indent=1, default=str)
         print()

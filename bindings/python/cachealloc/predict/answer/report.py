@@ -1,8 +1,6 @@
 """Words an answer: text that leads with the answer and puts the settings
-line on a line of its own (ready to copy), and an HTML page doing the same."""
+line on a line of its own (ready to copy). The HTML page is page.py."""
 from __future__ import annotations
-
-import html
 
 
 def gib(n) -> str:
@@ -31,7 +29,8 @@ def fits_text(a: dict) -> str:
         head += f" at size {a['size']}"
     lines = [head + f": the allocator can get {gib(a['limit'])} "
              f"(total {gib(a['total_memory'])} - {gib(a['context_bytes_assumed'])} assumed CUDA context"
-             + (f", memory fraction {a['memory_fraction']}" if a.get("memory_fraction") else "") + ")", ""]
+             + (f", memory fraction {a['memory_fraction']:.4g} ({100 * a['memory_fraction']:.1f}%)"
+                if a.get("memory_fraction") else "") + ")", ""]
     lines += settings_block(a.get("settings"))
     lines.append(f"{'config':12} {'peak allocated':>15} {'peak reserved':>14} {'needs (min)':>12}  fits")
     for name, c in a["configs"].items():
@@ -114,12 +113,3 @@ def cudnn_lines(per_size: dict) -> list:
                      f"table lacks got no workspace (e.g. {example})")
     return lines
 
-
-def page(a: dict, text: str) -> str:
-    answer = text.split("\n", 1)[0]
-    ok = a.get("fits", a.get("largest_fitting", 0) > 0)
-    color = "#1a7f37" if ok else "#cf222e"
-    return ("<!doctype html><html><head><meta charset='utf-8'><title>cachealloc predict</title></head>"
-            f"<body style='font-family:sans-serif;max-width:60em;margin:2em auto'>"
-            f"<h1 style='color:{color}'>{html.escape(answer)}</h1>"
-            f"<pre>{html.escape(text.split(chr(10), 1)[1] if chr(10) in text else '')}</pre></body></html>")

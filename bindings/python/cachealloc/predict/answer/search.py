@@ -142,6 +142,7 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
     cudnn: Dict[int, dict] = {}     # size -> the recording's cuDNN workspace coverage
     modelled: list = []
     summaries: Dict[int, dict] = {}  # size -> the recording's summary
+    traces: Dict[int, str] = {}      # size -> the recording's trace
 
     def probe(size: int) -> dict:
         if size not in probes:
@@ -151,6 +152,7 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
             probes[size] = measure(rec.trace, limit)
             cudnn[size] = rec.summary.get("cudnn")
             summaries[size] = rec.summary
+            traces[size] = str(rec.trace)
             modelled[:] = rec.summary.get("modelled", [])
         return probes[size]
 
@@ -193,6 +195,8 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
           for name in NATIVE_CONFIGS}
     if best_size:
         modelled = modelled + fallback_lines(summaries[best_size], at)
+    # The size the page shows over time: the answer, or (none fits) the smallest tried.
+    shown = best_size or min(probes, default=None)
     return {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
             "context_bytes_assumed": gpu.context_bytes, "largest": answer,
             "settings": (NATIVE_CONFIGS["expandable"] if answer["expandable"] > answer["classic"]
@@ -200,6 +204,7 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
             "largest_fitting": best_size,
             "probes": {str(s): m for s, m in sorted(probes.items())},
             "cudnn": {str(s): c for s, c in sorted(cudnn.items())}, "modelled": modelled,
+            "shown_size": shown, "trace": traces.get(shown), "recording": summaries.get(shown),
             "cudnn_fallbacks": {name: None if c is None else {
                 "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}
                 for name, (size, c) in at.items()},

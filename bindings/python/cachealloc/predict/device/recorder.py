@@ -96,6 +96,7 @@ class Recording:
         self.unmodelled = {}        # what ran that the fake run records otherwise than a GPU -> calls
         self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (not replayed)
         self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
+        self.workspaces = {}        # allocation id -> "cuBLAS" | "cuBLASLt" | "cuDNN" (peak_makeup.py)
 
     def alloc(self, nbytes: int, stream: int) -> int:
         aid = self._new_alloc(nbytes, stream)
@@ -138,6 +139,7 @@ class Recording:
                 wid = self._new_alloc(size, self.stream)
                 group = (self._ws_key, index)
                 self.fallible[wid] = self._groups.setdefault(group, len(self._groups))
+                self.workspaces[wid] = "cuDNN"
                 self.events.append((FREE, wid, 0, self.stream))
 
     def free(self, aid: int, stream: int) -> None:
@@ -159,6 +161,13 @@ class Recording:
         stream = self.stream
         weakref.finalize(s, self._died, key, aid, stream)
 
+    def allocation_of(self, t) -> "int | None":
+        """The allocation id of a live cuda tensor's storage (None if it is
+        not one this recording made)."""
+        if t.device.type != "cuda":
+            return None
+        return self._live.get(id(t.untyped_storage()))
+
     def _died(self, key, aid, stream):
         self._live.pop(key, None)
         self.free(aid, stream)
@@ -172,10 +181,12 @@ class Recording:
         key = ("backward" if in_backward else "main", self.stream)
         if key not in self._workspaces:
             self._workspaces.add(key)
-            self.alloc(self.workspace_bytes, self.stream)  # kept for the process's life
+            aid = self.alloc(self.workspace_bytes, self.stream)  # kept for the process's life
+            self.workspaces[aid] = "cuBLAS"
         if lt and self.lt_workspace_bytes and key not in self._lt_workspaces:
             self._lt_workspaces.add(key)
-            self.alloc(self.lt_workspace_bytes, self.stream)  # kept for the process's life
+            aid = self.alloc(self.lt_workspace_bytes, self.stream)  # kept for the process's life
+            self.workspaces[aid] = "cuBLASLt"
 
     def note_attention(self, backend, query, key, attn_mask, dropout_p, enable_gqa) -> None:
         """Counts a scaled_dot_product_attention call by the kernel it was

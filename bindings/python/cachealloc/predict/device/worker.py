@@ -94,7 +94,7 @@ def record_one(ns, size, out, summary_path, script):
     status = 0
     from torch.optim.optimizer import register_optimizer_step_post_hook
     from cachealloc.predict.device.accounting import StepAccounting
-    accounting = StepAccounting()
+    accounting = StepAccounting(dev.recording)
     accounting_handle = register_optimizer_step_post_hook(accounting)
     try:
         with dev:
@@ -135,6 +135,11 @@ def record_one(ns, size, out, summary_path, script):
         accounting_handle.remove()
     summary["steps"] = steps[0]
     summary["at_optimizer_step"] = accounting.result
+    summary["step_ends"] = accounting.step_ends
+    from cachealloc.predict.device import peak_makeup
+    tags = dict(accounting.tags)
+    tags.update((aid, "workspaces") for aid in dev.recording.workspaces)
+    summary["peak_makeup"] = peak_makeup.at_peak(dev.recording.events, tags)
     summary["record_seconds"] = time.perf_counter() - t0
     summary.update(dev.recording.stats())
     summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())

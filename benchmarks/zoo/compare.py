@@ -1,0 +1,159 @@
+"""The zoo's accuracy tables: predicted (predict.py) against measured
+(record.py), the tuning half and the validation half SEPARATELY, and the
+per-class largest |error| of the TUNING half only, from which the error
+band is made (issue 46: band = that x 1.25, at least 0.5 %).
+
+    python3 benchmarks/zoo/compare.py --truth T.json --pred P.json \\
+        [--md OUT.md] [--tuning-errors OUT.json]
+
+Errors are (predicted - measured) / measured, in %. The tuning-errors JSON
+holds, per class, the largest |error| of peak allocated and of peak
+reserved over the tuning rows, the row it came from, and the band the rule
+gives; validation rows never enter it."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "predict"))
+
+from compare import _mib, _pct  # noqa: E402  (benchmarks/predict/compare.py)
+
+CONFS = ("classic", "expandable")
+BAND_FACTOR = 1.25
+BAND_FLOOR_PCT = 0.5
+
+
+def err_pct(pred, meas):
+    if pred is None or not meas:
+        return None
+    return 100.0 * (pred - meas) / meas
+
+
+def rows(truth: dict, pred: dict):
+    """One row per (setup, config, batch) measured: the figures and errors."""
+    for n, R in truth["setups"].items():
+        P = pred["setups"].get(n, {}).get("fits", {})
+        for c in CONFS:
+            for b, t in sorted(R["peaks"].get(c, {}).items(), key=lambda kv: int(kv[0])):
+                p = P.get(b, {})
+                pc = (p.get("configs") or {}).get(c, {}) if "error" not in p else {}
+                ok = t.get("ok") is True
+                yield {"setup": n, "half": R["half"], "class": R["class"], "family": R["family"],
+                       "conf": c, "batch": int(b),
+                       "gpu_allocated": t.get("max_memory_allocated") if ok else None,
+                       "gpu_reserved": t.get("max_memory_reserved") if ok else None,
+                       "pred_allocated": pc.get("peak_allocated"),
+                       "pred_reserved": pc.get("peak_reserved"),
+                       "error": p.get("error") or (None if ok else t.get("error") or t.get("oom"))}
+
+
+def tuning_errors(truth: dict, pred: dict) -> dict:
+    """Per class: the largest |error| over the tuning rows, and the band."""
+    out = {"about": "largest |error| per class over the TUNING half only (benchmarks/zoo/"
+                    "compare.py); band = max(that x 1.25, 0.5 %) (issue 46)",
+           "truth": {"device": truth["device"], "torch": truth["torch"],
+                     "libraries": truth.get("libraries")},
+           "predicted_with_torch": pred.get("torch"), "classes": {}}
+    for r in rows(truth, pred):
+        if r["half"] != "tuning":
+            continue
+        C = out["classes"].setdefault(r["class"], {"rows": 0, "rows_without_prediction": [],
+                                                   "allocated": None, "reserved": None})
+        ea = err_pct(r["pred_allocated"], r["gpu_allocated"])
+        er = err_pct(r["pred_reserved"], r["gpu_reserved"])
+        if ea is None or er is None:
+            C["rows_without_prediction"].append(f"{r['setup']} {r['conf']} b{r['batch']}")
+            continue
+        C["rows"] += 1
+        for key, e in (("allocated", ea), ("reserved", er)):
+            if C[key] is None or abs(e) > C[key]["max_abs_error_pct"]:
+                C[key] = {"max_abs_error_pct": round(abs(e), 4),
+                          "row": f"{r['setup']} {r['conf']} b{r['batch']}"}
+    for C in out["classes"].values():
+        worst = max((C[k]["max_abs_error_pct"] for k in ("allocated", "reserved") if C[k]),
+                    default=None)
+        C["band_pct"] = None if worst is None else round(max(BAND_FACTOR * worst, BAND_FLOOR_PCT), 4)
+    return out
+
+
+def _largest_cell(gpu, pred):
+    if gpu is None or pred is None:
+        return f"{gpu if gpu is not None else '—'} / {pred if pred is not None else '—'}"
+    d = pred - gpu
+    return f"{gpu} / {pred}" + ("" if d == 0 else f" ({d:+d})")
+
+
+def table(truth: dict, pred: dict) -> str:
+    lib = truth.get("libraries") or {}
+    out = [f"Measured on {truth['device']} (total {truth['device_total_memory']:,} B), torch "
+           f"{truth['torch']}, " + ", ".join(f"{k} {v}" for k, v in lib.items()) +
+           f", {truth['steps']} training steps per fresh process; predicted with torch "
+           f"{pred.get('torch')}" + (f" (library versions differ: {pred['libraries_mismatch']})"
+                                     if pred.get("libraries_mismatch") else "") + ".", ""]
+    all_rows = list(rows(truth, pred))
+    for half in ("tuning", "validation"):
+        out += [f"### {half.capitalize()} half: peaks", "",
+                "| setup | class | config | batch | allocated MiB (GPU) | predicted | error | "
+                "reserved MiB (GPU) | predicted | error |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in all_rows:
+            if r["half"] != half:
+                continue
+            out.append(f"| {r['setup']} | {r['class']} | {r['conf']} | {r['batch']} | "
+                       f"{_mib(r['gpu_allocated'])} | {_mib(r['pred_allocated'])} | "
+                       f"{_pct(r['pred_allocated'], r['gpu_allocated'])} | {_mib(r['gpu_reserved'])} | "
+                       f"{_mib(r['pred_reserved'])} | {_pct(r['pred_reserved'], r['gpu_reserved'])} |")
+        out += ["", f"### {half.capitalize()} half: largest batch under a memory fraction "
+                    "(GPU / predicted)", "",
+                "| setup | fraction of total | limit MiB | classic | expandable |", "|---|---|---|---|---|"]
+        for n, R in truth["setups"].items():
+            if R["half"] != half or "fraction" not in R:
+                continue
+            pl = pred["setups"].get(n, {}).get("largest") or {}
+            PL = (pl.get("largest") or {}) if "error" not in pl else {}
+            L = R.get("largest", {})
+            out.append(f"| {n} | {R['limit_fraction_of_total']} | {_mib(R['limit_bytes'])} | "
+                       f"{_largest_cell(L.get('classic'), PL.get('classic'))} | "
+                       f"{_largest_cell(L.get('expandable'), PL.get('expandable'))} |")
+        errs = sorted({f"{r['setup']}: {r['error']}" for r in all_rows
+                       if r["half"] == half and r["error"]} |
+                      {f"{n} largest: {W['largest']['error']}" for n, W in pred["setups"].items()
+                       if truth["setups"][n]["half"] == half and (W.get("largest") or {}).get("error")})
+        if errs:
+            out += ["", "Errors (no figure):", ""] + [f"- {e.splitlines()[0][:300]}" for e in errs]
+        out.append("")
+    te = tuning_errors(truth, pred)
+    out += ["### Error band per class (from the tuning half only)", "",
+            "| class | tuning rows | max abs error allocated | max abs error reserved | band |",
+            "|---|---|---|---|---|"]
+    for c, C in sorted(te["classes"].items()):
+        def cell(k):
+            return f"{C[k]['max_abs_error_pct']:.2f} % ({C[k]['row']})" if C[k] else "—"
+        band = "—" if C["band_pct"] is None else f"{C['band_pct']:.2f} %"
+        out.append(f"| {c} | {C['rows']} | {cell('allocated')} | {cell('reserved')} | {band} |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--truth", required=True)
+    ap.add_argument("--pred", required=True)
+    ap.add_argument("--md", help="write the tables here too")
+    ap.add_argument("--tuning-errors", help="write the tuning half's per-class errors (JSON) here")
+    args = ap.parse_args()
+    truth, pred = json.load(open(args.truth)), json.load(open(args.pred))
+    text = table(truth, pred)
+    print(text)
+    if args.md:
+        with open(args.md, "w") as f:
+            f.write(text)
+    if args.tuning_errors:
+        with open(args.tuning_errors, "w") as f:
+            json.dump(tuning_errors(truth, pred), f, indent=1, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
