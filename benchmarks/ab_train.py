@@ -24,6 +24,12 @@ cachealloc_expandable within 1 % of native_expandable. rmm_pool is left
 out, saying why, when rmm cannot be imported (on the GPU host its wheels
 are carried; see scripts/gpu_session.sh).
 
+--oom-recorder adds cachealloc with the OOM flight recorder on
+(cachealloc_oom_recorder: install(oom_snapshot=DIR), history off, as
+`cachealloc run --oom-snapshot DIR`: its request ring records every
+request) to the same alternation, and prints its step-time ratio to native
+and to cachealloc. Target (issue 46): within 1 % of native.
+
 --policy NAME (repeatable) adds cachealloc under that placement policy
 (cachealloc_policy_NAME: install(policy=NAME); docs/policies.md) to the
 same alternation, and prints its step-time and peak-reserved ratios to
@@ -67,6 +73,7 @@ def setup_rmm_pool(torch):
 
 
 POLICY_PREFIX = "cachealloc_policy_"
+OOM_RECORDER = "cachealloc_oom_recorder"
 
 
 def child(allocator, workload, steps, warmup, cpus):
@@ -83,6 +90,13 @@ def child(allocator, workload, steps, warmup, cpus):
         import cachealloc as mem
 
         mem.install(policy=allocator[len(POLICY_PREFIX):])
+        stats = mem.memory_stats
+    elif allocator == OOM_RECORDER:
+        import tempfile
+
+        import cachealloc as mem
+
+        mem.install(oom_snapshot=tempfile.mkdtemp(prefix="ab_oom_"))
         stats = mem.memory_stats
     elif allocator.startswith("cachealloc"):
         import cachealloc as mem
@@ -143,6 +157,8 @@ def main():
     p.add_argument("--cpus", default="", help="comma-separated CPUs to pin every run to")
     p.add_argument("--peers", action="store_true",
                    help="also native_expandable, cachealloc_expandable, native_async and rmm_pool")
+    p.add_argument("--oom-recorder", action="store_true",
+                   help="also cachealloc with the OOM flight recorder on (its request ring)")
     p.add_argument("--policy", action="append", default=[], metavar="NAME",
                    help="also cachealloc under this placement policy (repeatable)")
     p.add_argument("--child")
@@ -161,7 +177,8 @@ def main():
         p.error(f"--cpus: expected comma-separated CPU numbers, got {a.cpus!r}")
     if a.child:
         return child(a.child, a.workload, a.steps, a.warmup, cpus)
-    kinds = CLASSIC + (PEERS if a.peers else []) + [POLICY_PREFIX + n for n in a.policy]
+    kinds = (CLASSIC + ([OOM_RECORDER] if a.oom_recorder else []) + (PEERS if a.peers else []) +
+             [POLICY_PREFIX + n for n in a.policy])
     if "rmm_pool" in kinds and not rmm_available():
         print("rmm_pool left out: rmm (rmm-cu13) cannot be imported here")
         kinds.remove("rmm_pool")
@@ -191,6 +208,12 @@ def main():
     paired = [c["step_ms"] / n["step_ms"] for n, c in zip(results["native"], results["cachealloc"])]
     print(f"  per-round ratios: {', '.join(f'{r:.4f}' for r in paired)}; "
           f"median {statistics.median(paired):.4f}")
+    if a.oom_recorder:
+        k = OOM_RECORDER
+        for base in ("native", "cachealloc"):
+            rounds = [o["step_ms"] / b["step_ms"] for b, o in zip(results[base], results[k])]
+            print(f"  {k}/{base}: step-time ratio {med[k] / med[base]:.4f} (per-round median "
+                  f"{statistics.median(rounds):.4f})")
     for k in kinds:
         if not k.startswith(POLICY_PREFIX):
             continue

@@ -68,8 +68,19 @@ void run_whatif_search(const PyValue& snapshot, const OomState& s, const Diagnos
   }
   v.best_line = advice.ranked[best].line;
   v.best_needs = advice.ranked[best].min.min_limit;
-  if (s.live_at_start.empty()) return;
-  v.note = "the history starts mid-run: " + std::to_string(s.live_at_start.size()) + " blocks (" +
+  // A wrapped ring dropped its oldest records: the replay starts mid-run
+  // even when nothing was live at the cut (the segments cached then are
+  // unknown).
+  const std::string cut =
+      s.ring_wrapped ? "the request ring (" + format_size(s.ring_bytes) +
+                           " a device) wrapped and kept only the newest requests, so the replay "
+                           "starts mid-run"
+                     : "the history starts mid-run";
+  if (s.live_at_start.empty()) {
+    if (s.ring_wrapped) v.note = cut + ", with no block live at its oldest entry";
+    return;
+  }
+  v.note = cut + ": " + std::to_string(s.live_at_start.size()) + " blocks (" +
            bytes_text(s.live_at_start_bytes) +
            ") were live at its oldest entry; the replay allocates them first, in address order "
            "(their layout then was not recorded)";
@@ -144,12 +155,21 @@ OomDiagnosis diagnose_oom(const PyValue& snapshot, const DiagnosisOptions& optio
   } else {
     char ms[32];
     std::snprintf(ms, sizeof ms, "%.0f ms", v.seconds * 1000.0);
-    t += "- what-if (the recorded history, " + std::to_string(v.requests) + " requests, replayed in " +
-         ms + "): ";
+    t += std::string("- what-if (") +
+         (s.trace_from_ring ? "the flight recorder's request ring, " : "the recorded history, ") +
+         std::to_string(v.requests) + " requests, replayed in " + ms + "): ";
     if (!r.allowed) {
       t += "under " + settings_name(v.current) + " it needs at least " + bytes_text(v.current_needs);
       if (v.best_line != v.current)
         t += "; with " + v.best_line + " " + bytes_text(v.best_needs);
+    } else if (v.current_needs <= *r.allowed) {
+      // A replay that starts mid-run (a cut history, a full ring) can miss
+      // what made the OOM: a suggestion from it would be a guess.
+      t += "the replay does not reproduce this OOM: under the settings in force (" +
+           settings_name(v.current) + ") it needs " + bytes_text(v.current_needs) +
+           ", within the " + bytes_text(*r.allowed) +
+           " allowed, so it suggests nothing (a record from the start of the run would: history "
+           "on from the start, or a larger request ring, CACHEALLOC_OOM_RING_MB)";
     } else if (!v.fitting.empty()) {
       const auto& [first, first_peak] = v.fitting.front();
       t += "with " + first + " this history peaks at " + bytes_text(first_peak) + " and fits";

@@ -3,7 +3,8 @@
 // `cachealloc explain SNAPSHOT` prints, from one snapshot (oom_state.h).
 //
 // The what-if part is advise()'s search (advise.h) over the recorded
-// history, run from the live state at the history's oldest entry, under
+// history (or the OOM recorder's request ring, where the snapshot says its
+// trace came from there), run from the live state at its oldest entry, under
 // the limit the OOM happened at: which settings would have run this
 // history to the failed request without an OOM, and at what peak; or, when
 // none would, how much more memory the best of them needs. A setting

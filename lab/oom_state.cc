@@ -213,6 +213,19 @@ OomState read_oom_state(const PyValue& snapshot, std::optional<int> device,
   // trace never allocated.
   const PyValue::List& trace = trace_of(snapshot, r.device);
   s.history_entries = trace.size();
+  if (const PyValue* ring = snapshot.find("cachealloc_request_ring");
+      ring && ring->kind() == PyValue::Kind::kDict) {
+    const auto at_device = [&](std::string_view key) -> const PyValue* {
+      const PyValue::List& l = list_of(*ring, key);
+      return r.device >= 0 && static_cast<size_t>(r.device) < l.size() ? &l[r.device] : nullptr;
+    };
+    const PyValue* source = at_device("source");
+    const PyValue* wrapped = at_device("wrapped");
+    s.trace_from_ring = source && source->kind() == PyValue::Kind::kStr && source->as_str() == "ring";
+    s.ring_wrapped = s.trace_from_ring && wrapped && wrapped->kind() == PyValue::Kind::kBool &&
+                     wrapped->as_bool();
+    s.ring_bytes = bytes_of(*ring, "bytes_per_device");
+  }
   if (r.recorded)
     for (size_t i = trace.size(); i-- > 0;) {
       if (trace[i].kind() == PyValue::Kind::kDict && str_of(trace[i], "action") == "oom") break;

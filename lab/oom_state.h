@@ -6,7 +6,10 @@
 // Works on any snapshot: one cachealloc wrote at the OOM carries the
 // failure's facts under "cachealloc_oom"; for one native dumped (an OOM
 // observer calling _snapshot) the facts come from the last "oom" trace
-// entry; a snapshot without either is read as its final state.
+// entry; a snapshot without either is read as its final state. Its trace
+// entries are the history, or the recorder's request ring where the
+// snapshot's "cachealloc_request_ring" says so
+// (bindings/python/cachealloc/oom_recorder.py).
 #pragma once
 
 #include <cstddef>
@@ -61,6 +64,13 @@ struct OomState {
   std::vector<InitialBlock> live_at_start;
   size_t live_at_start_bytes = 0;
   size_t history_entries = 0;   // the device's trace entries
+  // The device's trace entries are the OOM recorder's request ring (its
+  // "cachealloc_request_ring" key says "ring"), not the history;
+  // ring_wrapped: the ring had overwritten its oldest records; ring_bytes:
+  // its size, per device.
+  bool trace_from_ring = false;
+  bool ring_wrapped = false;
+  size_t ring_bytes = 0;
   // Entries recorded after the OOM's: the snapshot was taken that much
   // later, so its segments are not the state at the failure.
   size_t entries_after_oom = 0;

@@ -165,17 +165,10 @@ void HistoryRecorder::record_event(const EngineEvent& e) {
       r.action = EventKind::kFreeCompleted;
     }
   } else {
-    switch (e.kind) {
-      case EventKind::kSegmentAlloc:
-      case EventKind::kSegmentFree:
-      case EventKind::kSegmentMap:
-      case EventKind::kSegmentUnmap:
-      case EventKind::kOom: r.action = e.kind, r.size = e.size; break;
-      case EventKind::kFreeRequested:
-      case EventKind::kFreeCompleted: r.action = e.kind; break;
-      default:
-        return;  // retries and syncs are counted in stats, not traced (as native)
-    }
+    const std::optional<size_t> size = traced_size(e);
+    if (!size) return;  // retries and syncs are counted in stats, not traced (as native)
+    r.action = e.kind;
+    r.size = *size;
   }
   if (is_skipped(r.action)) return;
   r.time = now();

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "allocator/base/call_context.h"
@@ -49,6 +50,27 @@ struct TraceEntry {
   int64_t time_us = 0;
   ContextPtr context;   // null unless contexts are recorded
 };
+
+// The size a trace entry of event `e` carries, or nullopt when its kind is
+// not traced (retries and syncs are counted in stats, as native): the
+// requested bytes for alloc and free entries (kFree: a free_requested and
+// free_completed pair), the segment's or pages' bytes for segment entries,
+// the rounded request for kOom. Shared by the history and the OOM
+// recorder's request ring (stats/request_ring.h).
+inline std::optional<size_t> traced_size(const EngineEvent& e) {
+  switch (e.kind) {
+    case EventKind::kAlloc:
+    case EventKind::kFree:
+    case EventKind::kFreeRequested:
+    case EventKind::kFreeCompleted: return e.requested;
+    case EventKind::kSegmentAlloc:
+    case EventKind::kSegmentFree:
+    case EventKind::kSegmentMap:
+    case EventKind::kSegmentUnmap:
+    case EventKind::kOom: return e.size;
+    default: return std::nullopt;
+  }
+}
 
 class HistoryRecorder : public EngineObserver {
  public:

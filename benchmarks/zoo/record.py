@@ -186,7 +186,11 @@ def largest_of(jobs: Jobs, name: str, fraction: float) -> dict:
     followed by a failing one, a probe crashed, or the deadline."""
     state = {c: {} for c in rt.CONFS}
     need = int(fraction * jobs.total) + CTX
-    for _ in range(8):
+    # Rounds are bounded by the search, not by a count: a resumed run
+    # replays its kept jobs in as many rounds as the first run took, and a
+    # count (8 before) left a resumed search exactly where it stopped.
+    # 32 rounds cover a doubling climb and a bisection of any batch range.
+    for _ in range(32):
         futs = {(c, b): jobs.submit(jobs.spec(name, c, b, fraction=fraction), need)
                 for c, got in state.items() for b in P.next_batches(got, S.SETUPS[name].batch)}
         if not futs:

@@ -29,6 +29,7 @@ using cachealloc::Runtime;
 
 namespace {
 
+using cachealloc::c_api::copy_out;
 using cachealloc::c_api::guarded;
 using cachealloc::c_api::initialized_runtime;
 using cachealloc::c_api::last_error;
@@ -568,12 +569,7 @@ int cachealloc_set_history_skip_actions(const char* actions) {
 int cachealloc_snapshot_pickle(char** out, size_t* length) {
   return guarded([&] {
     if (!out || !length) throw std::invalid_argument("cachealloc_snapshot_pickle: NULL output");
-    const std::string bytes = cachealloc::write_pickle(initialized_runtime().snapshot());
-    char* buf = static_cast<char*>(std::malloc(bytes.size() ? bytes.size() : 1));
-    if (!buf) throw std::bad_alloc();
-    std::memcpy(buf, bytes.data(), bytes.size());
-    *out = buf;
-    *length = bytes.size();
+    copy_out(cachealloc::write_pickle(initialized_runtime().snapshot()), out, length);
   });
 }
 

@@ -3,6 +3,8 @@
 // installed; not part of the API.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <source_location>
@@ -65,6 +67,19 @@ int guarded(Fn&& fn, const std::source_location where = std::source_location::cu
     set_last_error("unknown error");
   }
   return -1;
+}
+
+// Hands `bytes` to a C caller: *out a malloc'ed copy (released with
+// cachealloc_release_buffer), *length its size. With `terminate`, a NUL
+// follows the bytes (text). Throws std::bad_alloc.
+inline void copy_out(std::string_view bytes, char** out, size_t* length, bool terminate = false) {
+  const size_t n = bytes.size() + (terminate ? 1 : 0);
+  char* buf = static_cast<char*>(std::malloc(n ? n : 1));
+  if (!buf) throw std::bad_alloc();
+  if (!bytes.empty()) std::memcpy(buf, bytes.data(), bytes.size());
+  if (terminate) buf[bytes.size()] = '\0';
+  *out = buf;
+  *length = bytes.size();
 }
 
 // Inline: on every malloc and free.

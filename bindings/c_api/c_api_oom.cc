@@ -1,8 +1,9 @@
 // The C API of the OOM flight recorder: the diagnosis of a snapshot
-// (lab/oom_diagnosis.h), and the note a framework's OOM hook leaves for the
-// error message (the PyTorch glue appends it to native's text).
-#include <cstdlib>
-#include <cstring>
+// (lab/oom_diagnosis.h), the request ring the what-if replays when history
+// is off (bindings/runtime/request_ring.cc), and the note a framework's OOM
+// hook leaves for the error message (the PyTorch glue appends it to
+// native's text).
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -11,6 +12,9 @@
 #include "bindings/c_api/cachealloc.h"
 #include "lab/oom_diagnosis.h"
 #include "pickle/pickle_reader.h"
+#include "pickle/pickle_writer.h"
+#include "stats/request_ring.h"
+#include "stats/snapshot.h"
 
 namespace {
 
@@ -34,12 +38,41 @@ int cachealloc_diagnose_snapshot(const char* pickle, size_t length, int64_t memo
     if (budget_ms >= 0) options.budget = std::chrono::milliseconds(budget_ms);
     options.threads = 0;
     if (snapshot_path) options.snapshot_path = snapshot_path;
-    const std::string text = cachealloc::diagnose_oom(snapshot, options).text;
-    char* buf = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!buf) throw std::bad_alloc();
-    std::memcpy(buf, text.c_str(), text.size() + 1);
-    *out = buf;
-    *out_length = text.size();
+    cachealloc::c_api::copy_out(cachealloc::diagnose_oom(snapshot, options).text, out,
+                                out_length, true);
+  });
+}
+
+int cachealloc_record_requests(size_t bytes_per_device) {
+  return cachealloc::c_api::guarded([&] {
+    constexpr size_t kRecord = cachealloc::RequestRing::kRecordBytes;
+    const size_t records =
+        bytes_per_device == 0 ? 0 : std::max<size_t>(1, bytes_per_device / kRecord);
+    cachealloc::Runtime::instance().record_requests(records);
+  });
+}
+
+int cachealloc_requests_pickle(char** out, size_t* length) {
+  return cachealloc::c_api::guarded([&] {
+    if (!out || !length) throw std::invalid_argument("cachealloc_requests_pickle: NULL output");
+    using cachealloc::PyValue;
+    cachealloc::Runtime& runtime = cachealloc::Runtime::instance();
+    PyValue traces = PyValue::list();
+    PyValue wrapped = PyValue::list();
+    cachealloc::SnapshotFrames frames;  // none: the ring keeps no frames
+    for (const auto& ring : runtime.request_rings()) {
+      PyValue list = PyValue::list();
+      for (const cachealloc::TraceEntry& t : ring.entries)
+        list.append(cachealloc::trace_entry_to_py(t, frames));
+      traces.append(std::move(list));
+      wrapped.append(PyValue::boolean(ring.wrapped));
+    }
+    PyValue d = PyValue::dict();
+    d.set("record_bytes", PyValue::integer(cachealloc::RequestRing::kRecordBytes));
+    d.set("records", PyValue::integer(static_cast<int64_t>(runtime.request_records())));
+    d.set("device_traces", std::move(traces));
+    d.set("wrapped", std::move(wrapped));
+    cachealloc::c_api::copy_out(cachealloc::write_pickle(d), out, length);
   });
 }
 

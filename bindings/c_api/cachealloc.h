@@ -496,6 +496,27 @@ CACHEALLOC_API int cachealloc_diagnose_snapshot(const char* pickle, size_t lengt
                                                 const char* snapshot_path, char** out,
                                                 size_t* out_length);
 
+/* The OOM flight recorder's request ring: what the diagnosis's what-if
+ * replays when history is off. From now on every device records its
+ * allocations, frees, segment events and OOMs, without frames or time, in
+ * a ring of bytes_per_device host bytes allocated now (32 bytes a record:
+ * one allocation, or one free; at least one record); a full ring
+ * overwrites its oldest record. 0 turns it off and drops what it held;
+ * resizing it starts it empty. Kept across
+ * cachealloc_init (the new allocator's ring starts empty); may be called
+ * before it. Never part of a snapshot (cachealloc_snapshot_pickle,
+ * cachealloc_visit_snapshot, PyTorch's _snapshot through the glue): those
+ * show the history alone, as native. Returns 0, or -1 (no host memory for
+ * the ring: nothing changes then). */
+CACHEALLOC_API int cachealloc_record_requests(size_t bytes_per_device);
+/* The ring as a protocol-4 pickle: {"record_bytes": 32, "records": records
+ * per device (0 while off), "device_traces": one list per device of
+ * native's trace-entry dicts, oldest first, without frames, time_us 0,
+ * "wrapped": one bool per device (its oldest records were overwritten)};
+ * every list is empty before init. *out is released with
+ * cachealloc_release_buffer. 0 or -1. */
+CACHEALLOC_API int cachealloc_requests_pickle(char** out, size_t* length);
+
 /* A note for the OOM error being raised on this thread: an OOM observer
  * sets it (NULL clears it); the PyTorch glue appends it to the message and
  * clears it. Per thread. */

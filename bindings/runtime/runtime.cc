@@ -57,6 +57,7 @@ Generation::Generation(AllocatorConfig config_in, std::string backend_name_in,
   for (int d = 0; d < allocator.device_count(); ++d) {
     stats.push_back(std::make_unique<StatsCollector>(config.max_split_size_stat()));
     history.push_back(std::make_unique<HistoryRecorder>());
+    requests.push_back(nullptr);  // the request ring: off (record_requests)
     scopes.push_back(std::make_unique<ScopeTracker>());  // fresh engine: 0 allocated, 0 reserved
     reporters.push_back(std::make_unique<BlockReporter>(*stats.back()));
     // History and scope trackers are attached only while recording or while
@@ -147,6 +148,9 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend,
   // Everything that can fail comes before the old generation is retired:
   // once it is, the new one must be published (calls retry until then).
   auto fresh = std::make_unique<Generation>(std::move(config), kind, std::move(backends), policy);
+  // The flight recorder's ring, when on, records the new generation from
+  // its first request (allocated here: it may fail, before anything else).
+  set_request_rings(*fresh, request_records_.load(std::memory_order_relaxed));
   generations_.reserve(generations_.size() + 1);
   Generation* old = current_.load(std::memory_order_relaxed);
   if (old && !old->allocator.retire_if_idle())
@@ -159,6 +163,7 @@ void Runtime::init_locked(const std::string& conf, const std::string& backend,
   if (old) {
     // The retired generation's history rings and cached segments go.
     set_recording(*old, false, false, 0);
+    set_request_rings(*old, 0);
     old->allocator.empty_cache();  // a backend error here leaves the new generation in place
   }
 }

@@ -25,6 +25,7 @@
 #include "pickle/py_value.h"
 #include "stats/device_stats.h"
 #include "stats/history.h"
+#include "stats/request_ring.h"
 #include "stats/scope_tracker.h"
 
 struct cachealloc_snapshot_visitor;
@@ -57,6 +58,10 @@ struct Generation {
   // One per device, indexed by device number.
   std::vector<std::unique_ptr<StatsCollector>> stats;
   std::vector<std::unique_ptr<HistoryRecorder>> history;
+  // The OOM flight recorder's request rings, one per device, null while
+  // off (Runtime::record_requests); never shown by a snapshot (the user's
+  // history is `history`).
+  std::vector<std::unique_ptr<RequestRing>> requests;
   std::vector<std::unique_ptr<ScopeTracker>> scopes;
   // One per device, attached (after stats) by the first call that asks for
   // a report (attach_reporters); idle until then. Detached again once a
@@ -237,6 +242,26 @@ class Runtime {
   // Entries of these actions are left out of every device's history from
   // now on (native's skip_actions); 0 records all. Until the next init.
   void set_history_skipped(ActionMask skipped);
+  // The OOM flight recorder's request ring (request_ring.cc): from now on
+  // every device records its allocations, frees, segment events and OOMs,
+  // without frames or time, in a ring of `records` records
+  // (stats/request_ring.h: RequestRing::kRecordBytes bytes each, all
+  // allocated now; a full ring overwrites its oldest record). 0 turns it off and
+  // drops what it held. Apart from the history: snapshot() and
+  // visit_snapshot() never show it. Kept across init(): a new generation's
+  // ring starts empty, and so does one resized. Throws std::bad_alloc (no
+  // host memory for a ring): nothing changes then.
+  void record_requests(size_t records);
+  // The ring's records per device; 0 while off.
+  size_t request_records() const { return request_records_.load(std::memory_order_relaxed); }
+  // One device's ring, read under its lock: its entries oldest first
+  // (time_us 0) and whether it wrapped (its oldest records were dropped).
+  struct RequestRingView {
+    std::vector<TraceEntry> entries;
+    bool wrapped = false;
+  };
+  // Every device's ring (no entries while off).
+  std::vector<RequestRingView> request_rings();
   // Segment events to `fn` (null: none), on every device, from now on and
   // across re-initialization (segment_tracker.h).
   void set_segment_callback(SegmentCallback fn, void* user);
@@ -287,6 +312,16 @@ class Runtime {
         fn(e, *g.history[static_cast<size_t>(d)]);
       });
   }
+
+  // Gives g's devices new request rings of `records` records each (0: none,
+  // off), attached to their engines only while on; a device whose ring has
+  // that size keeps it. Every ring is allocated before any is swapped in:
+  // a std::bad_alloc changes nothing. Under init_mutex_ (or on a generation
+  // not yet published).
+  static void set_request_rings(Generation& g, size_t records);
+  // record_requests' setting, applied to each new generation; written under
+  // init_mutex_.
+  std::atomic<size_t> request_records_{0};
 
   // Attaches (fn set) or detaches g's segment trackers; under init_mutex_.
   void attach_segment_trackers(Generation& g);

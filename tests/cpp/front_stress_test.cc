@@ -346,12 +346,27 @@ class Worker {
       else classify(sh_, s, "snapshot");
     } else if (r < 890) {
       EXPECT_EQ(cachealloc_empty_cache(pick(3) ? any_device() : -1), 0) << cachealloc_last_error();
-    } else if (r < 900) {
+    } else if (r < 900 && pick(2)) {
       last_call_ = "record_history";
       maybe_arm();
       const int s = cachealloc_record_history(pick(2), pick(4), 0, 1 + rng_() % 4000);
       disarm();
       if (s != 0) classify(sh_, s, "record_history");
+    } else if (r < 900) {
+      // The OOM recorder's request ring: resized, turned off and on, read.
+      // Its ring is allocated when made, so recording never allocates: a
+      // host fault can fail only these calls, and then changes nothing.
+      last_call_ = "request ring";
+      maybe_arm();
+      const int s = c_api::guarded([&] {
+        if (pick(3) == 0) Runtime::instance().record_requests(pick(3) ? 1 + rng_() % 3000 : 0);
+        for (const Runtime::RequestRingView& ring : Runtime::instance().request_rings())
+          if (ring.entries.size() > 2 * 3000) throw std::logic_error("a ring outgrew its bound");
+        if (Runtime::instance().request_records() > 3000)
+          throw std::logic_error("the ring's setting is not one asked for");
+      });
+      disarm();
+      if (s != 0) classify(sh_, s, "request ring");
     } else if (r < 915) {
       pool_mallocs();
     } else if (r < 920) {
@@ -399,6 +414,7 @@ void stress(StressConfig c) {
   // it, so OOMs and the free-and-retry path are part of the mix.
   const std::string backend = "simulated:6442450944:" + std::to_string(c.devices);
   ASSERT_EQ(cachealloc_init("", backend.c_str()), 0) << cachealloc_last_error();
+  Runtime::instance().record_requests(2000);  // the workers toggle it too
   Shared sh;
   std::vector<Worker> workers;
   workers.reserve(static_cast<size_t>(c.threads));
@@ -416,6 +432,7 @@ void stress(StressConfig c) {
   for (const Held& h : sh.mailbox) cachealloc_free(h.ptr, 0, -1, nullptr);
   for (auto& w : workers) w.finish();
   ASSERT_EQ(cachealloc_record_history(0, 0, 0, 1), 0);
+  Runtime::instance().record_requests(0);
   for (int d = 0; d < c.devices; ++d) {
     Runtime::instance().current().allocator.with_device(d, [&](DeviceCachingAllocator&) {
       SimulatedDevice& s = sim(d);

@@ -16,36 +16,11 @@ PYTHON_DIR = ROOT / "bindings" / "python"
 
 
 def _env(tmp_path, **extra):
-    """(environment, interpreter) whose start-up reads the hook's .pth, as
-    pip installs it: from a user site-packages folder of their own, or,
-    where the interpreter reads none (a virtual environment's, as on the
-    GPU host), from a throwaway virtual environment's site-packages that
-    also sees this interpreter's packages (torch)."""
-    import site
+    """(environment, interpreter) whose start-up reads the hook's .pth
+    (switch_env.py)."""
+    from switch_env import switch_env  # tests/gpu (conftest puts it on sys.path)
 
-    import cachealloc
-
-    env = dict(os.environ, PYTHONUSERBASE=str(tmp_path / "userbase"), PYTHONPATH=str(PYTHON_DIR),
-               CACHEALLOC_LIBRARY=cachealloc.library_path(), **extra)
-    probe = subprocess.run([sys.executable, "-c", "import site; print(site.ENABLE_USER_SITE, "
-                            "site.getusersitepackages())"], capture_output=True, text=True, env=env,
-                           check=True)
-    enabled, user_site = probe.stdout.split()
-    python = sys.executable
-    if enabled == "True":
-        hook_dir = pathlib.Path(user_site)
-        hook_dir.mkdir(parents=True)
-    else:
-        venv = tmp_path / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-        python = str(venv / "bin" / "python")
-        hook_dir = pathlib.Path(subprocess.run(
-            [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-            capture_output=True, text=True, check=True).stdout.strip())
-        (hook_dir / "parent-site.pth").write_text("\n".join(site.getsitepackages()) + "\n")
-    shutil.copy(PYTHON_DIR / "cachealloc-autoinstall.pth", hook_dir)
-    shutil.copy(PYTHON_DIR / "_cachealloc_autoinstall.py", hook_dir)
-    return env, python
+    return switch_env(tmp_path, **extra)
 
 
 def _run_script(env_python, *run_options):

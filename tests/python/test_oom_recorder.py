@@ -1,7 +1,8 @@
 """The OOM flight recorder (issue 35) on the simulated device: native's
-message first, then a diagnosis whose every figure is checked; the
-snapshot files (atomic, bounded, named by rank and time); `cachealloc
-explain` on a bundled native trace."""
+message first, then a diagnosis whose every figure is checked; the fix
+with history off, from the recorder's request ring (issue 46), which the
+program's own snapshot never shows; the snapshot files (atomic, bounded,
+named by rank and time); `cachealloc explain` on a bundled native trace."""
 import os
 import pickle
 import re
@@ -44,10 +45,22 @@ def free_held():
 def recorder(ca, tmp_path):
     from cachealloc import oom_recorder
 
-    oom_recorder._recorder = None
+    oom_recorder.stop()
     rec = oom_recorder.start(str(tmp_path / "oom"), torch_observer=False)
     yield rec
-    oom_recorder._recorder = None
+    oom_recorder.stop()
+
+
+@pytest.fixture
+def ringless_recorder(ca, tmp_path):
+    """The recorder without its request ring: the history alone, as for a
+    snapshot native dumped."""
+    from cachealloc import oom_recorder
+
+    oom_recorder.stop()
+    oom_recorder._recorder = rec = oom_recorder.FlightRecorder(str(tmp_path / "ringless"))
+    yield rec
+    oom_recorder.stop()
 
 
 def fragment(ca):
@@ -154,7 +167,7 @@ def test_never_suggests_a_setting_already_on(ca, tmp_path):
     from cachealloc import oom_recorder
 
     ca.init("expandable_segments:True", "simulated:8589934592")
-    oom_recorder._recorder = None
+    oom_recorder.stop()
     oom_recorder.start(str(tmp_path / "o"), torch_observer=False)
     try:
         ca.record_memory_history("all")
@@ -169,7 +182,7 @@ def test_never_suggests_a_setting_already_on(ca, tmp_path):
         for p in keep:
             ca._free(p)
     finally:
-        oom_recorder._recorder = None
+        oom_recorder.stop()
 
 
 def test_no_setting_fits_says_by_how_much(ca, recorder):
@@ -187,7 +200,194 @@ def test_no_setting_fits_says_by_how_much(ca, recorder):
         ca._free(p)
 
 
-def test_history_off_is_said_with_the_setting_that_turns_it_on(ca, recorder):
+WHATIF = re.compile(r"- what-if \((the recorded history|the flight recorder's request ring), "
+                    r"(\d+) requests, replayed in \d+ ms\): (.*)")
+
+
+def whatif_of(text):
+    """(source, requests, the verdict with its figures) of a diagnosis."""
+    m = next((WHATIF.match(l) for l in text.split("\n") if WHATIF.match(l)), None)
+    assert m, text
+    return m.group(1), int(m.group(2)), m.group(3)
+
+
+def test_history_off_the_request_ring_gives_the_fix(ca, recorder):
+    # No _record_memory_history: the recorder's own ring holds the requests.
+    keep = fragment(ca)
+    text = oom_of(ca, 200 * MiB)
+    source, requests, verdict = whatif_of(text)
+    # The same figures as the history gives (test_diagnosis_states_every_figure_exactly).
+    assert (source, requests) == ("the flight recorder's request ring", 28), text
+    assert verdict.startswith("with expandable_segments:True this history peaks at 900.00 MiB "
+                              "(943718400 bytes) and fits"), verdict
+    assert verdict.endswith("Under the settings in force (native's defaults) it needs 1.07 GiB "
+                            "(1153433600 bytes). Suggestion: PYTORCH_CUDA_ALLOC_CONF="
+                            "expandable_segments:True"), verdict
+    assert "history recording is off" not in text and "mid-run" not in text, text
+    # The file carries the ring as its device_traces, and says so.
+    snap = plain_load(recorder.last_path)
+    assert snap["cachealloc_request_ring"] == {"bytes_per_device": 4 * MiB, "source": ["ring"],
+                                               "wrapped": [False]}, snap["cachealloc_request_ring"]
+    actions = [e["action"] for e in snap["device_traces"][0]]
+    assert actions.count("alloc") == 18 and actions[-1] == "oom", actions
+    # The lab's replay of the written snapshot gives the same figures: its
+    # what-if (`cachealloc explain`) and a plain replay under the
+    # suggestion (`cachealloc compare`).
+    out = subprocess.run([str(CLI()), "explain", recorder.last_path], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert whatif_of(out.stdout) == (source, requests, verdict), out.stdout
+    out = subprocess.run([str(CLI()), "compare", recorder.last_path, "--conf",
+                          "expandable_segments:True", "--memory-limit", str(GiB), "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    import json
+
+    row = json.loads(out.stdout)["configs"][0]
+    assert (row["peak_reserved"], row["ooms"]) == (943718400, 0), row
+    for p in keep:
+        ca._free(p)
+
+
+def plain_load(path):
+    from cachealloc import plain_pickle
+
+    with open(path, "rb") as f:
+        return plain_pickle.loads(f.read())
+
+
+def test_ring_and_history_record_the_same_requests(ca, recorder):
+    # History on from the same moment as the ring: the diagnosis keeps the
+    # history (it reaches as far back, with frames), and the ring's entries
+    # are the history's less its frames and "snapshot" entries.
+    ca.record_memory_history("all", stacks="python")
+    keep = fragment(ca)
+    with_history = whatif_of(oom_of(ca, 200 * MiB))
+    assert with_history[0] == "the recorded history", with_history
+    snap = plain_load(recorder.last_path)
+    assert snap["cachealloc_request_ring"]["source"] == ["history"]
+    from cachealloc import oom_recorder
+
+    fields = lambda t: [(e["action"], e.get("addr"), e["size"], e["stream"]) for e in t
+                        if e["action"] != "snapshot"]
+    ring = oom_recorder.request_rings()["device_traces"][0]
+    assert fields(ring) == fields(snap["device_traces"][0]), (len(ring), len(snap["device_traces"][0]))
+    assert not any("frames" in e for e in ring)
+    # The same OOM diagnosed from the ring: the same figures.
+    del snap["device_traces"][0][:]
+    data = pickle.dumps(oom_recorder.with_request_ring(snap, oom_recorder.request_rings()))
+    from_ring = whatif_of(oom_recorder.diagnose(data))
+    assert from_ring[0] == "the flight recorder's request ring"
+    assert from_ring[1:] == with_history[1:], (from_ring, with_history)
+    for p in keep:
+        ca._free(p)
+
+
+def test_snapshot_shows_no_ring_entries_while_the_recorder_records(ca, recorder):
+    from cachealloc import oom_recorder
+
+    keep = fragment(ca)
+    oom_of(ca, 200 * MiB)  # an OOM, recorded and diagnosed
+    ca._free(ca._malloc(MiB))
+    # The program's own snapshot stays native's: history off, no entry.
+    for _ in range(2):
+        assert ca.snapshot()["device_traces"] == [[]]
+    assert len(oom_recorder.request_rings()["device_traces"][0]) > 30
+    # History on: exactly its entries (one pair, then the first snapshot's).
+    ca.record_memory_history("all")
+    ca._free(ca._malloc(MiB))
+    assert [e["action"] for e in ca.snapshot()["device_traces"][0]] == \
+        ["alloc", "free_requested", "free_completed"]
+    assert [e["action"] for e in ca.snapshot()["device_traces"][0]] == \
+        ["alloc", "free_requested", "free_completed", "snapshot"]
+    for p in keep:
+        ca._free(p)
+
+
+def test_a_wrapped_request_ring_starts_from_the_live_state(ca, tmp_path):
+    # 7 records keep the OOM and the last six 60 MiB allocations: three
+    # 60 MiB blocks were live before the oldest (as a history of 7 entries,
+    # test_history_cut_by_its_ring_starts_from_the_live_state).
+    from cachealloc import oom_recorder
+
+    oom_recorder.stop()
+    oom_recorder.start(str(tmp_path / "o"), torch_observer=False, ring_mb=7 * 32 / (1 << 20))
+    try:
+        keep = fragment(ca)
+        text = oom_of(ca, 200 * MiB)
+        assert ("(the request ring (224 bytes a device) wrapped and kept only the newest "
+                "requests, so the replay starts mid-run: 3 blocks (180.00 MiB (188743680 bytes)) "
+                "were live at its oldest entry; the replay allocates them first") in text, text
+        # 3 blocks live at the cut, 6 allocations, the failed request.
+        source, requests, verdict = whatif_of(text)
+        assert (source, requests) == ("the flight recorder's request ring", 10), text
+        # From the cut the settings in force need only 740 MiB: the replay
+        # misses the OOM, so nothing is suggested from it.
+        assert verdict.startswith("the replay does not reproduce this OOM: under the settings in "
+                                  "force (native's defaults) it needs 740.00 MiB (775946240 bytes), "
+                                  "within the 1024.00 MiB (1073741824 bytes) allowed, so it "
+                                  "suggests nothing"), verdict
+        assert "Suggestion" not in text, text
+        snap = plain_load(oom_recorder.recorder().last_path)
+        assert snap["cachealloc_request_ring"]["wrapped"] == [True]
+        assert len(snap["device_traces"][0]) == 7
+        for p in keep:
+            ca._free(p)
+    finally:
+        oom_recorder.stop()
+
+
+def test_the_ring_wins_only_where_it_holds_more_requests():
+    from cachealloc.oom_recorder import RING_KEY, with_request_ring
+
+    a = {"action": "alloc", "addr": 1, "size": 8, "stream": 0}
+    f = {"action": "free_requested", "addr": 1, "size": 8, "stream": 0}
+    s = {"action": "snapshot", "addr": 0, "size": 8, "stream": 0}
+    rings = {"records": 4, "record_bytes": 32, "wrapped": [False, True, False],
+             "device_traces": [[a, f], [a, f], [a]]}
+    snap = {"device_traces": [[s, s, s], [a, f, {"frames": []} | a], []]}
+    out = with_request_ring(snap, rings)
+    assert out[RING_KEY] == {"bytes_per_device": 128, "source": ["ring", "history", "ring"],
+                             "wrapped": [False, True, False]}
+    assert out["device_traces"][0] == [a, f] and out["device_traces"][2] == [a]
+    assert len(out["device_traces"][1]) == 3
+    # The ring off: the snapshot as it was.
+    plain = {"device_traces": [[]]}
+    assert with_request_ring(plain, {"records": 0, "record_bytes": 32, "wrapped": [],
+                                     "device_traces": [[]]}) == {"device_traces": [[]]}
+
+
+def test_ring_size_and_budget_are_checked_and_stop_drops_the_ring(ca, tmp_path, monkeypatch):
+    from cachealloc import oom_recorder
+
+    for bad in (0, -1, True, "5", float("nan"), 16385):
+        with pytest.raises(ValueError, match="ring_mb must be a number of MiB > 0 and at most 16384"):
+            oom_recorder.ring_bytes(bad)
+    monkeypatch.setenv(oom_recorder.RING_ENV, "lots")
+    with pytest.raises(ValueError, match="CACHEALLOC_OOM_RING_MB must be a number of MiB > 0"):
+        oom_recorder.FlightRecorder(str(tmp_path / "x"))
+    monkeypatch.delenv(oom_recorder.RING_ENV)
+    for bad in ("soon", "0", "-5"):
+        monkeypatch.setenv(oom_recorder.BUDGET_ENV, bad)
+        with pytest.raises(ValueError, match="CACHEALLOC_OOM_BUDGET_MS must be a whole number"):
+            oom_recorder.FlightRecorder(str(tmp_path / "x"))
+    monkeypatch.setenv(oom_recorder.BUDGET_ENV, "2000")
+    assert oom_recorder.budget() == 2000 and oom_recorder.budget(7) == 7
+    monkeypatch.delenv(oom_recorder.BUDGET_ENV)
+    assert oom_recorder.budget() == oom_recorder.BUDGET_MS
+    monkeypatch.setenv(oom_recorder.RING_ENV, "0.5")
+    assert oom_recorder.ring_bytes() == 512 * 1024
+    oom_recorder.stop()
+    oom_recorder.start(str(tmp_path / "y"), torch_observer=False)
+    assert oom_recorder.request_rings()["records"] == 512 * 1024 // 32
+    oom_recorder.stop()
+    assert oom_recorder.request_rings()["records"] == 0
+    assert oom_recorder.recorder() is None
+
+
+def test_history_off_without_the_ring_says_so(ca, ringless_recorder):
+    # A recorder without its ring (as a snapshot native dumped with history
+    # off): nothing to replay, and the text names the setting.
     keep = fragment(ca)
     text = oom_of(ca, 200 * MiB)
     assert ("- what-if: history recording is off, so there is no history to replay; turn it on "
@@ -197,15 +397,27 @@ def test_history_off_is_said_with_the_setting_that_turns_it_on(ca, recorder):
         ca._free(p)
 
 
-def test_history_cut_by_its_ring_starts_from_the_live_state(ca, recorder):
-    # 12 entries keep only the 60 MiB allocations and the OOM: the nine
-    # 100 MiB blocks' allocation and free are gone, and three 60 MiB blocks
-    # were allocated before the oldest kept entry.
+def test_history_cut_by_its_ring_starts_from_the_live_state(ca, ringless_recorder):
+    # 7 entries keep only the OOM and the last six 60 MiB allocations: the
+    # nine 100 MiB blocks' allocation and free are gone, and three 60 MiB
+    # blocks were allocated before the oldest kept entry. (A recorder
+    # without its request ring, which would hold the whole run.)
     ca.record_memory_history("all", max_entries=7)
     keep = fragment(ca)
     text = oom_of(ca, 200 * MiB)
-    assert "the history starts mid-run: 3 blocks (180.00 MiB (188743680 bytes)) were live at its " \
-           "oldest entry; the replay allocates them first" in text, text
+    assert "the history starts mid-run: 3 blocks (180.00 MiB (188743680 bytes)) were live at " \
+           "its oldest entry; the replay allocates them first" in text, text
+    assert whatif_of(text)[2].startswith("the replay does not reproduce this OOM"), text
+    for p in keep:
+        ca._free(p)
+
+
+def test_the_ring_replays_the_whole_run_where_the_history_is_cut(ca, recorder):
+    ca.record_memory_history("all", max_entries=7)
+    keep = fragment(ca)
+    text = oom_of(ca, 200 * MiB)
+    assert whatif_of(text)[:2] == ("the flight recorder's request ring", 28), text
+    assert "mid-run" not in text and "Suggestion: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True" in text
     for p in keep:
         ca._free(p)
 
@@ -213,7 +425,7 @@ def test_history_cut_by_its_ring_starts_from_the_live_state(ca, recorder):
 def test_snapshot_files_are_atomic_bounded_and_named_by_rank_and_time(ca, tmp_path):
     from cachealloc import oom_recorder
 
-    oom_recorder._recorder = None
+    oom_recorder.stop()
     rec = oom_recorder.FlightRecorder(str(tmp_path / "d"), keep=2)
     oom_recorder._recorder = rec
     try:
@@ -236,7 +448,7 @@ def test_snapshot_files_are_atomic_bounded_and_named_by_rank_and_time(ca, tmp_pa
         for p in keep:
             ca._free(p)
     finally:
-        oom_recorder._recorder = None
+        oom_recorder.stop()
 
 
 def test_rank_file_names(monkeypatch):

@@ -92,7 +92,8 @@ cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR
     --snapshot-dir: run directory; every rank records history and writes its
     snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR);
     --oom-snapshot DIR: at each out-of-memory error, write a snapshot into DIR
-    and follow PyTorch's message with why it failed and what would avoid it.
+    and follow PyTorch's message with why it failed and what would avoid it
+    (no history needed: a 4 MiB ring of requests per device, CACHEALLOC_OOM_RING_MB).
 """
 
 
