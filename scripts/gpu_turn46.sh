@@ -22,11 +22,10 @@ TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
   || stamp "glue build failed"
 stamp "glue built"
 # CPU side, in the background: validation predictions on torch 2.11.
-( CUDA_VISIBLE_DEVICES= PYTHONPATH=$PWD/bindings/python timeout ${PRED_S:-480} python3 benchmarks/zoo/predict.py \
+[ -n "${SKIP_PRED:-}" ] || ( CUDA_VISIBLE_DEVICES= PYTHONPATH=$PWD/bindings/python timeout ${PRED_S:-480} python3 benchmarks/zoo/predict.py \
     --truth build-zoo-truth/zoo_truth_H100_80GB_HBM3.json --out "$OUT/zoo_pred_validation_torch2.11.json" \
     --half validation --jobs 6 --timeout 300 ${PRED_LARGEST:---no-largest} > "$OUT/zoo_pred_validation.log" 2>&1
   stamp "validation predictions (torch 2.11 CPU) rc=$?" ) &
-pred=$!
 timeout ${ZOO_S:-150} python3 benchmarks/zoo/record.py run --out build-zoo-truth --deadline $(( ${ZOO_S:-150} - 15 )) \
   > "$OUT/zoo_resume.log" 2>&1
 cp build-zoo-truth/zoo_truth_*.json "$OUT/"
@@ -44,6 +43,6 @@ stamp "oom fix rc=$?"; cp /tmp/oom_fix/oom_fix.json "$OUT/" 2>/dev/null
 timeout ${AB_S:-110} python3 benchmarks/ab_train.py --workload transformer --oom-recorder --rounds 5 --steps 20 \
   > "$OUT/ab_oom_recorder.log" 2>&1
 stamp "ab_train rc=$?"
-wait $pred
-tail -3 "$OUT/zoo_pred_validation.log"
+wait
+[ -n "${SKIP_PRED:-}" ] || tail -3 "$OUT/zoo_pred_validation.log"
 cat "$OUT/timeline.txt"
