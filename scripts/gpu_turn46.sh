@@ -31,7 +31,7 @@ timeout ${ZOO_S:-150} python3 benchmarks/zoo/record.py run --out build-zoo-truth
 cp build-zoo-truth/zoo_truth_*.json "$OUT/"
 stamp "zoo resume: $(grep -c 'done at' "$OUT/zoo_resume.log") setups, $(tail -32 "$OUT/zoo_resume.log" | grep -c None) rows with an open search"
 mkdir -p /tmp/probe
-for s in ${PROBE_SETUPS:-llama_fp32_bf16ac_default gpt2_medium_bf16ac llama_bf16w_ckpt_eager bert_base_mlm_fp32_sdpa tv_convnext_tiny_fp32 tv_resnet50_cl_fp16_bench}; do
+for s in ${PROBE_SETUPS:-bart_base_fp16_sdpa llama_fp32_bf16ac_default gpt2_medium_bf16ac tv_resnet50_cl_fp16_bench llama_bf16w_ckpt_eager tv_convnext_tiny_fp32}; do
   b=$(python3 -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import setups; print(max(1, setups.SETUPS['$s'].batch // 2))")
   echo "$s $b"
 done | xargs -P 3 -L 1 sh -c 'timeout 120 python3 benchmarks/predict/op_probe.py gpu \
