@@ -5,7 +5,7 @@ Python `cachealloc` command (bindings/python/cachealloc/cli.py sends
     cachealloc predict --gpu H100-80GB [--memory-fraction F] [--steps N]
         [--size N | --largest [--start N] [--max N]]
         [--batch-arg ARG | --batch-env VAR] [--json] [--html PAGE] [--cudnn-table FILE|none]
-        -- python train.py ARGS...
+        [--timeout SECONDS] [--mode cpu-init|fake] -- python train.py ARGS...
     cachealloc predict --gpu-memory 24GiB --builder step.py:make --size 8
 
 The script runs unmodified on the fake device for N optimizer steps (default
@@ -13,7 +13,8 @@ The script runs unmodified on the fake device for N optimizer steps (default
 e.g. `--batch-size 32`, or appended if absent) or as --batch-env's
 environment variable. Byte sizes as the other commands read them
 (1073741824, 2e8, 1.5GiB, 40GB). Exit status: 0 fits, 1 does not fit,
-2 bad input (or a step the fake device refuses).
+2 bad input, or a step the fake device refused, caught in a data-dependent
+loop, or that ran past --timeout (the message names the kind and the line).
 """
 from __future__ import annotations
 
@@ -28,7 +29,8 @@ from ..kernels import cudnn_workspace
 from . import report
 from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
 from .record import RecordError
-from ..device.recorder import PredictionRefused
+from ..device.failure import PredictionRefused
+from .budget import DEFAULT_TIMEOUT
 from .search import Progress, fits, largest
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -59,6 +61,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not 0 < f <= 1:
         raise argparse.ArgumentTypeError(f"--memory-fraction must be in (0, 1], got {text}")
+    return f
+
+
+def _seconds(text: str) -> float:
+    try:
+        f = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout: not a number of seconds: {text!r}") from None
+    if f < 0:
+        raise argparse.ArgumentTypeError(f"--timeout must be >= 0 seconds (0: no limit), got {text}")
     return f
 
 
@@ -93,11 +105,38 @@ def _parser() -> argparse.ArgumentParser:
                    "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
     p.add_argument("--no-advise", action="store_true", help="skip the advisor's settings search")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT,
+                   help=f"wall-clock seconds for the whole prediction, every recording and replay "
+                   f"(default {DEFAULT_TIMEOUT:.0f}; 0: no limit); past it the answer names the "
+                   f"step's line")
+    p.add_argument("--mode", choices=("cpu-init", "fake"), default="cpu-init",
+                   help="cpu-init (default): CPU tensors are real, so a model built on the CPU "
+                   "initialises as on your machine, and only what is on the CUDA device is fake "
+                   "(falls back to fake, saying so, when host memory is short); fake: every "
+                   "tensor is fake")
     p.add_argument("command", nargs=argparse.REMAINDER)
     return p
 
 
+def _terminate(signum, frame):
+    """SIGTERM (e.g. from `timeout`): unwind, so that the workers are killed
+    (answer/record.py's finally blocks) before this process ends."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    before = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _main(argv: Optional[List[str]]) -> int:
     p = _parser()
     try:
         ns = p.parse_args(argv)
@@ -133,17 +172,22 @@ def main(argv: Optional[List[str]] = None) -> int:
         if ns.largest:
             answer = largest(target, gpu, memory_fraction=ns.memory_fraction, steps=ns.steps,
                              start=ns.start, max_size=ns.max, batch_arg=ns.batch_arg,
-                             batch_env=ns.batch_env, progress=Progress(True if ns.progress else None))
+                             batch_env=ns.batch_env, progress=Progress(True if ns.progress else None),
+                             mode=ns.mode, timeout=ns.timeout)
             text = report.largest_text(answer)
             status = 0 if answer["largest_fitting"] > 0 else 1
         else:
             answer = fits(target, gpu, memory_fraction=ns.memory_fraction, steps=ns.steps,
                           size=ns.size, batch_arg=ns.batch_arg, batch_env=ns.batch_env,
-                          advise=not ns.no_advise)
+                          advise=not ns.no_advise, mode=ns.mode, timeout=ns.timeout)
             text = report.fits_text(answer)
             status = 0 if answer["fits"] else 1
     except PredictionRefused as e:
-        return bad(f"refused: {e}")
+        # The failure's kind leads: refused, loop (caught in a data-dependent
+        # loop) or timeout; the message names the line.
+        f = e.failure
+        head = {"refused": "refused", "loop": "caught in a loop", "timeout": "timed out"}[f["kind"]]
+        return bad(f"{head} at {f['where'] or 'an unknown line'}: {f['detail']}")
     except (RecordError, ValueError) as e:
         return bad(str(e))
     if ns.html:

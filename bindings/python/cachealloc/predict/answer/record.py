@@ -14,13 +14,16 @@ import dataclasses
 import json
 import os
 import pathlib
+import select
+import signal
 import subprocess
 import sys
 import tempfile
 from typing import List, Optional, Sequence, Union
 
 from ..gpus import Gpu
-from ..device.recorder import PredictionRefused
+from ..device import watchdog
+from ..device.failure import PredictionRefused
 
 WORKER = pathlib.Path(__file__).parent.parent / "device" / "worker.py"
 
@@ -93,12 +96,49 @@ def _request(target, size, batch_arg, batch_env):
     return None, script, env
 
 
-def _result(status, summary: pathlib.Path, trace: pathlib.Path, log: str) -> Recorded:
-    if status == 3:
-        raise PredictionRefused(json.loads(summary.read_text())["refused"])
+def _result(status, summary: pathlib.Path, trace: pathlib.Path, log: str,
+            timeout: Optional[float] = None) -> Recorded:
+    if status == 3 and summary.exists():
+        data = json.loads(summary.read_text())
+        failure = data.get("failure") or {"kind": "refused", "where": None,
+                                          "detail": data["refused"]}
+        raise PredictionRefused.from_failure(data["refused"], failure)
+    stack = pathlib.Path(str(summary) + ".stack")
+    if timeout is not None and stack.exists() and "Timeout (" in stack.read_text(errors="replace"):
+        # The watchdog thread could not run (the main thread held the GIL):
+        # faulthandler's dump says where the step was (watchdog.py).
+        raise _timed_out(timeout, stack)
     if status != 0 or not summary.exists():
         raise RecordError("the step failed on the fake device (exit %s):\n%s" % (status, log[-4000:]))
     return Recorded(trace, json.loads(summary.read_text()))
+
+
+def _library_file(path: str) -> bool:
+    """A frame of torch or cachealloc (not the user's), for a stack dump."""
+    import torch
+    libs = (os.path.dirname(torch.__file__), str(pathlib.Path(__file__).resolve().parents[2]))
+    return path.startswith(libs) or path.startswith("<frozen")
+
+
+def _timed_out(timeout: float, stack: Optional[pathlib.Path]) -> PredictionRefused:
+    where, innermost = (watchdog.stack_file_where(str(stack), _library_file)
+                        if stack is not None else (None, None))
+    detail = (f"the prediction's time budget ran out ({timeout:.1f} s were left for this "
+              f"recording) with the step at "
+              f"{where or 'an unknown line'}" + (f" (innermost frame {innermost})" if innermost else
+                                                  " (the worker did not answer)")
+              + "; allow more with --timeout SECONDS")
+    return PredictionRefused.from_failure(f"timed out: {detail}", {"kind": "timeout", "where": where,
+                                                                   "detail": detail})
+
+
+def out_of_time(timeout: float, phase: str) -> PredictionRefused:
+    """The budget ran out outside a recording (replays, between probes)."""
+    total = f" ({timeout:.0f} s)" if timeout and timeout > 0 else ""
+    detail = (f"the prediction's time budget{total} ran out {phase}; allow more with "
+              f"--timeout SECONDS")
+    return PredictionRefused.from_failure(f"timed out: {detail}", {"kind": "timeout", "where": None,
+                                                                   "detail": detail})
 
 
 def _worker_env():
@@ -107,19 +147,60 @@ def _worker_env():
     return env
 
 
+def _kill(proc: subprocess.Popen) -> None:
+    """The worker and whatever the script started (its own process group)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            proc.kill()
+    proc.wait()
+
+
+def _grace(timeout: Optional[float]) -> Optional[float]:
+    """How long the caller waits for a worker given `timeout`: the worker's
+    own watchdog, then faulthandler's backstop, then a margin."""
+    return None if timeout is None else timeout + 2 * watchdog.BACKSTOP_S
+
+
+def _start(cmd, env, **kw) -> subprocess.Popen:
+    # Its own session: the worker and the script's children are killed as
+    # one group (_kill); the worker ends itself if this process dies.
+    cmd = cmd[:2] + ["--parent-pid", str(os.getpid())] + cmd[2:]   # before any "--"
+    return subprocess.Popen(cmd, env=env,
+                            stdin=subprocess.DEVNULL, start_new_session=True, **kw)
+
+
 def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
            size: Optional[int] = None, batch_arg: Optional[str] = None,
-           batch_env: Optional[str] = None, workdir=None) -> Recorded:
-    """One recording in a fresh worker process."""
+           batch_env: Optional[str] = None, workdir=None, mode: str = "cpu-init",
+           timeout: Optional[float] = None) -> Recorded:
+    """One recording in a fresh worker process. mode: "cpu-init" or "fake"
+    (device/cpu_side.py); timeout: seconds (None: no limit); past it
+    PredictionRefused with failure kind "timeout" naming the step's line."""
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
     tag = f"s{size}" if size is not None else "run"
     trace, summary = workdir / f"predicted-{tag}.pickle", workdir / f"predicted-{tag}.json"
+    for stale in (summary, pathlib.Path(str(summary) + ".stack")):
+        stale.unlink(missing_ok=True)
     builder, script, extra = _request(target, size, batch_arg, batch_env)
+    if timeout is not None and timeout <= 0:
+        raise out_of_time(timeout, "before the step was recorded")
     cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--out", str(trace),
-           "--summary", str(summary), "--steps", str(steps)]
+           "--summary", str(summary), "--steps", str(steps), "--mode", mode]
+    if timeout is not None:
+        cmd += ["--timeout", str(timeout)]
     cmd += ["--builder", builder, "--size", str(size)] if builder else ["--"] + script
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(_worker_env(), **extra))
-    return _result(proc.returncode, summary, trace, proc.stderr)
+    proc = _start(cmd, dict(_worker_env(), **extra), stdout=subprocess.PIPE,
+                  stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = proc.communicate(timeout=_grace(timeout))
+    except subprocess.TimeoutExpired:
+        _kill(proc)
+        raise _timed_out(timeout, pathlib.Path(str(summary) + ".stack")) from None
+    finally:
+        _kill(proc)
+    return _result(proc.returncode, summary, trace, err, timeout)
 
 
 class Session:
@@ -127,44 +208,71 @@ class Session:
     search): torch is imported once. The script's output goes to a log file
     in workdir."""
 
-    def __init__(self, target, gpu: Gpu, *, steps=3, batch_arg=None, batch_env=None, workdir=None):
+    def __init__(self, target, gpu: Gpu, *, steps=3, batch_arg=None, batch_env=None, workdir=None,
+                 mode: str = "cpu-init"):
         self.target, self.batch_arg, self.batch_env = target, batch_arg, batch_env
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
         builder, _, _ = _request(target, 1, batch_arg, batch_env)
-        read_fd, write_fd = os.pipe()
+        read_fd, write_fd = os.pipe()           # replies: worker -> here
+        req_read, req_write = os.pipe()         # requests: here -> worker
         cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--steps", str(steps),
-               "--reply-fd", str(write_fd)]
+               "--reply-fd", str(write_fd), "--request-fd", str(req_read), "--mode", mode]
         if builder:
             cmd += ["--builder", builder]
         self.log_path = self.workdir / "worker.log"
         self._log = open(self.log_path, "w")
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=self._log, stderr=self._log,
-                                     text=True, env=_worker_env(), pass_fds=(write_fd,))
+        self.proc = _start(cmd, _worker_env(), stdout=self._log, stderr=self._log,
+                           pass_fds=(write_fd, req_read))
         os.close(write_fd)
+        os.close(req_read)
         self._reply = os.fdopen(read_fd, "r")
+        self._requests = os.fdopen(req_write, "w")
 
-    def record(self, size: int) -> Recorded:
+    def record(self, size: int, timeout: Optional[float] = None) -> Recorded:
         _, script, extra = _request(self.target, size, self.batch_arg, self.batch_env)
         trace = self.workdir / f"predicted-s{size}.pickle"
         summary = self.workdir / f"predicted-s{size}.json"
-        req = {"size": size, "out": str(trace), "summary": str(summary), "argv": script, "env": extra}
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
+        stack = pathlib.Path(str(summary) + ".stack")
+        for stale in (summary, stack):
+            stale.unlink(missing_ok=True)
+        if timeout is not None and timeout <= 0:
+            raise out_of_time(timeout, f"before size {size} was recorded")
+        if self.proc.poll() is not None:
+            raise RecordError("the worker is gone (exit %s):\n%s"
+                              % (self.proc.returncode, self.log_path.read_text()[-4000:]))
+        req = {"size": size, "out": str(trace), "summary": str(summary), "argv": script,
+               "env": extra, "timeout": timeout}
+        self._requests.write(json.dumps(req) + "\n")
+        self._requests.flush()
+        ready, _, _ = select.select([self._reply], [], [], _grace(timeout))
+        if not ready:
+            _kill(self.proc)
+            raise _timed_out(timeout, stack)
         line = self._reply.readline()
-        status = int(line) if line.strip() else "worker died"
+        if line.strip():
+            status = int(line)
+        else:                                   # the worker ended (watchdog, faulthandler, crash)
+            self.proc.wait()
+            status = 3 if self.proc.returncode == 3 else f"worker died, exit {self.proc.returncode}"
         self._log.flush()
-        return _result(status, summary, trace, self.log_path.read_text())
+        return _result(status, summary, trace, self.log_path.read_text(), timeout)
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            self.proc.stdin.close()
+            try:
+                self._requests.close()
+            except OSError:
+                pass
             try:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._reply.close()
-        self._log.close()
+                pass
+        _kill(self.proc)
+        for f in (self._requests, self._reply, self._log):
+            try:
+                f.close()
+            except OSError:
+                pass
 
     def __enter__(self):
         return self

@@ -19,6 +19,7 @@ from typing import Callable, Dict, Optional
 
 from ... import lab
 from ..gpus import Gpu
+from .budget import DEFAULT_TIMEOUT, Budget
 from .record import Session, record
 
 NATIVE_CONFIGS = {"classic": "", "expandable": "expandable_segments:True"}
@@ -47,13 +48,28 @@ def measure(trace, limit: int) -> dict:
     return out
 
 
+def mode_of(summaries) -> dict:
+    """Which fake-device mode the recordings ran in ("cpu-init", "fake", or
+    both when a search fell back part-way), and why it fell back."""
+    modes = sorted({s.get("mode", "fake") for s in summaries})
+    notes = [s["mode_note"] for s in summaries if s.get("mode_note")]
+    return {"mode": "+".join(modes) if modes else None, "mode_note": notes[0] if notes else None}
+
+
 def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_arg=None,
-         batch_env=None, workdir=None, advise=True) -> dict:
+         batch_env=None, workdir=None, advise=True, mode="cpu-init",
+         timeout=DEFAULT_TIMEOUT) -> dict:
+    """mode: "cpu-init" (CPU-side code runs for real, falling back to "fake"
+    when host memory is short) or "fake" (every tensor fake). timeout:
+    seconds for the whole prediction (None or 0: no limit); past it
+    PredictionRefused with failure kind "timeout"."""
     t0 = time.perf_counter()
+    budget = Budget(timeout)
     limit = gpu.usable(memory_fraction)
     rec = record(target, gpu, steps=steps, size=size, batch_arg=batch_arg, batch_env=batch_env,
-                 workdir=workdir)
+                 workdir=workdir, mode=mode, timeout=budget.left())
     t_rec = time.perf_counter() - t0
+    budget.check("after the step was recorded, before its replay")
     configs = measure(rec.trace, limit)
     answer = {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
               "context_bytes_assumed": gpu.context_bytes, "total_memory": gpu.total_memory,
@@ -65,9 +81,10 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
               "cudnn_fallbacks": {name: {"fallbacks": c["fallbacks"],
                                          "fallback_skips": c["fallback_skips"]}
                                   for name, c in configs.items()},
-              "record_seconds": t_rec}
+              "record_seconds": t_rec, **mode_of([rec.summary])}
     best = None
     if advise:
+        budget.check("after the replays, before the advisor's search")
         adv = lab.advise(rec.trace, memory_limit=limit,
                          device_memory=gpu.total_memory if memory_fraction else None)
         best_row = adv["configs"][0] if adv.get("configs") else None
@@ -110,15 +127,19 @@ class Progress:
 
 
 def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_size=1 << 20,
-            batch_arg=None, batch_env=None, workdir=None, progress: Optional[Progress] = None) -> dict:
+            batch_arg=None, batch_env=None, workdir=None, progress: Optional[Progress] = None,
+            mode="cpu-init", timeout=DEFAULT_TIMEOUT) -> dict:
+    """mode and timeout as for fits(); timeout covers the whole search."""
     t0 = time.perf_counter()
+    budget = Budget(timeout)
     limit = gpu.usable(memory_fraction)
     probes: Dict[int, dict] = {}
     progress = progress or Progress(False)
     session = Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
-                      workdir=workdir)
+                      workdir=workdir, mode=mode)
     try:
-        return _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0)
+        return _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size,
+                        t0, budget)
     finally:
         session.close()
 
@@ -138,7 +159,7 @@ def fallback_lines(summary: dict, at: dict) -> list:
             "keeps it for that convolution's later calls"]
 
 
-def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0):
+def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_size, t0, budget):
     cudnn: Dict[int, dict] = {}     # size -> the recording's cuDNN workspace coverage
     modelled: list = []
     summaries: Dict[int, dict] = {}  # size -> the recording's summary
@@ -147,7 +168,9 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
         if size not in probes:
             progress.update(len(probes) + 1, max(len(probes) + 2, 2 * len(probes).bit_length() + 4),
                             f"size={size}")
-            rec = session.record(size)
+            budget.check(f"before size {size} was recorded")
+            rec = session.record(size, timeout=budget.left())
+            budget.check(f"after size {size} was recorded, before its replay")
             probes[size] = measure(rec.trace, limit)
             cudnn[size] = rec.summary.get("cudnn")
             summaries[size] = rec.summary
@@ -197,6 +220,7 @@ def _largest(session, probes, progress, gpu, limit, memory_fraction, start, max_
             "context_bytes_assumed": gpu.context_bytes, "largest": answer,
             "settings": (NATIVE_CONFIGS["expandable"] if answer["expandable"] > answer["classic"]
                          else NATIVE_CONFIGS["classic"]),
+            **mode_of(summaries.values()),
             "largest_fitting": best_size,
             "probes": {str(s): m for s, m in sorted(probes.items())},
             "cudnn": {str(s): c for s, c in sorted(cudnn.items())}, "modelled": modelled,
