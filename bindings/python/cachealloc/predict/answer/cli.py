@@ -186,7 +186,8 @@ def _main(argv: Optional[List[str]]) -> int:
         # The failure's kind leads: refused, loop (caught in a data-dependent
         # loop) or timeout; the message names the line.
         f = e.failure
-        head = {"refused": "refused", "loop": "caught in a loop", "timeout": "timed out"}[f["kind"]]
+        head = {"refused": "refused", "loop": "caught in a loop",
+                "timeout": f"timed out (--timeout {ns.timeout:g} s)"}[f["kind"]]
         return bad(f"{head} at {f['where'] or 'an unknown line'}: {f['detail']}")
     except (RecordError, ValueError) as e:
         return bad(str(e))

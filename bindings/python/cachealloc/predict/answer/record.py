@@ -19,11 +19,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from typing import List, Optional, Sequence, Union
 
 from ..gpus import Gpu
 from ..device import watchdog
-from ..device.failure import PredictionRefused
+from ..device.failure import PredictionRefused, is_installed_file
 
 WORKER = pathlib.Path(__file__).parent.parent / "device" / "worker.py"
 
@@ -113,18 +114,10 @@ def _result(status, summary: pathlib.Path, trace: pathlib.Path, log: str,
     return Recorded(trace, json.loads(summary.read_text()))
 
 
-def _library_file(path: str) -> bool:
-    """A frame of torch or cachealloc (not the user's), for a stack dump."""
-    import torch
-    libs = (os.path.dirname(torch.__file__), str(pathlib.Path(__file__).resolve().parents[2]))
-    return path.startswith(libs) or path.startswith("<frozen")
-
-
 def _timed_out(timeout: float, stack: Optional[pathlib.Path]) -> PredictionRefused:
-    where, innermost = (watchdog.stack_file_where(str(stack), _library_file)
+    where, innermost = (watchdog.stack_file_where(str(stack), is_installed_file)
                         if stack is not None else (None, None))
-    detail = (f"the prediction's time budget ran out ({timeout:.1f} s were left for this "
-              f"recording) with the step at "
+    detail = (f"the prediction's time budget ran out with the step at "
               f"{where or 'an unknown line'}" + (f" (innermost frame {innermost})" if innermost else
                                                   " (the worker did not answer)")
               + "; allow more with --timeout SECONDS")
@@ -179,6 +172,7 @@ def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
     (device/cpu_side.py); timeout: seconds (None: no limit); past it
     PredictionRefused with failure kind "timeout" naming the step's line."""
     workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     tag = f"s{size}" if size is not None else "run"
     trace, summary = workdir / f"predicted-{tag}.pickle", workdir / f"predicted-{tag}.json"
     for stale in (summary, pathlib.Path(str(summary) + ".stack")):
@@ -189,7 +183,7 @@ def record(target: Union[str, Sequence[str]], gpu: Gpu, *, steps: int = 3,
     cmd = [sys.executable, str(WORKER), "--gpu-json", _gpu_json(gpu), "--out", str(trace),
            "--summary", str(summary), "--steps", str(steps), "--mode", mode]
     if timeout is not None:
-        cmd += ["--timeout", str(timeout)]
+        cmd += ["--deadline", repr(time.time() + timeout)]
     cmd += ["--builder", builder, "--size", str(size)] if builder else ["--"] + script
     proc = _start(cmd, dict(_worker_env(), **extra), stdout=subprocess.PIPE,
                   stderr=subprocess.PIPE, text=True)
@@ -212,6 +206,7 @@ class Session:
                  mode: str = "cpu-init"):
         self.target, self.batch_arg, self.batch_env = target, batch_arg, batch_env
         self.workdir = pathlib.Path(workdir or tempfile.mkdtemp(prefix="cachealloc-predict-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         builder, _, _ = _request(target, 1, batch_arg, batch_env)
         read_fd, write_fd = os.pipe()           # replies: worker -> here
         req_read, req_write = os.pipe()         # requests: here -> worker
@@ -241,7 +236,7 @@ class Session:
             raise RecordError("the worker is gone (exit %s):\n%s"
                               % (self.proc.returncode, self.log_path.read_text()[-4000:]))
         req = {"size": size, "out": str(trace), "summary": str(summary), "argv": script,
-               "env": extra, "timeout": timeout}
+               "env": extra, "deadline": None if timeout is None else time.time() + timeout}
         self._requests.write(json.dumps(req) + "\n")
         self._requests.flush()
         ready, _, _ = select.select([self._reply], [], [], _grace(timeout))

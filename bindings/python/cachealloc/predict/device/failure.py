@@ -47,23 +47,44 @@ class StopRecording(BaseException):
         self.refused = refused
 
 
-def _library_dirs():
-    import os
-    torch_dir = os.path.dirname(torch.__file__)
-    here = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # cachealloc/
-    return torch_dir, here
+_PREFIXES = {}     # "library" / "installed" -> tuple of folder prefixes
 
 
-def user_frame(frame=None):
-    """(file, line) of the innermost frame outside torch and cachealloc,
+def _prefixes(kind: str) -> tuple:
+    """library: torch's and cachealloc's install folders; installed: those,
+    the standard library and the site-packages folders (everything that is
+    not the user's own code)."""
+    got = _PREFIXES.get(kind)
+    if got is None:
+        import os
+        import sysconfig
+        from ...library_frames import library_prefixes
+        dirs = list(library_prefixes())
+        if kind == "installed":
+            paths = sysconfig.get_paths()
+            for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+                for d in {paths[key], os.path.realpath(paths[key])}:
+                    dirs.append(d.rstrip(os.sep) + os.sep)
+        got = _PREFIXES[kind] = tuple(dirs) + (("<",) if kind == "installed" else ("<frozen",))
+    return got
+
+
+def is_installed_file(filename: str) -> bool:
+    """Not the user's own code: the standard library, an installed package,
+    or no file at all ("<string>", "<frozen ...>")."""
+    return filename.startswith(_prefixes("installed")) or filename.startswith("<")
+
+
+def user_frame(frame=None, own: bool = False):
+    """(file, line) of the innermost frame outside torch and cachealloc
+    (own: outside every installed package and the standard library too),
     from frame outward (default: the caller's stack), or None."""
     import sys
-    torch_dir, here = _library_dirs()
+    skip = _prefixes("installed" if own else "library")
     f = frame if frame is not None else sys._getframe(1)
     while f is not None:
-        name = f.f_code.co_filename
-        if not (name.startswith(torch_dir) or name.startswith(here) or name.startswith("<frozen")):
-            return name, f.f_lineno
+        if not f.f_code.co_filename.startswith(skip):
+            return f.f_code.co_filename, f.f_lineno
         f = f.f_back
     return None
 

@@ -39,6 +39,7 @@ rounds are caught in seconds.
 """
 from __future__ import annotations
 
+import bisect
 import dis
 import linecache
 import os
@@ -69,7 +70,7 @@ def _is_condition(opname: str) -> bool:
     return "_IF_" in opname or opname in ("UNARY_NOT", "TO_BOOL")
 
 
-_instr_cache: dict = {}     # code -> {offset: index}, [instructions]
+_instr_cache: dict = {}     # code -> ([offsets], [instructions]), bounded
 
 
 def decides_branch(frame) -> bool:
@@ -79,13 +80,16 @@ def decides_branch(frame) -> bool:
     cached = _instr_cache.get(code)
     if cached is None:
         instrs = list(dis.get_instructions(code))
-        cached = ({ins.offset: i for i, ins in enumerate(instrs)}, instrs)
+        cached = ([ins.offset for ins in instrs], instrs)
         if len(_instr_cache) > 10_000:
             _instr_cache.clear()
         _instr_cache[code] = cached
-    where, instrs = cached
-    i = where.get(frame.f_lasti)
-    if i is None:
+    offsets, instrs = cached
+    # f_lasti may point into the inline cache entries that follow a call
+    # (Python >= 3.11), which dis does not list: the instruction is the last
+    # one at or before it.
+    i = bisect.bisect_right(offsets, frame.f_lasti) - 1
+    if i < 0:
         return False
     for ins in instrs[i:i + 16]:
         if _is_condition(ins.opname):
@@ -95,10 +99,16 @@ def decides_branch(frame) -> bool:
     return False
 
 
+_HANDLERS = ("__torch_function__", "__torch_dispatch__")
+
+
 def site_frame(frame):
-    """The innermost frame outside torch's dispatch machinery and cachealloc:
-    the code that asked for the value."""
-    while frame is not None and frame.f_code.co_filename.startswith(_PLUMBING):
+    """The innermost frame outside torch's dispatch machinery, cachealloc,
+    and any mode's or subclass's handler (`with torch.device("cuda")` is a
+    TorchFunctionMode whose __torch_function__ sits between `bool(mask)`
+    and the code that tests it): the code that asked for the value."""
+    while frame is not None and (frame.f_code.co_filename.startswith(_PLUMBING)
+                                 or frame.f_code.co_name in _HANDLERS):
         frame = frame.f_back
     return frame
 

@@ -9,8 +9,9 @@ unmodified as __main__; the recording stops after its N-th optimizer step
 (optimizer.step() calls, counted by a global step hook), or when it ends.
 A builder FUNC(size) returns a step callable, called N times.
 --mode cpu-init (default: CPU tensors real, cpu_side.py) or fake (every
-tensor fake). --timeout SECONDS: the recording's wall-clock budget
-(watchdog.py). Exit status: 0 recorded, 3 refused, caught in a loop or out
+tensor fake). --deadline T: the recording ends at time.time() == T, naming
+the step's line (watchdog.py; the caller's clock, so that the worker's own
+start-up counts against the prediction's budget). Exit status: 0 recorded, 3 refused, caught in a loop or out
 of time (the summary's "refused" says why, its "failure" is
 {"kind": "refused"|"loop"|"timeout", "where": "file:line", "detail"}).
 """
@@ -45,11 +46,11 @@ def main(argv):
     p.add_argument("--builder")
     p.add_argument("--size", type=int)
     p.add_argument("--mode", default="cpu-init", choices=("cpu-init", "fake"))
-    p.add_argument("--timeout", type=float, help="seconds this recording may take (none: no limit)")
+    p.add_argument("--deadline", type=float, help="time.time() at which the recording is out of time")
     p.add_argument("--parent-pid", type=int, help="end when this process is no longer the parent")
     # Serve many recordings from one process (one torch import): requests
     # are JSON lines on file descriptor --request-fd ({"size", "out",
-    # "summary", "argv", "env", "timeout"}), each answered by its exit status
+    # "summary", "argv", "env", "deadline"}), each answered by its exit status
     # as a line on file descriptor --reply-fd. stdin stays the script's own
     # (the caller gives /dev/null: a script's input() gets EOF, not a hang).
     p.add_argument("--reply-fd", type=int)
@@ -65,14 +66,14 @@ def main(argv):
     import torch  # noqa: F401  (after the guard)
     guard.after_torch_import()
     if ns.reply_fd is None:
-        return record_one(ns, watchdog, ns.size, ns.out, ns.summary, ns.script, ns.timeout)
+        return record_one(ns, watchdog, ns.size, ns.out, ns.summary, ns.script, ns.deadline)
     reply = os.fdopen(ns.reply_fd, "w", buffering=1)
     for line in os.fdopen(ns.request_fd, "r"):
         req = json.loads(line)
         os.environ.update(req.get("env") or {})
         try:
             status = record_one(ns, watchdog, req.get("size"), req["out"], req["summary"],
-                                req.get("argv") or [], req.get("timeout"))
+                                req.get("argv") or [], req.get("deadline"))
         except BaseException as e:  # the script failed: report, keep serving
             import traceback
             traceback.print_exc()
@@ -91,7 +92,7 @@ def _load_module(name, path):
 _fallen_back = None     # why this worker runs all-fake after cpu-init overflowed the host
 
 
-def record_one(ns, watchdog, size, out, summary_path, script, timeout=None):
+def record_one(ns, watchdog, size, out, summary_path, script, deadline=None):
     """One recording: in --mode, falling back to all-fake when cpu-init's
     real CPU tensors would overflow host memory (host_memory.py). Exit
     status 0 recorded, 3 refused, caught in a loop or out of time (the
@@ -117,12 +118,13 @@ def record_one(ns, watchdog, size, out, summary_path, script, timeout=None):
 
     def expired(frame):
         """The watchdog's callback: where the main thread is, as the failure."""
-        at = user_frame(frame) if frame is not None else None
+        at = None
+        if frame is not None:
+            at = user_frame(frame, own=True) or user_frame(frame)
         where = f"{at[0]}:{at[1]}" if at else None
         innermost = (f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
                      if frame is not None else "unknown")
-        detail = (f"the prediction's time budget ran out ({timeout:.1f} s were left for this "
-                  f"recording) with the step at "
+        detail = (f"the prediction's time budget ran out with the step at "
                   f"{where or 'an unknown line'} (innermost frame {innermost}) after "
                   f"{state['steps'][0]} optimizer step(s); allow more with --timeout SECONDS")
         summary.update(refused=f"timed out: {detail}", steps=state["steps"][0],
@@ -131,8 +133,8 @@ def record_one(ns, watchdog, size, out, summary_path, script, timeout=None):
         with open(summary_path, "w") as f:
             json.dump(summary, f)
 
-    if timeout is not None:
-        watchdog.arm(timeout, expired, str(summary_path) + ".stack")
+    if deadline is not None:
+        watchdog.arm(deadline - time.time(), expired, str(summary_path) + ".stack")
     try:
         overflow = None
         try:
@@ -149,7 +151,7 @@ def record_one(ns, watchdog, size, out, summary_path, script, timeout=None):
             summary.update(mode="fake", mode_note=_fallen_back)
             status, dev = _record(ns, gpu, size, script, "fake", summary, state)
     finally:
-        if timeout is not None:
+        if deadline is not None:
             watchdog.disarm()
     summary["steps"] = state["steps"][0]
     summary["record_seconds"] = time.perf_counter() - t0
