@@ -51,6 +51,21 @@ def _tensors(out):
             yield from _tensors(t)
 
 
+def _has_real(values) -> bool:
+    """Whether a real (not fake) tensor is among values, or in a list among
+    them (aten's arguments nest no deeper: Tensor[], Tensor?[]). Runs for
+    every fake op: a plain loop, not a pytree walk."""
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            if not isinstance(v, FakeTensor):
+                return True
+        elif isinstance(v, (list, tuple)):
+            for t in v:
+                if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
+                    return True
+    return False
+
+
 class CpuSide:
     """Runs the real CPU ops of a cpu-init recording and counts their host
     memory. live/peak: bytes of live storages the real ops made."""
@@ -72,7 +87,7 @@ class CpuSide:
             if issubclass(t, FakeTensor):
                 return True
         dev = kwargs.get("device")
-        if dev is not None and torch.device(dev).type == "cuda":
+        if dev is not None and (dev.type if isinstance(dev, torch.device) else torch.device(dev).type) == "cuda":
             return True
         for a in args:
             if isinstance(a, torch.device) and a.type == "cuda":
@@ -84,8 +99,7 @@ class CpuSide:
         real tensor copied to "cuda" must not reach FakeTensorMode as it is
         (with no fake input, it would run the copy for real, as it does for
         constants, on a CUDA backend this process lacks)."""
-        if not any(isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor)
-                   for t in pytree.tree_leaves((args, kwargs))):
+        if not (_has_real(args) or _has_real(kwargs.values())):
             return args, kwargs
         return pytree.tree_map_only(
             torch.Tensor, lambda t: t if isinstance(t, FakeTensor) else self.fake_mode.from_tensor(t),
