@@ -10,7 +10,7 @@ The model is written here (nanoGPT-style, no transformers needed) so the
 benchmark runs on any CPU machine. Reference measured in the same run: the
 bare time to start a worker and import torch (a recording's fixed cost).
 
-    ... speed.py --zoo [vit_b_16,swin_t,convnext_tiny,timm:vit_small_patch16_224] [--batch 8]
+    ... speed.py --zoo [vit_b_16,swin_t,convnext_tiny,timm:vit_small_patch16_224] [--batch 8] [--out DIR]
 
 --zoo instead times one size of each model's unmodified training script
 (tests/python/predict_steps/zoo_train.py: built on the CPU, moved with
@@ -97,6 +97,22 @@ def zoo(gpu, models, batch, ref) -> None:
                   flush=True)
 
 
+class _Tee:
+    """stdout that also goes to a file (--out)."""
+
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for s in self.streams:
+            s.write(text)
+            s.flush()
+
+    def flush(self):
+        for s in self.streams:
+            s.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpu", default="H100-80GB")
@@ -104,7 +120,11 @@ def main():
     ap.add_argument("--fraction", type=float, default=0.25)
     ap.add_argument("--no-largest", action="store_true")
     ap.add_argument("--zoo", nargs="?", const=ZOO, help=f"time these models instead (default {ZOO})")
+    ap.add_argument("--out", help="also write what is printed to OUT/speed.txt")
     args = ap.parse_args()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        sys.stdout = _Tee(sys.stdout, open(os.path.join(args.out, "speed.txt"), "w"))
     from cachealloc import predict
     gpu = predict.resolve_gpu(args.gpu)
     target = f"{os.path.abspath(__file__)}:gpt2_small"
