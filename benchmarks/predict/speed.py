@@ -8,7 +8,16 @@ figures for docs/benchmarks.md.
 
 The model is written here (nanoGPT-style, no transformers needed) so the
 benchmark runs on any CPU machine. Reference measured in the same run: the
-bare time to start a worker and import torch (a recording's fixed cost)."""
+bare time to start a worker and import torch (a recording's fixed cost).
+
+    ... speed.py --zoo [vit_b_16,swin_t,convnext_tiny,timm:vit_small_patch16_224] [--batch 8] [--out DIR]
+
+--zoo instead times one size of each model's unmodified training script
+(tests/python/predict_steps/zoo_train.py: built on the CPU, moved with
+.cuda(), AdamW, 3 steps) predicted as `cachealloc predict --size` does it
+(recording, replays and the advisor's search), once per fake-device mode:
+cpu-init (CPU tensors real) and fake (every tensor fake). The issue's
+target is at most 10 s per size on 2 cores."""
 import argparse
 import os
 import subprocess
@@ -67,13 +76,55 @@ def gpt2_small(batch, seq=1024):
     return step
 
 
+ZOO_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests",
+                          "python", "predict_steps", "zoo_train.py")
+ZOO = "vit_b_16,swin_t,convnext_tiny,timm:vit_small_patch16_224"
+
+
+def zoo(gpu, models, batch, ref) -> None:
+    """One size of each model, per mode: seconds for the whole prediction."""
+    from cachealloc import predict
+    print(f"{'model':32} {'mode':9} {'predicted':>10} {'recording':>10} {'x ref':>6} "
+          f"{'allocations':>11} {'peak allocated':>15}")
+    for model in models:
+        os.environ["MODEL"] = model
+        for mode in ("cpu-init", "fake"):
+            a = predict.fits(["python", os.path.abspath(ZOO_SCRIPT)], gpu, size=batch,
+                             batch_env="B", steps=3, mode=mode)
+            peak = a["configs"]["classic"]["peak_allocated"]
+            print(f"{model:32} {a['mode']:9} {a['seconds']:9.1f}s {a['record_seconds']:9.1f}s "
+                  f"{a['seconds'] / ref:5.1f}x {a['recording']['allocations']:11d} {peak:15d}",
+                  flush=True)
+
+
+class _Tee:
+    """stdout that also goes to a file (--out)."""
+
+    def __init__(self, *streams):
+        self.streams = streams
+
+    def write(self, text):
+        for s in self.streams:
+            s.write(text)
+            s.flush()
+
+    def flush(self):
+        for s in self.streams:
+            s.flush()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpu", default="H100-80GB")
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--fraction", type=float, default=0.25)
     ap.add_argument("--no-largest", action="store_true")
+    ap.add_argument("--zoo", nargs="?", const=ZOO, help=f"time these models instead (default {ZOO})")
+    ap.add_argument("--out", help="also write what is printed to OUT/speed.txt")
     args = ap.parse_args()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        sys.stdout = _Tee(sys.stdout, open(os.path.join(args.out, "speed.txt"), "w"))
     from cachealloc import predict
     gpu = predict.resolve_gpu(args.gpu)
     target = f"{os.path.abspath(__file__)}:gpt2_small"
@@ -82,6 +133,10 @@ def main():
     ref = time.perf_counter() - t
     print(f"reference: python + import torch: {ref:.1f} s; cores: {os.cpu_count()}; "
           f"load average (1, 5, 15 min) at start: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    if args.zoo:
+        zoo(gpu, args.zoo.split(","), args.batch, ref)
+        print(f"load average at end: {', '.join(f'{x:.1f}' for x in os.getloadavg())}")
+        return
     a = predict.fits(target, gpu, size=args.batch, steps=2)
     print(f"GPT-2 small batch {args.batch} predicted and best config found: {a['seconds']:.1f} s "
           f"(recording {a['record_seconds']:.1f} s, {a['recording']['allocations']} allocations; "

@@ -95,8 +95,11 @@ def test_unmodified_script_through_the_command(tmp_path):
     assert proc.returncode == 0, proc.stderr
     ans = json.loads(proc.stdout)
     assert ans["fits"] and ans["steps"] == 2
-    # The loss's .item() got a placeholder each step.
-    assert ans["recording"]["item_placeholders"] >= 2
+    # The loss's .item() after the first step got a placeholder (the second
+    # step's print comes after the recording stops; cpu-init mode reads the
+    # initialisation's CPU values for real, so those are no placeholders).
+    assert ans["recording"]["item_placeholders"] >= 1
+    assert ans["mode"] == "cpu-init"
     # Adam's moments, parameters and gradients are all there: >= 4 x params.
     params = (256 * 1024 + 1024 + 1024 * 256 + 256) * 4
     assert ans["configs"]["classic"]["peak_allocated"] >= 4 * params

@@ -157,7 +157,7 @@ def test_json_document_on_success():
     doc = json.loads(proc.stdout)
     assert doc["schema_version"] == schema.SCHEMA_VERSION and doc["command"] == "fits"
     assert doc["error"] is None and doc["verdict"] == "fits" and doc["exit_code"] == 0
-    assert doc["mode"] == "fake"
+    assert doc["mode"] == "cpu-init" and doc["mode_note"] is None     # the recording's summary's
     t = doc["torch_versions"]
     assert t["assumed"] == "2.11" and t["installed"] == torch.__version__
     for c in doc["configs"].values():

@@ -166,3 +166,23 @@ def value_checks(size):
             passed = not is_tracing(m) and bool(m.to(torch.bool).all())
             torch.empty(1000 * (i + 1) + (0 if passed else 1), dtype=torch.uint8, device="cuda")
     return step
+
+
+def cpu_side(size):
+    """What cpu-init mode promises (device/cpu_side.py): CPU tensors are
+    real (their values too), a CPU tensor moved to "cuda" is a fake of the
+    same shape, dtype and strides, and ops on fakes stay fake. Raises in
+    the worker (the test sees a RecordError) if any of it is false."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    host = torch.arange(size, dtype=torch.float64).reshape(size // 8, 8).t()  # non-contiguous
+    assert not isinstance(host, FakeTensor)
+    assert host.sum().item() == size * (size - 1) / 2          # a real value, not a placeholder
+    dev = host.cuda()
+    assert isinstance(dev, FakeTensor) and dev.device.type == "cuda"
+    assert (dev.shape, dev.dtype, dev.stride()) == (host.shape, host.dtype, host.stride())
+    assert isinstance(dev.cpu() * 2, FakeTensor)               # back on the CPU: still fake
+    assert isinstance(torch.zeros(3, device="cuda"), FakeTensor)
+
+    def step():
+        return (dev * 2).sum()
+    return step

@@ -20,7 +20,7 @@ engine. See docs/prediction.md.
 from .gpus import KNOWN_GPUS, Gpu, UnknownGpu
 from .gpus import resolve as resolve_gpu
 from .answer.record import RecordError, record
-from .device.recorder import PredictionRefused
+from .device.failure import PredictionRefused
 from .answer.largest import SizeNotReaching, largest
 from .answer.search import fits, measure
 

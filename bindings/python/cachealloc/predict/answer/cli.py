@@ -5,7 +5,8 @@ Python `cachealloc` command (bindings/python/cachealloc/cli.py sends
     cachealloc predict --gpu H100-80GB [--memory-fraction F] [--steps N]
         [--size N | --largest [--start N] [--max N]]
         [--batch-arg ARG | --batch-env VAR] [--no-optimizer-step] [--json] [--html PAGE]
-        [--cudnn-table FILE|none] [--tuning-errors FILE] -- python train.py ARGS...
+        [--cudnn-table FILE|none] [--tuning-errors FILE] [--timeout SECONDS]
+        [--mode cpu-init|fake] -- python train.py ARGS...
     cachealloc predict --gpu-memory 24GiB --builder step.py:make --size 8
 
 The script runs unmodified on the fake device for N optimizer steps (default
@@ -15,8 +16,10 @@ environment variable. Byte sizes as the other commands read them
 (1073741824, 2e8, 1.5GiB, 40GB). Every figure carries an error band
 (band.py); "fits" and "does not fit" are said only outside it. Exit status:
 schema.EXIT_HELP (0 fits, 1 does not fit, 2 bad input, 3 too close to
-call, 4 the step could not be predicted); --json is schema.py's document,
-also on failure.
+call, 4 the step could not be predicted: among others a step the fake
+device refused, caught in a data-dependent loop, or that ran past
+--timeout, the message naming the kind and the line); --json is
+schema.py's document, also on failure.
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ from .band_text import failure_text
 from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
 from .largest import Progress, SizeNotReaching, largest
 from .record import RecordError
-from ..device.recorder import PredictionRefused
+from ..device.failure import PredictionRefused
+from .budget import DEFAULT_TIMEOUT
 from .search import fits
 
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -64,6 +68,16 @@ def _fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not 0 < f <= 1:
         raise argparse.ArgumentTypeError(f"--memory-fraction must be in (0, 1], got {text}")
+    return f
+
+
+def _seconds(text: str) -> float:
+    try:
+        f = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout: not a number of seconds: {text!r}") from None
+    if f < 0:
+        raise argparse.ArgumentTypeError(f"--timeout must be >= 0 seconds (0: no limit), got {text}")
     return f
 
 
@@ -108,6 +122,15 @@ def _parser() -> argparse.ArgumentParser:
                    "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
     p.add_argument("--no-advise", action="store_true", help="skip the advisor's settings search")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
+    p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                   help=f"wall-clock seconds for the whole prediction, every recording and replay "
+                   f"(default {DEFAULT_TIMEOUT:.0f}; 0: no limit); past it the answer names the "
+                   f"step's line")
+    p.add_argument("--mode", choices=("cpu-init", "fake"), default="cpu-init",
+                   help="cpu-init (default): CPU tensors are real, so a model built on the CPU "
+                   "initialises as on your machine, and only what is on the CUDA device is fake "
+                   "(falls back to fake, saying so, when host memory is short); fake: every "
+                   "tensor is fake")
     p.add_argument("command", nargs=argparse.REMAINDER)
     return p
 
@@ -118,7 +141,25 @@ def _wants_json(argv) -> bool:
     return "--json" in (args[:args.index("--")] if "--" in args else args)
 
 
+def _terminate(signum, frame):
+    """SIGTERM (e.g. from `timeout`): unwind, so that the workers are killed
+    (answer/record.py's finally blocks) before this process ends."""
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    import signal
+    import threading
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    before = signal.signal(signal.SIGTERM, _terminate)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
+def _main(argv: Optional[List[str]]) -> int:
     p = _parser()
     try:
         ns = p.parse_args(argv)
@@ -133,7 +174,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     kind = "largest" if ns.largest else "fits"
 
     def bad(msg: str) -> int:
-        return _emit_failure(kind, {"kind": "bad_input", "message": msg}, ns.json)
+        return _emit_failure(kind, {"kind": "bad_input", "message": msg, "mode": ns.mode}, ns.json)
 
     if bool(command) == bool(ns.builder):
         return bad("give either -- COMMAND (a script to run) or --builder FILE:FUNCTION")
@@ -158,7 +199,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     target = ns.builder or command
     common = dict(memory_fraction=ns.memory_fraction, steps=ns.steps, batch_arg=ns.batch_arg,
                   batch_env=ns.batch_env, no_optimizer_step=ns.no_optimizer_step,
-                  tuning=ns.tuning_errors)
+                  tuning=ns.tuning_errors, mode=ns.mode, timeout=ns.timeout)
     try:
         if ns.largest:
             answer = largest(target, gpu, start=ns.start, max_size=ns.max,
@@ -167,13 +208,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             answer = fits(target, gpu, size=ns.size, advise=not ns.no_advise, **common)
             text = report.fits_text(answer)
-    except (PredictionRefused, RecordError, SizeNotReaching) as e:
-        failure = getattr(e, "failure", None) or {"kind": "refused", "where": None}
+    except PredictionRefused as e:
+        # The failure's kind leads: refused, loop (caught in a data-dependent
+        # loop) or timeout; the message names the line. Exit 4 (schema.py).
+        f = e.failure
+        head = {"refused": "refused", "loop": "caught in a loop",
+                "timeout": f"timed out (--timeout {ns.timeout:g} s)"}.get(f["kind"], f["kind"])
         return _emit_failure(kind, {
-            "kind": failure.get("kind") or "refused", "message": failure.get("detail") or str(e),
-            "where": failure.get("where"), "output_tail": getattr(e, "output_tail", ""),
-            "exceptions": getattr(e, "exceptions", []), "mode": failure.get("mode")},
-            ns.json, gpu=gpu.name)
+            "kind": f["kind"], "message": f"{head} at {f['where'] or 'an unknown line'}: "
+            f"{f['detail']}", "where": f["where"], "detail": f["detail"],
+            "mode": getattr(e, "mode", None) or ns.mode}, ns.json, gpu=gpu.name)
+    except (RecordError, SizeNotReaching) as e:
+        f = e.failure
+        return _emit_failure(kind, {
+            "kind": f.get("kind") or "failed", "message": f.get("detail") or str(e),
+            "where": f.get("where"), "detail": f.get("detail") or str(e),
+            "output_tail": getattr(e, "output_tail", ""),
+            "exceptions": getattr(e, "exceptions", []),
+            "mode": getattr(e, "mode", None) or ns.mode}, ns.json, gpu=gpu.name)
     except ValueError as e:
         return bad(str(e))
     if ns.html:
@@ -190,14 +242,16 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _emit_failure(command: str, error: dict, as_json: bool, gpu: Optional[str] = None,
                   text: bool = True) -> int:
     """The error in words on stderr, and as the --json document on stdout."""
-    error = {"where": None, "output_tail": "", "exceptions": [], **error}
+    error = {"where": None, "detail": error.get("message"), "output_tail": "", "exceptions": [],
+             **error}
+    mode = error.pop("mode", None)      # the mode that ran (its summary's), or the one asked for
     if text:
         if error["kind"] == "bad_input":
             print(f"cachealloc predict: {error['message']}", file=sys.stderr)
         else:
             sys.stderr.write(failure_text(error))
     doc = schema.failure_document(command, error, gpu=gpu, assumed_torch=_assumed_torch(),
-                                  mode=(error.get("mode") or "fake"))
+                                  mode=mode)
     if as_json:
         json.dump(doc, sys.stdout, indent=1, default=str)
         print()

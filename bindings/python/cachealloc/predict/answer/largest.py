@@ -11,6 +11,9 @@ recording each probed size once (one worker process serves every probe).
 Two probes of different sizes that record the same requests mean the size
 does not reach the step: an error (SizeNotReaching) saying how the size was
 passed. A criterion still met at --max is reported as "at least" --max.
+The whole search runs within one time budget (budget.py): each probe's
+recording gets what is left, and a probe that starts with nothing left
+ends the search with PredictionRefused (failure kind "timeout").
 """
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ from typing import Callable, Dict, Optional
 
 from ..gpus import Gpu
 from . import band
+from .budget import DEFAULT_TIMEOUT, Budget
 from .record import Session
-from .search import NATIVE_CONFIGS, _facts, _judge, fallback_lines, measure
+from .search import NATIVE_CONFIGS, _facts, _judge, fallback_lines, measure, mode_of
 
 
 class SizeNotReaching(ValueError):
@@ -56,14 +60,17 @@ class Progress:
 
 def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_size=1 << 20,
             batch_arg=None, batch_env=None, workdir=None, progress: Optional[Progress] = None,
-            no_optimizer_step=False, tuning: Optional[str] = None) -> dict:
+            no_optimizer_step=False, tuning: Optional[str] = None, mode="cpu-init",
+            timeout=DEFAULT_TIMEOUT) -> dict:
+    """mode and timeout as for fits(); timeout covers the whole search."""
     t0 = time.perf_counter()
+    budget = Budget(timeout)
     limit = gpu.usable(memory_fraction)
     progress = progress or Progress(False)
     session = Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
-                      workdir=workdir, no_optimizer_step=no_optimizer_step)
+                      workdir=workdir, no_optimizer_step=no_optimizer_step, mode=mode)
     try:
-        search = _Search(session, gpu, limit, band.load(tuning), progress)
+        search = _Search(session, gpu, limit, band.load(tuning), progress, budget)
         answer = search.run(start, max_size)
     finally:
         session.close()
@@ -84,8 +91,9 @@ def how_passed(session: Session, size: int) -> str:
 class _Search:
     BIG = float(2 ** 62)      # over() of a need that cannot be met (min_memory None, no bound)
 
-    def __init__(self, session, gpu, limit, data, progress):
+    def __init__(self, session, gpu, limit, data, progress, budget: Optional[Budget] = None):
         self.session, self.gpu, self.limit, self.data, self.progress = session, gpu, limit, data, progress
+        self.budget = budget or Budget(None)
         self.probes: Dict[int, dict] = {}     # size -> measure()'s configs, banded
         self.summaries: Dict[int, dict] = {}  # size -> the recording's summary
         self.bands: Dict[int, dict] = {}      # size -> band.bands less its per-config part
@@ -95,7 +103,9 @@ class _Search:
         if size not in self.probes:
             n = len(self.probes)
             self.progress.update(n + 1, max(n + 2, 2 * n.bit_length() + 4), f"size={size}")
-            rec = self.session.record(size)
+            self.budget.check(f"before size {size} was recorded")
+            rec = self.session.record(size, timeout=self.budget.left())
+            self.budget.check(f"after size {size} was recorded, before its replay")
             m = measure(rec.trace, self.limit)
             self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
             self.probes[size], self.summaries[size] = m, rec.summary
@@ -236,5 +246,6 @@ class _Search:
                 "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}
                 for name, (size, c) in at.items()}}
         answer.update(_facts(self.summaries[shown], self.bands[shown], self.data))
+        answer.update(mode_of(self.summaries.values()))   # every probe's mode, not the shown one's
         answer["recording"], answer["trace"] = self.summaries[shown], self.traces[shown]
         return answer

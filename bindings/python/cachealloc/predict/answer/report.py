@@ -90,6 +90,7 @@ def fits_text(a: dict) -> str:
             lines.append(f"  {gib(row['min_memory']):>10}  {row['line'] or 'defaults'}")
     lines += ["", f"recorded {a['recording']['allocations']} allocations in {a['steps']} step(s); "
               f"{a['recording']['item_placeholders']} .item() placeholder(s)"]
+    lines += mode_lines(a)
     lines += notes(a)
     lines += coverage_lines(a)
     lines += torch_lines(a)
@@ -97,6 +98,29 @@ def fits_text(a: dict) -> str:
     lines += ["  " + m for m in a["modelled"]]
     lines.append(f"predicted in {a['seconds']:.1f} s; trace: {a['trace']}")
     return "\n".join(lines) + "\n"
+
+
+MODE_WORDS = {"cpu-init": "cpu-init (CPU tensors real: the model's initialisation and the "
+                          "script's CPU work ran as on your machine; only CUDA tensors fake)",
+              "fake": "fake (every tensor fake: values read on the CPU side are placeholders)"}
+
+
+def mode_lines(a: dict) -> list:
+    """Which fake-device mode ran (device/cpu_side.py), and why it fell back."""
+    mode = a.get("mode")
+    if not mode:
+        return []
+    out = [f"mode: {MODE_WORDS.get(mode, mode)}"]
+    rec = a.get("recording") or {}
+    if rec.get("host_bytes_peak") is not None and mode == "cpu-init":
+        out[0] += (f"; the CPU side held at most {size_text(rec['host_bytes_peak'])} of host memory "
+                   f"(budget {size_text(rec['host_budget'])})")
+    if a.get("mode_note"):
+        out.append(f"note: {a['mode_note']}")
+    if rec.get("init_redraw_checks"):
+        out.append(f"note: {rec['init_redraw_checks']} redraw check(s) in torch.nn.init on CUDA "
+                   "tensors answered 'no redraw', as on a GPU (docs/prediction.md)")
+    return out
 
 
 def notes(a: dict) -> list:
@@ -146,6 +170,7 @@ def largest_text(a: dict) -> str:
     lines = first_lines(a, head + f" (allocator limit {gib(a['limit'])}, "
                         f"{gib(a['context_bytes_assumed'])} assumed CUDA context)")
     lines += settings_block(a["settings"] if n else None)
+    lines += mode_lines(a)
     lines.append("largest size, within the band (as predicted):")
     for name, label in (("classic", "classic (defaults):       "),
                         ("expandable", "expandable_segments:True: "),

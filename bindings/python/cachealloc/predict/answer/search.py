@@ -15,6 +15,7 @@ from typing import Callable, Dict, Optional
 from ... import lab
 from ..gpus import Gpu
 from . import advisor, band
+from .budget import DEFAULT_TIMEOUT, Budget
 from .record import Session, record
 
 NATIVE_CONFIGS = {"classic": "", "expandable": "expandable_segments:True"}
@@ -43,18 +44,33 @@ def measure(trace, limit: int) -> dict:
     return out
 
 
+def mode_of(summaries) -> dict:
+    """Which fake-device mode the recordings ran in ("cpu-init", "fake", or
+    both when a search fell back part-way), and why it fell back."""
+    modes = sorted({s.get("mode", "fake") for s in summaries})
+    notes = [s["mode_note"] for s in summaries if s.get("mode_note")]
+    return {"mode": "+".join(modes) if modes else None, "mode_note": notes[0] if notes else None}
+
+
 def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_arg=None,
          batch_env=None, workdir=None, advise=True, no_optimizer_step=False,
-         tuning: Optional[str] = None) -> dict:
+         tuning: Optional[str] = None, mode="cpu-init", timeout=DEFAULT_TIMEOUT) -> dict:
     """The answer at one size. "verdict" (fits / does_not_fit /
     too_close_to_call) weighs each candidate's need against the limit with
     its band (band.py); "fits" is verdict == "fits"; "predicted_fits" is the
-    prediction without the band (some config, or the advisor's line, fits)."""
+    prediction without the band (some config, or the advisor's line, fits).
+    mode: "cpu-init" (CPU-side code runs for real, falling back to "fake"
+    when host memory is short) or "fake" (every tensor fake). timeout:
+    seconds for the whole prediction (None or 0: no limit); past it
+    PredictionRefused with failure kind "timeout"."""
     t0 = time.perf_counter()
+    budget = Budget(timeout)
     limit = gpu.usable(memory_fraction)
     rec = record(target, gpu, steps=steps, size=size, batch_arg=batch_arg, batch_env=batch_env,
-                 workdir=workdir, no_optimizer_step=no_optimizer_step)
+                 workdir=workdir, no_optimizer_step=no_optimizer_step, mode=mode,
+                 timeout=budget.left())
     t_rec = time.perf_counter() - t0
+    budget.check("after the step was recorded, before its replay")
     configs = measure(rec.trace, limit)
     data = band.load(tuning)
     bands = _judge(rec.summary, gpu, configs, limit, data)
@@ -73,6 +89,7 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
     answer.update(_facts(rec.summary, bands, data))
     best = None
     if advise:
+        budget.check("after the replays, before the advisor's search")
         adv = lab.advise(rec.trace, memory_limit=limit,
                          device_memory=gpu.total_memory if memory_fraction else None)
         best_row = adv["configs"][0] if adv.get("configs") else None
@@ -119,11 +136,12 @@ def _judge(summary: dict, gpu: Gpu, configs: Dict[str, dict], limit: int, data: 
 
 def _facts(summary: dict, bands: dict, data: dict) -> dict:
     """What every answer says of its recording besides the figures: the
-    band, the ops' coverage, the torch versions, the mode that ran."""
+    band, the ops' coverage, the torch versions, the mode that ran (and why
+    it fell back to all-fake, mode_note)."""
     return {"band": bands, "step_class": bands["class"],
             "coverage": band.coverage(summary, data),
             "torch_versions": band.torch_versions(summary, data),
-            "mode": summary.get("mode", "fake")}
+            **mode_of([summary])}
 
 
 def fallback_lines(summary: dict, at: dict) -> list:

@@ -28,6 +28,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from . import plain_tensor, script_support
 from ..kernels import sdpa_dispatch
+from .cpu_side import CpuSide
 from .recorder import PredictionRefused, Recording, RecordingMode
 
 
@@ -125,9 +126,17 @@ class FakeCudaDevice:
     """Context manager: inside it the program runs on the fake device and
     `recording` fills up."""
 
-    def __init__(self, gpu):
+    MODES = ("cpu-init", "fake")
+
+    def __init__(self, gpu, mode: str = "cpu-init"):
+        """mode: "cpu-init" (CPU tensors real, cpu_side.py) or "fake" (every
+        tensor fake)."""
+        if mode not in self.MODES:
+            raise ValueError(f"mode {mode!r} is none of {self.MODES}")
         self.gpu = gpu
+        self.mode = mode
         self.recording = Recording(gpu)
+        self.cpu_side = CpuSide() if mode == "cpu-init" else None
         self._saved = []
         self._stream_stack = []
 
@@ -234,13 +243,19 @@ class FakeCudaDevice:
         torch._C._set_only_lift_cpu_tensors(True)
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.fake_mode.__enter__()
+        if self.cpu_side is not None:
+            self.cpu_side.fake_mode = self.fake_mode
         self.recording.rules.calibrate()
-        self.rec_mode = RecordingMode(self.recording)
+        # Each optimizer step clears loop_guard's counts of placeholder reads.
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+        self._step_hook = register_optimizer_step_post_hook(self.recording.reads.step)
+        self.rec_mode = RecordingMode(self.recording, self.cpu_side)
         self.rec_mode.__enter__()
         return self
 
     def __exit__(self, *exc):
         self.recording.active = False
+        self._step_hook.remove()
         self.rec_mode.__exit__(*exc)
         self.fake_mode.__exit__(*exc)
         torch._C._set_only_lift_cpu_tensors(self._lift_cpu)

@@ -23,14 +23,14 @@ plain_tensor's rules; the attention kernel is chosen in fake_device.
 from __future__ import annotations
 
 import threading
-import traceback
 import weakref
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..kernels import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model
-from . import known_values, plain_tensor
+from . import known_values, loop_guard, plain_tensor
+from .failure import PredictionRefused, StopRecording, user_frame, user_line  # noqa: F401 (re-exported)
 
 aten = torch.ops.aten
 ALLOC, FREE = 0, 1
@@ -41,24 +41,6 @@ _GEMM_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm
              aten.mv.default}
 # Ops that may take the cuBLASLt path (addmm_out_cuda_impl with a bias).
 _LT_OPS = {aten.addmm.default, aten._addmm_activation.default}
-
-
-class PredictionRefused(RuntimeError):
-    """The step does something the fake device cannot predict; the message
-    names the line of the user's code."""
-
-
-def user_line(skip_prefixes=None) -> str:
-    """file:line of the innermost frame outside torch and cachealloc."""
-    import os
-    torch_dir = os.path.dirname(torch.__file__)
-    here = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))  # cachealloc/
-    for frame in reversed(traceback.extract_stack()):
-        f = frame.filename
-        if f.startswith(torch_dir) or f.startswith(here) or f.startswith("<frozen"):
-            continue
-        return f"{f}:{frame.lineno}: {frame.line or ''}".strip()
-    return "(unknown line)"
 
 
 class Recording:
@@ -77,6 +59,7 @@ class Recording:
         self._lt_workspaces = set() # (thread kind, stream) that hold a cuBLASLt workspace
         self.rules = plain_tensor.PlainTensorRules()
         self.known = known_values.KnownValues()
+        self.reads = loop_guard.PlaceholderReads()
         self._main_thread = threading.get_ident()
         self.active = True
         self.placeholders = 0       # .item() calls answered with a placeholder
@@ -209,6 +192,7 @@ class Recording:
                 "cublaslt_workspaces": len(self._lt_workspaces),
                 "plain_tensor_rules": self.rules.calibration,
                 "item_placeholders": self.placeholders,
+                "init_redraw_checks": self.reads.init_reads,
                 "cudnn": self.cudnn.stats(),
                 "attention_calls": dict(self.attention),
                 "attention_output_bytes": dict(self.attention_bytes),
@@ -229,12 +213,17 @@ def _placeholder(dtype):
 class RecordingMode(TorchDispatchMode):
     """Pushed after (above) FakeTensorMode: sees every op first."""
 
-    def __init__(self, recording: Recording):
+    def __init__(self, recording: Recording, cpu_side=None):
         super().__init__()
         self.rec = recording
+        self.cpu = cpu_side         # cpu_side.CpuSide in cpu-init mode, else None (all fake)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.cpu is not None:
+            if not self.cpu.wants_fake(func, types, args, kwargs):
+                return self.cpu.run(func, args, kwargs)     # CPU-side code, for real
+            args, kwargs = self.cpu.lift(args, kwargs)
         if func is aten._local_scalar_dense.default:
             # .item(), bool(t), printing a value: no data on the fake device;
             # a known value (known_values.py) or a placeholder.
@@ -242,7 +231,9 @@ class RecordingMode(TorchDispatchMode):
             if value is not None:
                 return value
             self.rec.placeholders += 1
-            return _placeholder(args[0].dtype)
+            # loop_guard: an init's redraw check answers False; a loop that
+            # spins on placeholders is caught.
+            return self.rec.reads.answer(_placeholder(args[0].dtype))
         if func is aten._to_copy.default and getattr(args[0], "constant", None) is not None:
             # FakeTensorMode keeps the real value of small tensors made from
             # Python numbers and computes copies of them for real, which a

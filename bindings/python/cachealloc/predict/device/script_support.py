@@ -63,21 +63,20 @@ def _scaler_opt_step(self, optimizer, optimizer_state, *args, **kwargs):
 
 
 def _pin_memory(original):
-    """Tensor.pin_memory: a fake host tensor stays as it is."""
+    """Tensor.pin_memory: a host tensor stays as it is (fake, or real in
+    cpu-init mode: pinning is CUDA's host allocator, absent here)."""
     def pin_memory(self, *args, **kwargs):
-        from torch._subclasses.fake_tensor import FakeTensor
-        if isinstance(self, FakeTensor):
+        if self.device.type == "cpu":
             return self
         return original(self, *args, **kwargs)
     return pin_memory
 
 
 def _is_pinned(original):
-    """Tensor.is_pinned: a fake host tensor counts as pinned."""
+    """Tensor.is_pinned: a host tensor counts as pinned (pin_memory kept it)."""
     def is_pinned(self, *args, **kwargs):
-        from torch._subclasses.fake_tensor import FakeTensor
-        if isinstance(self, FakeTensor):
-            return self.device.type == "cpu"
+        if self.device.type == "cpu":
+            return True
         return original(self, *args, **kwargs)
     return is_pinned
 

@@ -8,7 +8,12 @@ before anything imports torch (the cachealloc package does). A script runs
 unmodified as __main__; the recording stops after its N-th optimizer step
 (optimizer.step() calls, counted by a global step hook), or when it ends.
 A builder FUNC(size) returns a step callable, called N times.
-Exit status: 0 recorded, 3 refused (the summary's "refused" says why).
+--mode cpu-init (default: CPU tensors real, cpu_side.py) or fake (every
+tensor fake). --deadline T: the recording ends at time.time() == T, naming
+the step's line (watchdog.py; the caller's clock, so that the worker's own
+start-up counts against the prediction's budget). Exit status: 0 recorded,
+3 refused, caught in a loop or out of time (the summary's "refused" says why, its "failure" is
+{"kind": "refused"|"loop"|"timeout", "where": "file:line", "detail"}).
 --trace-exceptions (a request's "trace_exceptions") also lists the
 exceptions that went through the user's code (caught.py): the answer layer
 re-runs a recording that saw no optimizer step or no allocation so, to say
@@ -26,9 +31,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 
 def _load_guard():
-    spec = importlib.util.spec_from_file_location("_cachealloc_fake_guard", HERE / "guard.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load_module("_cachealloc_fake_guard", HERE / "guard.py")
     mod.load()
     return mod
 
@@ -48,24 +51,36 @@ def main(argv):
     p.add_argument("--builder")
     p.add_argument("--size", type=int)
     p.add_argument("--trace-exceptions", action="store_true")
+    p.add_argument("--mode", default="cpu-init", choices=("cpu-init", "fake"))
+    p.add_argument("--deadline", type=float, help="time.time() at which the recording is out of time")
+    p.add_argument("--parent-pid", type=int, help="end when this process is no longer the parent")
     # Serve many recordings from one process (one torch import): requests
-    # are JSON lines on stdin ({"size", "out", "summary", "argv", "env"}),
-    # each answered by its exit status as a line on file descriptor --reply-fd.
+    # are JSON lines on file descriptor --request-fd ({"size", "out",
+    # "summary", "argv", "env", "deadline", "trace_exceptions"}), each answered by its exit status
+    # as a line on file descriptor --reply-fd. stdin stays the script's own
+    # (the caller gives /dev/null: a script's input() gets EOF, not a hang).
     p.add_argument("--reply-fd", type=int)
+    p.add_argument("--request-fd", type=int)
     p.add_argument("script", nargs="*")
     ns = p.parse_args(argv)
+    from_here = _load_module("_cachealloc_watchdog", HERE / "watchdog.py")
+    if ns.parent_pid:
+        from_here.die_with_parent(ns.parent_pid)
+    watchdog = from_here.Watchdog()
     guard = _load_guard()
     sys.path.insert(0, str(HERE.parents[2]))
     import torch  # noqa: F401  (after the guard)
     guard.after_torch_import()
     if ns.reply_fd is None:
-        return record_one(ns, ns.size, ns.out, ns.summary, ns.script, ns.trace_exceptions)
+        return record_one(ns, watchdog, ns.size, ns.out, ns.summary, ns.script, ns.deadline,
+                          ns.trace_exceptions)
     reply = os.fdopen(ns.reply_fd, "w", buffering=1)
-    for line in sys.stdin:
+    for line in os.fdopen(ns.request_fd, "r"):
         req = json.loads(line)
         os.environ.update(req.get("env") or {})
         try:
-            status = record_one(ns, req.get("size"), req["out"], req["summary"], req.get("argv") or [],
+            status = record_one(ns, watchdog, req.get("size"), req["out"], req["summary"],
+                                req.get("argv") or [], req.get("deadline"),
                                 req.get("trace_exceptions", False))
         except BaseException as e:  # the script failed: report, keep serving
             import traceback
@@ -77,35 +92,117 @@ def main(argv):
     return 0
 
 
-def record_one(ns, size, out, summary_path, script, trace_exceptions=False):
+def _load_module(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_fallen_back = None     # why this worker runs all-fake after cpu-init overflowed the host
+
+
+def record_one(ns, watchdog, size, out, summary_path, script, deadline=None,
+               trace_exceptions=False):
+    """One recording: in --mode, falling back to all-fake when cpu-init's
+    real CPU tensors would overflow host memory (host_memory.py). Exit
+    status 0 recorded, 3 refused, caught in a loop or out of time (the
+    summary's "refused" and "failure" say which and where)."""
     import gc
     t0 = time.perf_counter()
     import torch
     from cachealloc.predict.kernels import gpu_model
     from cachealloc.predict.device import trace_writer
-    from cachealloc.predict.device.fake_device import FakeCudaDevice
+    from cachealloc.predict.device.failure import user_frame
+    from cachealloc.predict.device.host_memory import HostMemoryExceeded
     from cachealloc.predict.gpus import Gpu
-    from cachealloc.predict.device.recorder import PredictionRefused
 
+    global _fallen_back
     g = json.loads(ns.gpu_json)
     gpu = Gpu(g["name"], g["total_memory"], tuple(g["capability"]), g["multi_processor_count"],
               g["context_bytes"], g.get("product", ""))
-    summary = {"refused": None, "steps": 0, "torch": torch.__version__, "size": size,
-               "builder": bool(ns.builder)}
-    steps = [0]
+    mode = "fake" if _fallen_back else ns.mode
+    summary = {"refused": None, "failure": None, "steps": 0, "torch": torch.__version__,
+               "size": size, "builder": bool(ns.builder), "mode": mode,
+               "mode_note": _fallen_back}
+    state = {"dev": None, "steps": [0]}
+
+    def expired(frame):
+        """The watchdog's callback: where the main thread is, as the failure."""
+        at = None
+        if frame is not None:
+            at = user_frame(frame, own=True) or user_frame(frame)
+        where = f"{at[0]}:{at[1]}" if at else None
+        innermost = (f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
+                     if frame is not None else "unknown")
+        detail = (f"the prediction's time budget ran out with the step at "
+                  f"{where or 'an unknown line'} (innermost frame {innermost}) after "
+                  f"{state['steps'][0]} optimizer step(s); allow more with --timeout SECONDS")
+        summary.update(refused=f"timed out: {detail}", steps=state["steps"][0],
+                       failure={"kind": "timeout", "where": where, "detail": detail},
+                       record_seconds=time.perf_counter() - t0)
+        with open(summary_path, "w") as f:
+            json.dump(summary, f)
+
+    if deadline is not None:
+        watchdog.arm(deadline - time.time(), expired, str(summary_path) + ".stack")
+    try:
+        overflow = None
+        try:
+            status, dev = _record(ns, gpu, size, script, mode, summary, state, trace_exceptions)
+        except HostMemoryExceeded as e:
+            overflow = str(e)
+        if overflow is not None:
+            # Outside the except block, so that its traceback (and the real
+            # tensors its frames hold) is gone before the second run.
+            _fallen_back = (f"cpu-init mode stopped: {overflow}; ran all-fake instead (the "
+                            f"CPU side's values are placeholders)")
+            state["dev"] = None
+            gc.collect()
+            summary.update(mode="fake", mode_note=_fallen_back)
+            status, dev = _record(ns, gpu, size, script, "fake", summary, state,
+                                  trace_exceptions)
+    finally:
+        if deadline is not None:
+            watchdog.disarm()
+    summary["steps"] = state["steps"][0]
+    summary["record_seconds"] = time.perf_counter() - t0
+    summary.update(dev.recording.stats())
+    if dev.cpu_side is not None:
+        summary.update(dev.cpu_side.stats())
+    summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())
+    summary.update(_coverage_facts(dev.recording))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    trace_writer.write(out, dev.recording.events, dev.recording.fallible)
+    with open(summary_path, "w") as f:
+        json.dump(summary, f)
+    del dev
+    state.clear()
+    gc.collect()
+    return status
+
+
+def _record(ns, gpu, size, script, mode, summary, state, trace_exceptions=False):
+    """Runs the step once on a fresh fake device; (status, device)."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+    from cachealloc.predict.device.accounting import StepAccounting
+    from cachealloc.predict.device.caught import CaughtExceptions
+    from cachealloc.predict.device import peak_makeup
+    import contextlib
+    from cachealloc.predict.device.fake_device import FakeCudaDevice
+    from cachealloc.predict.device.failure import PredictionRefused, StopRecording
+
+    steps = state["steps"] = [0]
 
     def hook(opt, args, kwargs):
         steps[0] += 1
         if steps[0] >= ns.steps:
             raise _StepsDone()
 
-    dev = FakeCudaDevice(gpu)
+    dev = state["dev"] = FakeCudaDevice(gpu, mode)
     status = 0
-    import contextlib
-    from cachealloc.predict.device.caught import CaughtExceptions
     caught = CaughtExceptions() if trace_exceptions else None
-    from torch.optim.optimizer import register_optimizer_step_post_hook
-    from cachealloc.predict.device.accounting import StepAccounting
     accounting = StepAccounting(dev.recording)
     accounting_handle = register_optimizer_step_post_hook(accounting)
     try:
@@ -126,7 +223,6 @@ def record_one(ns, size, out, summary_path, script, trace_exceptions=False):
                 del step, build, mod
             else:
                 import runpy
-                from torch.optim.optimizer import register_optimizer_step_post_hook
                 handle = register_optimizer_step_post_hook(hook)
                 sys.argv = list(script)
                 try:
@@ -138,34 +234,23 @@ def record_one(ns, size, out, summary_path, script, trace_exceptions=False):
                         raise
                 finally:
                     handle.remove()
-    except PredictionRefused as e:
-        summary["refused"] = str(e)
+    except (PredictionRefused, StopRecording) as e:
+        refused = e.refused if isinstance(e, StopRecording) else e
+        summary["refused"] = str(refused)
+        summary["failure"] = refused.failure
         status = 3
     except _StepsDone:
         pass
     finally:
         accounting_handle.remove()
-    summary["steps"] = steps[0]
     summary["at_optimizer_step"] = accounting.result
     summary["step_ends"] = accounting.step_ends
-    from cachealloc.predict.device import peak_makeup
     tags = dict(accounting.tags)
     tags.update((aid, "workspaces") for aid in dev.recording.workspaces)
     summary["peak_makeup"] = peak_makeup.at_peak(dev.recording.events, tags)
-    summary["record_seconds"] = time.perf_counter() - t0
-    summary.update(dev.recording.stats())
-    summary["modelled"] = gpu_model.describe(gpu, torch.__version__, dev.recording.cudnn.describe())
-    summary.update(_coverage_facts(dev.recording))
     if caught is not None:
         summary["exceptions"] = caught.found
-    sys.stdout.flush()
-    sys.stderr.flush()
-    trace_writer.write(out, dev.recording.events, dev.recording.fallible)
-    with open(summary_path, "w") as f:
-        json.dump(summary, f)
-    del dev
-    gc.collect()
-    return status
+    return status, dev
 
 
 def _coverage_facts(recording) -> dict:
