@@ -66,6 +66,10 @@ class _FakeEvent:
     def elapsed_time(self, other): return 0.0
 
 
+# cuDNN of the GPU machine's torch 2.11+cu130 (the bundled table's), for a
+# table that does not say.
+_CUDNN_VERSION = 91900
+
 _apply_memo = None   # id(old parameter or buffer) -> its converted one, during one .to()
 
 
@@ -204,6 +208,12 @@ class FakeCudaDevice:
         for name, value in patches.items():
             self._set(c, name, value)
         self._set(torch.nn.Module, "_apply", _overwrite_apply)
+        # torch.backends.cudnn.version() asks ATen's CUDA library, which a
+        # CPU torch lacks (T5 under torch 2.11 failed on it): answer the
+        # cuDNN version the workspace table was measured with, the GPU's.
+        table = self.recording.cudnn.table
+        cudnn_version = (table.get("cudnn") if isinstance(table, dict) else None) or _CUDNN_VERSION
+        self._set(torch.backends.cudnn, "version", lambda: int(cudnn_version))
         script_support.install(self)
         # torch 2.11's FakeTensor primes a real GPU context (a real 1-element
         # tensor) when torch.cuda.is_available() says True: none exists here.
