@@ -10,7 +10,10 @@ import textwrap
 
 import pytest
 
-from conftest import BUILD, REPO
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 
 SCRIPT = textwrap.dedent("""\
     import os, sys

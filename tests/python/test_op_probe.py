@@ -3,7 +3,9 @@ is charged to the GPU op that made it, one it adds to the op at its place,
 and the fake run's closing frees (dropping the step) are no difference."""
 import importlib.util
 
-from conftest import REPO
+import pathlib
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
 
 spec = importlib.util.spec_from_file_location("op_probe", REPO / "benchmarks" / "predict" / "op_probe.py")
 op_probe = importlib.util.module_from_spec(spec)
