@@ -64,7 +64,7 @@ struct Block {
 };
 
 // Throws InvariantViolation "invariant broken: WHAT (block at ADDRESS, SIZE
-// bytes)": for the engine's invariant checks (inspection.cc).
+// bytes)": for the engine's invariant checks (block.cc).
 [[noreturn]] void block_invariant_broken(const std::string& what, const Block* b);
 
 }  // namespace cachealloc

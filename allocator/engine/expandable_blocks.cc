@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/engine/best_fit.h"
 #include "allocator/engine/private_pool.h"
 #include "allocator/engine/size_policy.h"
 
@@ -73,9 +74,7 @@ BlockPool::iterator ExpandableBlocks::find_free_block(BlockPool& pool, StreamId 
       if (BlockPool::is_end(it) || it->stream != stream) return pool.end();
     }
   }
-  if (size < config.max_split_size && it->size >= config.max_split_size) return pool.end();
-  if (size >= config.max_split_size && it->size >= size + config.max_non_split_rounding_size)
-    return pool.end();
+  if (oversize_rules_refuse(size, it->size, config)) return pool.end();
   return it;
 }
 

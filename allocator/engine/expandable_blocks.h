@@ -1,5 +1,5 @@
-// The blocks of expandable segments (expandable_segments:True): the part of
-// DeviceCachingAllocator that owns one device's ExpandableSegments, finds
+// The blocks of expandable segments (expandable_segments:True): the
+// sub-part of DeviceSegments that owns one device's ExpandableSegments, finds
 // where a request fits by growing a segment, maps and unmaps pages, and
 // runs the best-fit search that knows about growth. Native 2.11's
 // find_expandable_block, try_allocate_expandable_block, map_block,
@@ -8,26 +8,26 @@
 // (unmapped parts are gaps, not Blocks). Out of line: the cache-hit path
 // never comes here.
 //
-// What it shares with its engine, and how:
-//   - the engine's Block recycler and its set of segment heads, which this
+// What it shares with DeviceSegments, and how:
+//   - its Block recycler and its set of segment heads, which this
 //     part changes as mapped ranges appear, join, split and vanish (a
 //     range's head is a segment head, so snapshots list each range as a
 //     segment);
 //   - every mapping and unmapping is reported through a PageChange
-//     callback, after this part's own state is consistent: the engine
-//     counts the bytes in its reserved total and tells its observers. This
+//     callback, after this part's own state is consistent: DeviceSegments
+//     counts the bytes in its reserved total and tells the observers. This
 //     part keeps no byte totals of its own.
 //   - free blocks stay in the engine's BlockPools (each segment names its
 //     pool): this part inserts and erases the blocks it maps and unmaps.
 //
-// Invariants (check(), from DeviceCachingAllocator::check_invariants):
+// Invariants (check(), from DeviceSegments::check):
 //   - segments() is in address order and no two segments overlap;
 //   - every segment's own invariants hold (ExpandableSegment::check);
-//   - every mapped range's head is one of the engine's segment heads, and
-//     the engine's expandable segment heads are exactly those heads
+//   - every mapped range's head is one of the segment heads, and the
+//     expandable segment heads are exactly those heads
 //     (#expandable heads == #ranges over all segments);
-//   - the engine's reserved bytes include each segment's mapped_bytes()
-//     (checked by the engine, which sums its segment views).
+//   - the reserved bytes include each segment's mapped_bytes() (checked by
+//     DeviceSegments, which sums its segment views).
 // Units: bytes and addresses.
 #pragma once
 
@@ -77,7 +77,7 @@ class ExpandableBlocks {
   // space only, and allocate() maps into its gap before making a new one.
   enum class EmptySegment { kRelease, kKeep };
 
-  // `backend`, `recycler` and `segment_heads` are the engine's and must
+  // `backend`, `recycler` and `segment_heads` are DeviceSegments' and must
   // outlive this part.
   ExpandableBlocks(int device, DeviceBackend& backend, BlockRecycler& recycler,
                    SegmentHeads& segment_heads)

@@ -1,13 +1,13 @@
-// Private pool checkpoints (pool_checkpoint.h): saving a pool's segment
-// layout and putting it back, as native's getCheckpointState /
-// setCheckpointPoolState, and checkPoolLiveAllocations.
+// PoolCheckpoints (pool_checkpoints.h): saving a pool's segment layout and
+// putting it back, and checking its live allocations.
+#include "allocator/engine/pool_checkpoints.h"
+
 #include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "allocator/base/strong_hash.h"
-#include "allocator/engine/device_allocator.h"
+#include "allocator/engine/size_policy.h"
 
 namespace cachealloc {
 
@@ -17,17 +17,7 @@ namespace {
 }
 }  // namespace
 
-std::vector<const Block*> DeviceCachingAllocator::pool_segment_heads(
-    const PrivatePool& pool) const {
-  std::vector<const Block*> heads;
-  for (const Block* head : segment_heads_)
-    if (head->pool->owner() == &pool) heads.push_back(head);
-  std::sort(heads.begin(), heads.end(),
-            [](const Block* a, const Block* b) { return a->address < b->address; });
-  return heads;
-}
-
-PrivatePool& DeviceCachingAllocator::live_pool(PoolId id, const char* what) const {
+PrivatePool& PoolCheckpoints::live_pool(PoolId id, const char* what) const {
   PrivatePool& pool = pools_.named(id, what);
   // Native's check: a freeable pool's graphs are gone.
   if (pool.use_count == 0)
@@ -39,13 +29,13 @@ PrivatePool& DeviceCachingAllocator::live_pool(PoolId id, const char* what) cons
 // active-block hash set's order, then its free index's). As native, the
 // deferred events go in first even while a route is open (PyTorch
 // checkpoints after a capture has ended).
-PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextPtr& ctx) {
+PoolCheckpoint PoolCheckpoints::checkpoint(PoolId id, const ContextPtr& ctx) {
   const PrivatePool& pool = live_pool(id, "checkpoint_pool");
-  insert_deferred_events(ctx);
+  events_.insert_deferred(ctx);
   PoolCheckpoint cp;
   cp.device = device_;
   cp.pool = id;
-  for (const Block* head : pool_segment_heads(pool)) {
+  for (const Block* head : segments_.heads_of(pool)) {
     PoolCheckpoint::SegmentState s;
     s.stream = head->stream;
     s.is_small = head->pool->is_small();
@@ -66,9 +56,9 @@ PoolCheckpoint DeviceCachingAllocator::checkpoint_pool(PoolId id, const ContextP
 // pool waits for events or was used on other streams (its free would
 // leave it pending, not free). Throws std::invalid_argument naming the
 // problem.
-void DeviceCachingAllocator::check_restorable(const PrivatePool& pool,
-                                              const std::vector<const Block*>& pool_heads,
-                                              const PoolCheckpoint& cp) const {
+void PoolCheckpoints::check_restorable(const PrivatePool& pool,
+                                       const std::vector<const Block*>& pool_heads,
+                                       const PoolCheckpoint& cp) const {
   StrongHashMap<uintptr_t, const Block*> heads;     // by address
   StrongHashMap<uintptr_t, size_t> segment_bytes;  // head address -> bytes
   for (const Block* head : pool_heads) {
@@ -114,14 +104,14 @@ void DeviceCachingAllocator::check_restorable(const PrivatePool& pool,
 
 // native: setCheckpointPoolState (freeBlocksAllocatedToPool, then
 // setSegmentStateToCheckpoint per segment).
-PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const ContextPtr& ctx) {
+PoolRestore PoolCheckpoints::restore(const PoolCheckpoint& cp, Free free, Carve carve) {
   if (cp.device != device_)
     refuse("checkpoint of device " + std::to_string(cp.device) + " given to device " +
            std::to_string(device_));
   PrivatePool& pool = live_pool(cp.pool, "restore_pool");
   // Segment heads keep their Block objects through frees and merges, so
   // one list serves the check and both steps.
-  const std::vector<const Block*> heads = pool_segment_heads(pool);
+  const std::vector<const Block*> heads = segments_.heads_of(pool);
   check_restorable(pool, heads, cp);
   PoolRestore rr;
 
@@ -133,7 +123,7 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
       if (b->allocated) allocated.push_back(b);
   for (Block* b : allocated) {
     rr.freed.push_back(b->address);
-    free(b, ctx);
+    free(b);
   }
 
   // 2. Each checkpointed segment is now one free block: carve the
@@ -146,11 +136,7 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
     Block* curr = free_at.at(s.blocks.front().address);
     Block* head = curr;
     for (const auto& state : s.blocks) {
-      BlockPool& owner = *curr->pool;
-      const SplitChoice split =
-          curr->size > state.size ? SplitChoice::kSplit : SplitChoice::kWhole;
-      curr = alloc_found_block(owner, curr, owner.find(curr), state.size, state.size, ctx, split,
-                               /*expandable_aware=*/true);
+      curr = carve(curr, state.size, /*split=*/curr->size > state.size);
       curr = curr->next;
     }
     // Every block of the segment is allocated now: a free merges with none
@@ -159,26 +145,26 @@ PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& cp, const
     for (const auto& state : s.blocks) {
       Block* next = curr->next;
       if (state.allocated) rr.allocated.push_back(curr);
-      else free(curr, ctx);
+      else free(curr);
       curr = next;
     }
   }
   return rr;
 }
 
-std::vector<uintptr_t> DeviceCachingAllocator::pool_allocations(PoolId id) const {
+std::vector<uintptr_t> PoolCheckpoints::allocations(PoolId id) const {
   const PrivatePool& pool = pools_.named(id, "pool_allocations");
   std::vector<uintptr_t> out;
-  for (const Block* head : pool_segment_heads(pool))
+  for (const Block* head : segments_.heads_of(pool))
     for (const Block* b = head; b; b = b->next)
       if (b->allocated) out.push_back(b->address);
   return out;
 }
 
 // native: checkPoolLiveAllocations
-bool DeviceCachingAllocator::pool_allocations_are(
-    PoolId id, const StrongHashSet<uintptr_t>& expected) const {
-  const std::vector<uintptr_t> allocated = pool_allocations(id);
+bool PoolCheckpoints::allocations_are(PoolId id,
+                                      const StrongHashSet<uintptr_t>& expected) const {
+  const std::vector<uintptr_t> allocated = allocations(id);
   if (allocated.size() != expected.size()) return false;
   return std::all_of(allocated.begin(), allocated.end(),
                      [&](uintptr_t a) { return expected.contains(a); });

@@ -1,8 +1,8 @@
 // Private pools (private_pools.h): creation, use counts, routes, the
 // use_on_oom list, and their invariant check. The engine's steps that
 // consult them (routing a malloc, the use_on_oom fallback) are in
-// device_allocator.cc; releasing a freeable pool's segments is part of
-// release_cached_blocks (cache_release.cc).
+// device_allocator.cc; releasing a freeable pool's segments is
+// CacheRelease's (cache_release.h); checkpoints are PoolCheckpoints'.
 #include "allocator/engine/private_pools.h"
 
 #include <algorithm>
@@ -64,6 +64,7 @@ void PrivatePools::begin_route(PoolId id, PoolFilter filter) {
   routes_.reserve(routes_.size() + 1);  // the one step that can throw, before any change
   create_or_incref(id);
   routes_.emplace_back(pools_.find(id)->second.get(), std::move(filter));
+  fast_.set_routing(true);
 }
 
 void PrivatePools::end_route(PoolId id) {
@@ -74,6 +75,7 @@ void PrivatePools::end_route(PoolId id) {
     throw std::invalid_argument("end_allocate_to_pool: not allocating to memory pool " +
                                 id.to_string());
   routes_.erase(it);
+  fast_.set_routing(routing());
 }
 
 void PrivatePools::release(PoolId id) {
@@ -118,6 +120,8 @@ void PrivatePools::check() const {
     if (it == pools_.end() || it->second.get() != pool)
       throw InvariantViolation("a route points at a pool that does not exist");
   }
+  if (fast_.routing() != routing())
+    throw InvariantViolation("routing flag disagrees with the routes");
 }
 
 void PrivatePools::check_segment_counts(

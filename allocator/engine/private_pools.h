@@ -10,9 +10,9 @@
 //     pool's last use, never the pool: release_freeable keeps a routed
 //     pool);
 //   - each pool's segment_count is the number of segments it holds
-//     (check_segment_counts, given the count from the engine's segments).
-// The engine keeps one byte of this state inline for malloc's hot path:
-// its routing_ flag, equal to routing().
+//     (check_segment_counts, given the count from the engine's segments);
+//   - fast path: FastPath::routing() == routing() (fast_path.h), kept by
+//     begin_route and end_route.
 //
 // Every method that takes an id throws std::invalid_argument for (0, 0),
 // which names the default pools; those that need an existing pool throw it
@@ -28,6 +28,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "allocator/base/strong_hash.h"
 #include "allocator/engine/block.h"
+#include "allocator/engine/fast_path.h"
 #include "allocator/base/device_backend.h"
 #include "allocator/engine/private_pool.h"
 
@@ -35,7 +36,8 @@ namespace cachealloc {
 
 class PrivatePools {
  public:
-  explicit PrivatePools(int device) : device_(device) {}
+  // `fast` (the engine's fast-path flags) must outlive this part.
+  PrivatePools(int device, FastPath& fast) : device_(device), fast_(fast) {}
   PrivatePools(const PrivatePools&) = delete;
   PrivatePools& operator=(const PrivatePools&) = delete;
 
@@ -129,6 +131,7 @@ class PrivatePools {
 
  private:
   const int device_;  // for messages
+  FastPath& fast_;
   // Owned through pointers: Blocks point at their BlockPools, which must
   // not move.
   // (A StrongHashMap: creating a pool may run out of host memory.)

@@ -1,6 +1,6 @@
 // The first Block of every segment of one engine (and of every mapped range
 // of its expandable segments): how it enumerates its segments. A segment's
-// head Block lives as long as the segment (device_allocator.h).
+// head Block lives as long as the segment (device_segments.h).
 //
 // A vector, not a hash set: once the device has handed out a segment (or
 // mapped or unmapped pages), recording its head must not fail, since that

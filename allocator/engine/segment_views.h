@@ -1,4 +1,4 @@
-// Segment listing (DeviceCachingAllocator::segments in inspection.cc; an
+// Segment listing (DeviceSegments::views, device_segments.h; an
 // expandable segment's mapped ranges are segments of their own). Cold:
 // snapshots and invariant checks only.
 #pragma once

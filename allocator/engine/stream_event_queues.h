@@ -1,6 +1,5 @@
 // Cross-stream safety: the queues of events and their steps (StreamEvents,
-// stream_events.h, holds them; DeviceCachingAllocator drives it from
-// device_allocator_streams.cc).
+// stream_events.h, holds them and drives them).
 //
 // A block used on other streams (record_stream) is not cached when freed:
 // an event is recorded on each of those streams and the block waits, not
@@ -11,14 +10,13 @@
 //   - each stream's queue is in recording order, so the first pending
 //     event of a stream ends the scan of that stream (as native).
 //
-// Header-only templates that take the engine's pieces as lambdas, which the
-// compiler inlines: the engine's versions compile to what they did
-// when the loops were written in place (no std::function, no virtual call,
-// no extra call). process_events runs on every malloc, so this matters.
-// `backend_of()` returns the engine's DeviceBackend and is called at each
-// use on purpose: holding the backend in a register across free_block calls
-// would cost process_events one more saved register and its two-instruction
-// early return.
+// Header-only templates that take their caller's steps as lambdas, which
+// the compiler inlines (no extra call per event). A malloc runs
+// process_events whenever stream work is pending, so its early return
+// (nothing completed) must stay cheap. `backend_of()` returns the engine's
+// DeviceBackend and is called at each use on purpose: holding the backend
+// in a register across free_block calls would cost process_events one more
+// saved register and its two-instruction early return.
 #pragma once
 
 #include <algorithm>

@@ -7,27 +7,21 @@
 namespace cachealloc {
 
 Block* PolicyEngine::native_alloc(const MissRequest& m) {
-  DeviceCachingAllocator::Request r;
-  r.size = m.size;
-  r.alloc_size = m.alloc_size;
-  r.stream = m.stream;
-  r.pool = m.pool;
-  return e_.native_alloc_block(r, ctx_) ? r.block : nullptr;
+  return e_.segments_.allocate(*m.pool, m.stream, m.size, m.alloc_size, ctx_,
+                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
+                                 return e_.policy_may_map(seg, start, bytes, ctx_);
+                               });
 }
 
 Block* PolicyEngine::map_for(const MissRequest& m) {
-  const DeviceCachingAllocator::RefreshAtExit refresh(e_);  // a new expandable segment
-  return e_.expandable_.allocate(
-      *m.pool, m.stream, m.size, e_.config_, ctx_,
-      [this](const auto& change) { e_.account_pages(change); },
-      [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-        return e_.policy_may_map(seg, start, bytes, ctx_);
-      });
+  return e_.segments_.map_pages(*m.pool, m.stream, m.size, ctx_,
+                                [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
+                                  return e_.policy_may_map(seg, start, bytes, ctx_);
+                                });
 }
 
 void PolicyEngine::unmap_free_pages(Block* b) {
-  e_.expandable_.unmap(b, ctx_, [this](const auto& change) { e_.account_pages(change); },
-                       ExpandableBlocks::EmptySegment::kKeep);
+  e_.segments_.unmap(b, ctx_, ExpandableBlocks::EmptySegment::kKeep);
 }
 
 size_t PolicyEngine::whole_page_bytes(const ExpandableSegment& segment, uintptr_t address,
@@ -57,7 +51,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
   BlockPool& pool = *b->pool;
   // Host memory first (the Block, the index nodes), each failure undoing
   // what came before it, so a std::bad_alloc leaves b as it was.
-  Block* upper = e_.recycler_.take();
+  Block* upper = e_.segments_.recycler().take();
   upper->address = hole;
   upper->size = end - hole;
   upper->requested_size = 0;
@@ -71,7 +65,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
     pool.insert(upper);
   } catch (...) {
     upper->expandable = false;
-    e_.recycler_.give_back_unused(upper);
+    e_.segments_.recycler().give_back_unused(upper);
     throw;
   }
   try {
@@ -79,7 +73,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
   } catch (...) {
     pool.erase(upper);
     upper->expandable = false;
-    e_.recycler_.give_back_unused(upper);
+    e_.segments_.recycler().give_back_unused(upper);
     throw;
   }
   pool.erase(b);
@@ -100,7 +94,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
     b->next = upper->next;
     if (b->next) b->next->prev = b;
     upper->expandable = false;
-    e_.recycler_.recycle(upper);
+    e_.segments_.recycler().recycle(upper);
     pool.insert(b);
     throw;
   }

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "allocator/engine/best_fit.h"
 #include "allocator/engine/device_allocator.h"
 #include "allocator/policy/placement_policy.h"
 
@@ -23,18 +24,17 @@ class PolicyEngine {
 
   const AllocatorConfig& config() const { return e_.config_; }
   // Bytes held from the device now (mapped pages and whole segments).
-  size_t reserved_bytes() const { return e_.reserved_bytes_; }
+  size_t reserved_bytes() const { return e_.segments_.reserved_bytes(); }
   size_t allocated_bytes() const { return e_.allocated_bytes_; }
-  const MemoryLimit& limit() const { return e_.limit_; }
+  const MemoryLimit& limit() const { return e_.segments_.limit(); }
 
   // native: get_free_block's choice (expandable ordering when expandable
   // segments exist).
   BlockPool::iterator native_find_cached(BlockPool& pool, StreamId stream, size_t size) const {
-    return e_.expandable_.empty() ? e_.find_free_block(pool, stream, size)
-                                  : e_.expandable_.find_free_block(pool, stream, size, e_.config_);
+    return e_.segments_.find_cached(pool, stream, size);
   }
   bool native_should_split(const Block* block, size_t size) const {
-    return e_.should_split(block, size);
+    return should_split(block, size, e_.config_);
   }
   // native: alloc_block. A segment (or mapped pages) for the request, or
   // null when the memory limit or the device refused.
@@ -50,7 +50,7 @@ class PolicyEngine {
   // the device must not be synchronized then. Unmapping waits for the
   // block's stream (DeviceBackend::unmap_pages), so a policy must not unmap
   // while this is true (native's release paths wait for the routes too).
-  bool routing() const { return e_.routing_; }
+  bool routing() const { return e_.fast_.routing(); }
 
   // The free blocks of the default pools (small and large), in index order:
   // fn(Block*). Private pools' blocks are not offered (their memory belongs
@@ -62,7 +62,7 @@ class PolicyEngine {
   }
   // The expandable segment holding `address`, or null.
   ExpandableSegment* segment_of(uintptr_t address) const {
-    return e_.expandable_.segment_of(address);
+    return e_.segments_.expandable_segment_of(address);
   }
   // native: unmap_block. Unmaps every whole page inside free block `b`
   // (indexed, expandable); one device call.
