@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/placement_policy.h"
 
 namespace cachealloc {
 

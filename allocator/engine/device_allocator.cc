@@ -13,7 +13,6 @@
 #include "allocator/base/errors.h"
 #include "allocator/engine/engine_events.h"
 #include "allocator/engine/size_policy.h"
-#include "allocator/policy/policy_engine.h"
 
 namespace cachealloc {
 
@@ -84,7 +83,7 @@ Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
   }
   // The policy places the request (its find_cached and should_split); the
   // engine's miss path, whose alloc_block asks the policy's on_miss.
-  PolicyEngine engine(*this, ctx);
+  PolicyEngine engine = policy_engine(ctx);
   BlockPool::iterator slot = policy_->find_cached(engine, pool, stream, size);
   Block* block = found_or_reserved(pool, slot, stream, size, orig_size, ctx);
   const SplitChoice choice =
@@ -112,7 +111,7 @@ void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
     // device refusing an unmap) leaves its pages cached, the state whole,
     // and must not reach the caller, whose block is gone now.
     try {
-      PolicyEngine engine(*this, ctx);
+      PolicyEngine engine = policy_engine(ctx);
       policy_->after_free(engine, merged);
     } catch (const std::exception&) {
       ++policy_failures_;
@@ -165,7 +164,7 @@ Block* DeviceCachingAllocator::alloc_block(const MissRequest& r, const ContextPt
     observers_.emit(e);
   }
   if (policy_) {
-    PolicyEngine engine(*this, ctx);
+    PolicyEngine engine = policy_engine(ctx);
     return policy_->on_miss(engine, r);
   }
   return segments_.allocate(*r.pool, r.stream, r.size, r.alloc_size, ctx);
@@ -273,11 +272,15 @@ void DeviceCachingAllocator::set_expandable_segments(bool on) {
   pools_.set_expandable_split(on);
 }
 
-bool DeviceCachingAllocator::policy_may_map(ExpandableSegment& seg, uintptr_t start,
-                                            size_t bytes, const ContextPtr& ctx) {
-  if (!policy_) return true;
-  PolicyEngine engine(*this, ctx);
-  return policy_->before_map(engine, seg, start, bytes);
+PolicyEngine DeviceCachingAllocator::policy_engine(const ContextPtr& ctx) {
+  return PolicyEngine({.config = config_,
+                       .segments = segments_,
+                       .pools = pools_,
+                       .small = small_blocks_,
+                       .large = large_blocks_,
+                       .allocated_bytes = allocated_bytes_,
+                       .policy = *policy_},
+                      ctx);
 }
 
 void DeviceCachingAllocator::check_invariants() const {

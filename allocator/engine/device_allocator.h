@@ -62,14 +62,15 @@
 #include "allocator/engine/segment_views.h"
 #include "allocator/engine/size_policy.h"
 #include "allocator/engine/stream_events.h"
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/placement_policy.h"
+#include "allocator/engine/policy_engine.h"
 
 namespace cachealloc {
 
 class DeviceCachingAllocator {
  public:
   // `backend` must outlive the allocator. `config` is copied. `policy`:
-  // the placement policy (policy/placement_policy.h), owned; null runs
+  // the placement policy (placement_policy.h), owned; null runs
   // native's decisions on the engine's own inline path. Fixed for the
   // engine's life: a policy's decisions shape the cache it finds.
   DeviceCachingAllocator(int device, const AllocatorConfig& config,
@@ -247,9 +248,6 @@ class DeviceCachingAllocator {
   uint64_t policy_failures() const { return policy_failures_; }
 
  private:
-  // The policy's hooks reach the engine's steps through PolicyEngine only.
-  friend class PolicyEngine;
-
   // malloc with stream work pending, expandable segments present or a
   // policy set: the same steps as malloc, out of line, with the expandable
   // search and the policy's hooks.
@@ -314,9 +312,10 @@ class DeviceCachingAllocator {
   CACHEALLOC_HOT_INLINE Block* merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split,
                                                bool expandable_aware = false);
-  // ExpandableBlocks::MayMap with a policy: its before_map.
-  bool policy_may_map(ExpandableSegment& seg, uintptr_t start, size_t bytes,
-                      const ContextPtr& ctx);
+  // What the policy's hooks may do to this engine during one operation:
+  // the parts' interfaces (policy_engine.h), never the engine's privates.
+  // Precondition: a policy is set.
+  PolicyEngine policy_engine(const ContextPtr& ctx);
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -347,7 +346,7 @@ class DeviceCachingAllocator {
   // Why malloc leaves the hot path, and whether a route is open: each flag
   // kept by its part (fast_path.h).
   FastPath fast_;
-  // The placement policy; null: native (policy/placement_policy.h).
+  // The placement policy; null: native (placement_policy.h).
   std::unique_ptr<PlacementPolicy> policy_;
   // After-free steps of the policy that failed (policy_failures()).
   uint64_t policy_failures_ = 0;

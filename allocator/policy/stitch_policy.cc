@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "allocator/engine/expandable_segment.h"
-#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/policy_engine.h"
 #include "allocator/engine/size_policy.h"
 
 namespace cachealloc {

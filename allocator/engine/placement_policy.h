@@ -1,5 +1,7 @@
 // The policy seam: the decisions a placement idea changes, behind one
 // interface, so that an experiment is a new class, not an edit of the engine.
+// The port is the engine's (this file and policy_engine.h): policies
+// (allocator/policy/) include it, and the engine never includes a policy.
 //
 // The decisions (each a hook below; the default of every hook is native's):
 //   - where a request is placed: which cached free block serves it

@@ -1,4 +1,5 @@
-#include "allocator/policy/policy_engine.h"
+// PolicyEngine (policy_engine.h): the steps that take more than a line.
+#include "allocator/engine/policy_engine.h"
 
 #include <algorithm>
 
@@ -7,21 +8,21 @@
 namespace cachealloc {
 
 Block* PolicyEngine::native_alloc(const MissRequest& m) {
-  return e_.segments_.allocate(*m.pool, m.stream, m.size, m.alloc_size, ctx_,
-                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-                                 return e_.policy_may_map(seg, start, bytes, ctx_);
-                               });
+  return p_.segments.allocate(*m.pool, m.stream, m.size, m.alloc_size, ctx_,
+                              [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
+                                return may_map(seg, start, bytes);
+                              });
 }
 
 Block* PolicyEngine::map_for(const MissRequest& m) {
-  return e_.segments_.map_pages(*m.pool, m.stream, m.size, ctx_,
-                                [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-                                  return e_.policy_may_map(seg, start, bytes, ctx_);
-                                });
+  return p_.segments.map_pages(*m.pool, m.stream, m.size, ctx_,
+                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
+                                 return may_map(seg, start, bytes);
+                               });
 }
 
 void PolicyEngine::unmap_free_pages(Block* b) {
-  e_.segments_.unmap(b, ctx_, ExpandableBlocks::EmptySegment::kKeep);
+  p_.segments.unmap(b, ctx_, ExpandableBlocks::EmptySegment::kKeep);
 }
 
 size_t PolicyEngine::whole_page_bytes(const ExpandableSegment& segment, uintptr_t address,
@@ -51,7 +52,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
   BlockPool& pool = *b->pool;
   // Host memory first (the Block, the index nodes), each failure undoing
   // what came before it, so a std::bad_alloc leaves b as it was.
-  Block* upper = e_.segments_.recycler().take();
+  Block* upper = p_.segments.recycler().take();
   upper->address = hole;
   upper->size = end - hole;
   upper->requested_size = 0;
@@ -65,7 +66,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
     pool.insert(upper);
   } catch (...) {
     upper->expandable = false;
-    e_.segments_.recycler().give_back_unused(upper);
+    p_.segments.recycler().give_back_unused(upper);
     throw;
   }
   try {
@@ -73,7 +74,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
   } catch (...) {
     pool.erase(upper);
     upper->expandable = false;
-    e_.segments_.recycler().give_back_unused(upper);
+    p_.segments.recycler().give_back_unused(upper);
     throw;
   }
   pool.erase(b);
@@ -94,7 +95,7 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
     b->next = upper->next;
     if (b->next) b->next->prev = b;
     upper->expandable = false;
-    e_.segments_.recycler().recycle(upper);
+    p_.segments.recycler().recycle(upper);
     pool.insert(b);
     throw;
   }

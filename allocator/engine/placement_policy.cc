@@ -1,9 +1,9 @@
 // The default hooks of PlacementPolicy: native's decisions, through the
 // engine's own functions (PolicyEngine), so a policy that overrides one
 // hook keeps native's behaviour in every other.
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/placement_policy.h"
 
-#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/policy_engine.h"
 
 namespace cachealloc {
 
