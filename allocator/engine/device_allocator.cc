@@ -11,8 +11,8 @@
 #include <string>
 
 #include "allocator/base/errors.h"
-#include "allocator/engine/engine_events.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
+#include "allocator/engine/observe/engine_events.h"
 
 namespace cachealloc {
 

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <utility>
 
-#include "allocator/engine/best_fit.h"
+#include "allocator/engine/blocks/best_fit.h"
 
 namespace cachealloc {
 

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocator/engine/placement_policy.h"
+#include "allocator/engine/port/placement_policy.h"
 
 namespace cachealloc {
 

@@ -250,7 +250,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
 
   // Memory pools (torch.cuda.MemPool, use_mem_pool): cachealloc's engine
-  // keeps them as native does (allocator/engine/private_pool.h).
+  // keeps them as native does (allocator/engine/pools/private_pool.h).
   void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                           PoolAllocatorArg allocator) override {
     // With an allocator: the pool's segments come from it (foreign_pool.cpp).
@@ -299,7 +299,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
   // CUDA graph trees (torch.compile(mode="reduce-overhead")) checkpoint a
   // graph pool after each capture and put it back before capturing a new
-  // graph that branches off: allocator/engine/pool_checkpoint.h says how.
+  // graph that branches off: allocator/engine/checkpoints/pool_checkpoint.h says how.
   struct PoolCheckpointState final : CCA::AllocatorState {
     PoolCheckpointState(cachealloc_pool_checkpoint* saved, c10::DeviceIndex on)
         : checkpoint(saved), device(on) {}
