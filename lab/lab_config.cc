@@ -45,7 +45,7 @@ LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorde
                            std::string_view policy) {
   LabConfig c;
   c.text = std::string(text);
-  make_policy(policy);  // throws for an unknown name, listing the known ones
+  check_policy_name(policy);
   c.policy = policy.empty() ? "native" : std::string(policy);
   if (trim(text) == "trace") {
     c.config = recorded;
@@ -66,7 +66,7 @@ LabConfig parse_lab_config(std::string_view text, const AllocatorConfig& recorde
                             "': policy:expandable (the lab's emulation) is retired; "
                             "use expandable_segments:True, native's own");
         try {
-          make_policy(name);
+          check_policy_name(name);
         } catch (const ConfigError& e) {
           throw ConfigError("lab config '" + c.text + "': " + e.what());
         }

@@ -6,7 +6,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
 #include "replay/trace.h"
 
 namespace cachealloc {

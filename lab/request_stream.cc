@@ -5,7 +5,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
 #include "replay/trace_runs.h"
 
 namespace cachealloc {

@@ -4,7 +4,7 @@
 #include <tuple>
 
 #include "allocator/base/errors.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
 #include "replay/trace_runs.h"
 #include "stats/snapshot.h"
 

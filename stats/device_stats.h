@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "allocator/engine/engine_observer.h"
+#include "allocator/engine/observe/engine_observer.h"
 #include "stats/stat.h"
 
 namespace cachealloc {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "allocator/base/call_context.h"
-#include "allocator/engine/engine_observer.h"
+#include "allocator/engine/observe/engine_observer.h"
 #include "stats/trace_clock.h"
 
 namespace cachealloc {

@@ -25,7 +25,7 @@
 #include <memory>
 #include <vector>
 
-#include "allocator/engine/engine_observer.h"
+#include "allocator/engine/observe/engine_observer.h"
 #include "stats/history.h"
 
 namespace cachealloc {

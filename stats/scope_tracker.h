@@ -29,8 +29,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "allocator/engine/engine_observer.h"
 #include "allocator/base/errors.h"
+#include "allocator/engine/observe/engine_observer.h"
 
 namespace cachealloc {
 

@@ -1,8 +1,9 @@
 // DeviceCachingAllocator outside the cache-hit path (which is
-// device_allocator_hot.h): reserving segments, OOM, the kFreeCompleted free,
-// limits and lookups. The order of checks, splits, merges and emitted events
-// follows native PyTorch step for step; comments name the native function
-// each piece mirrors.
+// device_allocator_hot.h): the out-of-line malloc and free, the miss with
+// its OOM retries, limits, lookups and the invariant check over the parts.
+// The order of checks, splits, merges and emitted events follows native
+// PyTorch step for step; comments name the native function each piece
+// mirrors.
 #include "allocator/engine/device_allocator.h"
 
 #include <algorithm>
@@ -10,9 +11,8 @@
 #include <string>
 
 #include "allocator/base/errors.h"
-#include "allocator/engine/engine_events.h"
-#include "allocator/engine/size_policy.h"
-#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/blocks/size_policy.h"
+#include "allocator/engine/observe/engine_events.h"
 
 namespace cachealloc {
 
@@ -29,10 +29,15 @@ DeviceCachingAllocator::DeviceCachingAllocator(int device,
     policy_->shape_config(config_);
     power2_divisions_ = has_power2_divisions(config_);
   }
+  fast_.set(FastPath::kPolicy, policy_ != nullptr);
   set_expandable_segments(config_.expandable_segments);
   if (config_.per_process_memory_fraction >= 0.0)
     set_memory_fraction(config_.per_process_memory_fraction);
 }
+
+// The parts go in reverse order: DeviceSegments deletes the Blocks of the
+// segments still reserved (their memory is returned by the backend's owner).
+DeviceCachingAllocator::~DeviceCachingAllocator() = default;
 
 AllocatorConfig DeviceCachingAllocator::shaped(const AllocatorConfig& given) const {
   AllocatorConfig config = given;
@@ -50,71 +55,37 @@ void DeviceCachingAllocator::put_in_force(AllocatorConfig&& config) noexcept {
   if (expandable_changed) set_expandable_segments(config_.expandable_segments);
 }
 
-DeviceCachingAllocator::~DeviceCachingAllocator() {
-  // Segments still reserved are returned by the backend's owner (the process
-  // is ending or the simulated device is dropped); free the bookkeeping only.
-  for (Block* head : segment_heads_) {
-    for (Block* b = head; b;) {
-      Block* next = b->next;
-      delete b;
-      b = next;
-    }
-  }
-}
-
-void DeviceCachingAllocator::add_observer(EngineObserver* observer) {
-  observers_.push_back(observer);
-}
-
-void DeviceCachingAllocator::remove_observer(EngineObserver* observer) {
-  std::erase(observers_, observer);
-}
-
 void DeviceCachingAllocator::refuse_size(size_t size) {
   throw SizeOverflowError("allocation of " + std::to_string(size) +
                           " bytes exceeds the largest supported request (" +
                           std::to_string(kMaxRequestSize) + " bytes)");
 }
 
-// native: malloc, out of line: with events to poll or expandable segments.
+// native: malloc, out of line: with events to poll, expandable segments or
+// a policy.
 Block* DeviceCachingAllocator::malloc_slow(size_t orig_size, StreamId stream,
                                            const ContextPtr& ctx) {
   // Native leaves cross-stream frees pending while a private pool is routed
   // to (a CUDA graph may be capturing: no event may be queried then), except
   // those the capture's graph already orders before this stream's work.
-  if (malloc_slow_ & kStreamWork) {
-    if (!routing_) process_events(ctx);
-    else if (config_.graph_capture_record_stream_reuse) free_safe_in_capture(stream, ctx);
+  if (fast_.has(FastPath::kStreamWork)) {
+    if (!fast_.routing()) events_.process(ctx);
+    else if (config_.graph_capture_record_stream_reuse) events_.free_safe_in_capture(stream, ctx);
   }
   const size_t size = rounded_request(orig_size);
   BlockPool& pool = pool_for(size, stream);
   if (gc_active()) pool.count_search();
-  if (policy_) return malloc_with_policy(pool, stream, size, orig_size, ctx);
-  BlockPool::iterator slot = expandable_.empty()
-                                  ? find_free_block(pool, stream, size)
-                                  : expandable_.find_free_block(pool, stream, size, config_);
-  Block* block;
-  if (!BlockPool::is_end(slot)) {
-    block = slot->block;
-  } else {
-    block = reserve_segment(pool, stream, size, orig_size, ctx);
-    slot = pool.end();
+  if (!policy_) {
+    BlockPool::iterator slot = segments_.find_cached(pool, stream, size);
+    Block* block = found_or_reserved(pool, slot, stream, size, orig_size, ctx);
+    return alloc_found_block(pool, block, slot, size, orig_size, ctx, SplitChoice::kByRule,
+                             /*expandable_aware=*/true);
   }
-  return alloc_found_block(pool, block, slot, size, orig_size, ctx, SplitChoice::kByRule,
-                           /*expandable_aware=*/true);
-}
-
-Block* DeviceCachingAllocator::malloc_with_policy(BlockPool& pool, StreamId stream, size_t size,
-                                                  size_t orig_size, const ContextPtr& ctx) {
-  PolicyEngine engine(*this, ctx);
+  // The policy places the request (its find_cached and should_split); the
+  // engine's miss path, whose alloc_block asks the policy's on_miss.
+  PolicyEngine engine = policy_engine(ctx);
   BlockPool::iterator slot = policy_->find_cached(engine, pool, stream, size);
-  Block* block;
-  if (!BlockPool::is_end(slot)) {
-    block = slot->block;
-  } else {
-    block = reserve_segment(pool, stream, size, orig_size, ctx);
-    slot = pool.end();
-  }
+  Block* block = found_or_reserved(pool, slot, stream, size, orig_size, ctx);
   const SplitChoice choice =
       policy_->should_split(engine, block, size) ? SplitChoice::kSplit : SplitChoice::kWhole;
   return alloc_found_block(pool, block, slot, size, orig_size, ctx, choice,
@@ -124,7 +95,7 @@ Block* DeviceCachingAllocator::malloc_with_policy(BlockPool& pool, StreamId stre
 void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
   if (!block->stream_uses.empty()) {
     try {
-      free_used_elsewhere(block, ctx);
+      events_.free_used_elsewhere(block, ctx);
     } catch (...) {
       // It changed nothing (all or nothing): the caller still holds the
       // block, as before free() began.
@@ -140,7 +111,7 @@ void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
     // device refusing an unmap) leaves its pages cached, the state whole,
     // and must not reach the caller, whose block is gone now.
     try {
-      PolicyEngine engine(*this, ctx);
+      PolicyEngine engine = policy_engine(ctx);
       policy_->after_free(engine, merged);
     } catch (const std::exception&) {
       ++policy_failures_;
@@ -151,22 +122,24 @@ void DeviceCachingAllocator::free_slow(Block* block, const ContextPtr& ctx) {
 // native: malloc after get_free_block found nothing.
 Block* DeviceCachingAllocator::reserve_segment(BlockPool& pool, StreamId stream, size_t size,
                                                size_t orig_size, const ContextPtr& ctx) {
-  Request r;
-  r.size = size;
-  r.stream = stream;
-  r.pool = &pool;
-  r.alloc_size = segment_size_for(r.size, config_.large_segment_size);
-  if (gc_active()) garbage_collect_cached_blocks(ctx);
-  if (alloc_block(r, false, ctx)) return r.block;
+  MissRequest r{.size = size,
+                .alloc_size = segment_size_for(size, config_.large_segment_size),
+                .stream = stream,
+                .pool = &pool};
+  if (gc_active()) release_.collect_garbage(ctx);
+  if (Block* b = alloc_block(r, ctx)) return b;
   if (pools_.has_use_on_oom() && !pool.owner())
     if (Block* cached = take_use_on_oom_block(r)) return cached;
   // A policy that reclaimed what it could in on_miss has nothing to retry.
   if (policy_ && !policy_->retry_after_release()) raise_oom(r, orig_size, ctx);
+  if (release_.release_oversize(pool, stream, size, ctx))
+    if (Block* b = alloc_block(r, ctx)) return b;
   // Native empties the whole cache only while no private pool is routed to.
-  const bool found = (release_available_cached_blocks(r, ctx) && alloc_block(r, false, ctx)) ||
-                     (!pools_.routing() && release_cached_blocks(ctx) && alloc_block(r, true, ctx));
-  if (!found) raise_oom(r, orig_size, ctx);
-  return r.block;
+  if (!pools_.routing() && release_.release_cached(ctx)) {
+    r.is_retry = true;
+    if (Block* b = alloc_block(r, ctx)) return b;
+  }
+  raise_oom(r, orig_size, ctx);
 }
 
 bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) const {
@@ -174,115 +147,53 @@ bool DeviceCachingAllocator::would_hit_cache(size_t orig_size, StreamId stream) 
   const size_t size = rounded_request(orig_size);
   // Lookups do not change the pool; pool_for just has no const overload.
   BlockPool& pool = const_cast<DeviceCachingAllocator&>(*this).pool_for(size);
-  return !BlockPool::is_end(expandable_.empty()
-                                ? find_free_block(pool, stream, size)
-                                : expandable_.find_free_block(pool, stream, size, config_));
+  return !BlockPool::is_end(segments_.find_cached(pool, stream, size));
 }
 
 bool DeviceCachingAllocator::would_exceed_limit(size_t orig_size) const {
   if (orig_size > kMaxRequestSize) return true;
   const size_t size = rounded_request(orig_size);
-  return limit_.refuses(reserved_bytes_, segment_size_for(size, config_.large_segment_size));
-}
-
-bool DeviceCachingAllocator::would_collect_garbage() const {
-  if (!gc_active()) return false;
-  const auto threshold = static_cast<size_t>(config_.garbage_collection_threshold *
-                                             static_cast<double>(limit_.allowed_bytes()));
-  return reserved_bytes_ > threshold;
+  return segments_.limit().refuses(segments_.reserved_bytes(),
+                                   segment_size_for(size, config_.large_segment_size));
 }
 
 // native: alloc_block
-bool DeviceCachingAllocator::alloc_block(Request& r, bool is_retry,
-                                         const ContextPtr& ctx) {
-  if (is_retry) {
+Block* DeviceCachingAllocator::alloc_block(const MissRequest& r, const ContextPtr& ctx) {
+  if (r.is_retry) {
     EngineEvent e{EventKind::kAllocRetry};
-    emit(e);
+    observers_.emit(e);
   }
   if (policy_) {
-    PolicyEngine engine(*this, ctx);
-    const MissRequest m{.size = r.size, .alloc_size = r.alloc_size, .stream = r.stream,
-                        .pool = r.pool, .is_retry = is_retry};
-    r.block = policy_->on_miss(engine, m);
-    return r.block != nullptr;
+    PolicyEngine engine = policy_engine(ctx);
+    return policy_->on_miss(engine, r);
   }
-  return native_alloc_block(r, ctx);
+  return segments_.allocate(*r.pool, r.stream, r.size, r.alloc_size, ctx);
 }
 
-bool DeviceCachingAllocator::native_alloc_block(Request& r, const ContextPtr& ctx) {
-  const size_t size = r.alloc_size;
-  // Native checks the limit with the whole-segment size even when it then
-  // maps pages into an expandable segment (which may map more or less).
-  if (limit_.refuses(reserved_bytes_, size)) return false;
-  // A pool whose segments come from another allocator (MemPool(allocator=))
-  // takes them from it even with expandable segments on, as native 2.11
-  // does for such an "active" pool; every other pool maps pages.
-  PrivatePool* const owner = r.pool->owner();
-  if (expandable_.on() && !(owner && owner->segment_source)) {
-    const RefreshAtExit refresh(*this);  // a new expandable segment
-    r.block = expandable_.allocate(
-        *r.pool, r.stream, r.size, config_, ctx,
-        [this](const auto& change) { account_pages(change); },
-        [this, &ctx](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-          return policy_may_map(seg, start, bytes, ctx);
-        });
-    return r.block != nullptr;
-  }
-  // Host memory first: a std::bad_alloc here leaves nothing reserved on the
-  // device. After the device call nothing below (nor alloc_found_block,
-  // which takes the block next) may throw.
-  Block* b = recycler_.take();  // a spare's placement fields are stale: set all
-  try {
-    segment_heads_.reserve_one();
-    prepare_unindexed_block(*r.pool);
-  } catch (...) {
-    recycler_.give_back_unused(b);
-    throw;
-  }
-  uintptr_t address = 0;
-  try {
-    address = segment_source(*r.pool).allocate(device_, size, r.stream);
-  } catch (...) {
-    recycler_.give_back_unused(b);
-    throw;
-  }
-  if (address == 0) {
-    recycler_.give_back_unused(b);
-    return false;
-  }
-
-  reserved_bytes_ += size;
-  if (owner) ++owner->segment_count;
-  b->address = address;
-  b->size = size;
-  b->requested_size = 0;
-  b->stream = r.stream;
-  b->pool = r.pool;
-  b->prev = nullptr;
-  b->next = nullptr;
-  b->gc_count_base = 0;
-  b->context_when_segment_allocated = ctx;
-  r.block = b;
-  segment_heads_.insert(b);
-
-  EngineEvent e = segment_event(EventKind::kSegmentAlloc, *r.pool, r.stream, address,
-                                size, config_.max_split_size, &ctx);
-  emit(e);
-  return true;
-}
-
-void DeviceCachingAllocator::raise_oom(const Request& r, size_t orig_size,
+void DeviceCachingAllocator::raise_oom(const MissRequest& r, size_t orig_size,
                                        const ContextPtr& ctx) {
   const OomFacts f{.device = device_, .pool = kind_of(*r.pool), .stream = r.stream,
                    .rounded = r.size, .requested = orig_size, .allocation = r.alloc_size,
-                   .reserved = reserved_bytes_, .allocated = allocated_bytes_};
-  report_out_of_memory(f, backend_.memory_info(device_), limit_, ctx,
-                       [this](EngineEvent& e) { emit(e); });
+                   .reserved = segments_.reserved_bytes(), .allocated = allocated_bytes_};
+  report_out_of_memory(f, backend_.memory_info(device_), segments_.limit(), ctx,
+                       [this](EngineEvent& e) { observers_.emit(e); });
 }
 
 // native: free_block, for a block whose stream events have completed.
 void DeviceCachingAllocator::free_block(Block* block, const ContextPtr& ctx) {
   cache_freed_block(block, ctx, EventKind::kFreeCompleted, /*expandable_aware=*/true);
+}
+
+PoolRestore DeviceCachingAllocator::restore_pool(const PoolCheckpoint& checkpoint,
+                                                 const ContextPtr& ctx) {
+  return checkpoints_.restore(
+      checkpoint, [&](Block* block) { free(block, ctx); },
+      [&](Block* block, size_t size, bool split) {
+        BlockPool& owner = *block->pool;
+        return alloc_found_block(owner, block, owner.find(block), size, size, ctx,
+                                 split ? SplitChoice::kSplit : SplitChoice::kWhole,
+                                 /*expandable_aware=*/true);
+      });
 }
 
 void DeviceCachingAllocator::set_memory_fraction(double fraction) {
@@ -293,12 +204,10 @@ void DeviceCachingAllocator::set_memory_fraction(double fraction) {
   // memory_fraction then reads 1.0, and garbage collection, which acts only
   // under a limit, stops); 0.0 allows nothing.
   if (fraction < 1.0)
-    limit_.set_fraction(fraction, backend_.memory_info(device_).total_bytes);
+    segments_.limit().set_fraction(fraction, backend_.memory_info(device_).total_bytes);
   else
-    limit_.clear();
+    segments_.limit().clear();
 }
-
-void DeviceCachingAllocator::set_memory_limit(size_t bytes) { limit_.set_bytes(bytes); }
 
 size_t DeviceCachingAllocator::largest_cached_block() const {
   size_t largest = 0;
@@ -345,38 +254,60 @@ BlockPool& DeviceCachingAllocator::routed_pool(size_t rounded, StreamId stream) 
 // reserved there. The search is the same best fit as malloc's. The block
 // leaves its pool's index here; alloc_found_block indexes any remainder in
 // the block's own pool.
-Block* DeviceCachingAllocator::take_use_on_oom_block(const Request& r) {
+Block* DeviceCachingAllocator::take_use_on_oom_block(const MissRequest& r) {
   return pools_.first_use_on_oom([&](PrivatePool& pool) -> Block* {
     BlockPool& half = r.pool->is_small() ? pool.small : pool.large;
     BlockPool::iterator slot = get_free_block(half, r.stream, r.size);
     if (BlockPool::is_end(slot)) return nullptr;
     Block* block = slot->block;
-    prepare_unindexed_block(half);  // before it leaves the index (erase keeps it)
+    segments_.prepare_unindexed_block(half);  // before it leaves the index (erase keeps it)
     half.erase(slot);
     return block;
   });
 }
 
 void DeviceCachingAllocator::set_expandable_segments(bool on) {
-  expandable_.set_on(on);
+  segments_.set_expandable(on);
   large_blocks_.set_expandable_split(on);
   pools_.set_expandable_split(on);
-  refresh_fast_path();
 }
 
-bool DeviceCachingAllocator::policy_may_map(ExpandableSegment& seg, uintptr_t start,
-                                            size_t bytes, const ContextPtr& ctx) {
-  if (!policy_) return true;
-  PolicyEngine engine(*this, ctx);
-  return policy_->before_map(engine, seg, start, bytes);
+PolicyEngine DeviceCachingAllocator::policy_engine(const ContextPtr& ctx) {
+  return PolicyEngine({.config = config_,
+                       .segments = segments_,
+                       .pools = pools_,
+                       .small = small_blocks_,
+                       .large = large_blocks_,
+                       .allocated_bytes = allocated_bytes_,
+                       .policy = *policy_},
+                      ctx);
 }
 
-void DeviceCachingAllocator::account_pages(const ExpandableBlocks::PageChange& change) {
-  if (change.kind == EventKind::kSegmentMap) reserved_bytes_ += change.bytes;
-  else reserved_bytes_ -= change.bytes;
-  EngineEvent e = segment_event(change.kind, *change.pool, change.stream, change.address,
-                                change.bytes, config_.max_split_size, change.context);
-  emit(e);
+void DeviceCachingAllocator::check_invariants() const {
+  pools_.check();
+  size_t indexed_blocks = 0;
+  auto check_index = [&](const BlockPool& pool) {
+    if (std::string broken = pool.check_index(); !broken.empty())
+      throw InvariantViolation("invariant broken: pool index: " + broken);
+    indexed_blocks += pool.size();
+  };
+  check_index(large_blocks_);
+  check_index(small_blocks_);
+  pools_.for_each([&](const PrivatePool& p) {
+    check_index(p.large);
+    check_index(p.small);
+  });
+  DeviceSegments::Census census = segments_.check();
+  if (census.free_blocks != indexed_blocks)
+    throw InvariantViolation("pool index holds blocks that are in no segment");
+  pools_.check_segment_counts(census.segments_of);
+  events_.check(census.waiting, census.busy);
+  if (fast_.has(FastPath::kPolicy) != (policy_ != nullptr))
+    throw InvariantViolation("policy flag disagrees with the policy");
+  if (census.allocated_bytes != allocated_bytes_)
+    throw InvariantViolation("allocated bytes " + std::to_string(allocated_bytes_) +
+                             " differ from the allocated blocks' total " +
+                             std::to_string(census.allocated_bytes));
 }
 
 }  // namespace cachealloc

@@ -13,6 +13,23 @@
 //    cached blocks, retry; free every unsplit cached block, retry; then OOM.
 //  - Cross-stream use (record_stream) delays reuse until events complete.
 //
+// The engine is its parts, composed, and the malloc and free that drive
+// them. Each part owns its state, its invariants and their check(), and
+// none includes the engine:
+//   DeviceSegments   the memory held from the device (whole segments,
+//                    expandable segments' pages), reserved bytes, the limit,
+//                    segment heads, spare Blocks
+//   PrivatePools     MemPool and graph pools, routes, use counts
+//   StreamEvents     cross-stream frees: event queues, frees deferred
+//                    while a route is open
+//   CacheRelease     garbage collection, the OOM path's releases, empty_cache
+//   PoolCheckpoints  a private pool's layout saved and put back
+//   EngineObservers  who is told of every event
+//   FastPath         the flags malloc's hot path tests, each kept by its part
+// The engine's own state: the config in force, the default pools, the
+// bytes handed out, the placement policy. Its members are defined here,
+// in device_allocator.cc and in device_allocator_hot.h, nowhere else.
+//
 // Not thread-safe: CachingAllocator (caching_allocator.h) serialises calls.
 // Costs: malloc/free are O(log n) in the number of cached blocks, plus one
 // device call when a segment is reserved or released.
@@ -20,42 +37,40 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <optional>
-#include <new>
+#include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/container/flat_hash_set.h"
 #include "allocator/base/device_backend.h"
 #include "allocator/base/hot_inline.h"
 #include "allocator/base/strong_hash.h"
 #include "allocator/config/config.h"
 #include "allocator/config/memory_limit.h"
-#include "allocator/engine/block.h"
-#include "allocator/engine/block_pool.h"
-#include "allocator/engine/block_recycler.h"
-#include "allocator/engine/engine_events.h"
-#include "allocator/engine/engine_observer.h"
-#include "allocator/engine/expandable_blocks.h"
-#include "allocator/engine/expandable_segment.h"
-#include "allocator/engine/pool_checkpoint.h"
-#include "allocator/engine/private_pool.h"
-#include "allocator/engine/private_pools.h"
-#include "allocator/engine/segment_heads.h"
-#include "allocator/engine/segment_views.h"
-#include "allocator/engine/size_policy.h"
-#include "allocator/engine/stream_events.h"
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/blocks/block.h"
+#include "allocator/engine/blocks/block_pool.h"
+#include "allocator/engine/blocks/fast_path.h"
+#include "allocator/engine/blocks/size_policy.h"
+#include "allocator/engine/checkpoints/pool_checkpoint.h"
+#include "allocator/engine/checkpoints/pool_checkpoints.h"
+#include "allocator/engine/expandable/expandable_segment.h"
+#include "allocator/engine/observe/engine_events.h"
+#include "allocator/engine/observe/engine_observer.h"
+#include "allocator/engine/observe/engine_observers.h"
+#include "allocator/engine/pools/private_pool.h"
+#include "allocator/engine/pools/private_pools.h"
+#include "allocator/engine/port/placement_policy.h"
+#include "allocator/engine/port/policy_engine.h"
+#include "allocator/engine/release/cache_release.h"
+#include "allocator/engine/segments/device_segments.h"
+#include "allocator/engine/segments/segment_views.h"
+#include "allocator/engine/streams/stream_events.h"
 
 namespace cachealloc {
 
 class DeviceCachingAllocator {
  public:
   // `backend` must outlive the allocator. `config` is copied. `policy`:
-  // the placement policy (policy/placement_policy.h), owned; null runs
+  // the placement policy (placement_policy.h), owned; null runs
   // native's decisions on the engine's own inline path. Fixed for the
   // engine's life: a policy's decisions shape the cache it finds.
   DeviceCachingAllocator(int device, const AllocatorConfig& config,
@@ -66,8 +81,8 @@ class DeviceCachingAllocator {
   DeviceCachingAllocator& operator=(const DeviceCachingAllocator&) = delete;
 
   // Observers are not owned and must outlive the allocator (or be removed).
-  void add_observer(EngineObserver* observer);
-  void remove_observer(EngineObserver* observer);
+  void add_observer(EngineObserver* observer) { observers_.add(observer); }
+  void remove_observer(EngineObserver* observer) { observers_.remove(observer); }
 
   // Hands out a block of at least `size` bytes for use on `stream`.
   // Throws SizeOverflowError (size > kMaxRequestSize), OutOfMemoryError
@@ -91,18 +106,17 @@ class DeviceCachingAllocator {
   CACHEALLOC_HOT_INLINE void free(Block* block, const ContextPtr& context = nullptr) {
     free(block, context, [](Block*) {});
   }
-  // Marks `block` as used on `stream` too: its memory is not reused before
-  // the work queued on `stream` at free() time has finished. While a
-  // private pool is routed to (a CUDA graph may be capturing), the use is
-  // also noted as made during the route (stream_events.h).
-  void record_stream(Block* block, StreamId stream);
+  // Marks `block` as used on `stream` too (StreamEvents::record_use).
+  void record_stream(Block* block, StreamId stream) { events_.record_use(block, stream); }
 
   // Returns every unsplit cached segment of the default pools to the device
   // (after waiting for outstanding cross-stream events; skipped while a
   // private pool is routed to, as native), and those of every freeable
   // private pool. With a private pool's id: only that pool's, if it is
   // freeable (PyTorch's emptyCache(mempool_id)).
-  void empty_cache(const ContextPtr& context = nullptr, PoolId pool = {});
+  void empty_cache(const ContextPtr& context = nullptr, PoolId pool = {}) {
+    release_.release_cached(context, pool, /*for_user=*/true);
+  }
 
   // --- Private pools: PyTorch's MemPool (private_pool.h, private_pools.h).
   // Each throws std::invalid_argument for the id (0, 0), and those that
@@ -120,14 +134,10 @@ class DeviceCachingAllocator {
   // route is tried first. Throws if `id` is routed to already.
   void begin_allocate_to_pool(PoolId id, PoolFilter filter) {
     pools_.begin_route(id, std::move(filter));
-    refresh_fast_path();
   }
   // Ends the route to `id`; its use count is unchanged. Throws if `id` is
   // not routed to.
-  void end_allocate_to_pool(PoolId id) {
-    pools_.end_route(id);
-    refresh_fast_path();
-  }
+  void end_allocate_to_pool(PoolId id) { pools_.end_route(id); }
   // Drops one use of pool `id`; at 0 the pool becomes freeable (empty_cache
   // returns its cached segments; it is erased once it holds none).
   void release_pool(PoolId id) { pools_.release(id); }
@@ -143,49 +153,41 @@ class DeviceCachingAllocator {
   // Whether pool `id` exists on this device.
   bool has_pool(PoolId id) const { return pools_.contains(id); }
 
-  // --- Pool checkpoints: PyTorch's cudagraph trees (pool_checkpoint.h;
-  // pool_checkpoints.cc). Each throws std::invalid_argument, changing
-  // nothing, for an unknown pool or one released to use count 0, naming it.
-  //
-  // The layout of pool `id`'s segments: each block's address, size and
-  // whether it is allocated. Inserts deferred events first, as native (even
-  // when it then refuses). Throws if a block still waits for stream events.
-  PoolCheckpoint checkpoint_pool(PoolId id, const ContextPtr& context = nullptr);
-  // Puts the pool back into `checkpoint`'s layout: frees every block
-  // allocated in the pool, carves the checkpoint's blocks out again and
-  // frees those it had free (statistics and history see those mallocs and
-  // frees, as native's). Returns the addresses freed and the blocks left
-  // allocated, which the caller now holds. Throws std::invalid_argument,
-  // before changing anything, if a checkpointed segment is gone or differs
-  // (stream, pool kind, bytes; blocks that do not tile it or two free
-  // neighbours), or a block of the pool waits for events or was used on
-  // other streams. Only std::bad_alloc can come later, with the pool part
-  // way (CachingAllocator::restore_pool keeps its table right then).
+  // --- Pool checkpoints: PyTorch's cudagraph trees (pool_checkpoints.h,
+  // which says what each does and how it fails).
+  PoolCheckpoint checkpoint_pool(PoolId id, const ContextPtr& context = nullptr) {
+    return checkpoints_.checkpoint(id, context);
+  }
+  // The frees and carves of a restore are this engine's free and
+  // hand-out, so statistics and history see them. std::bad_alloc can come
+  // part way (CachingAllocator::restore_pool keeps its table right then).
   PoolRestore restore_pool(const PoolCheckpoint& checkpoint, const ContextPtr& context = nullptr);
-  // Whether the blocks allocated in pool `id` are exactly those at
-  // `expected` (native's checkPoolLiveAllocations).
-  bool pool_allocations_are(PoolId id, const StrongHashSet<uintptr_t>& expected) const;
-  // The addresses of the blocks allocated in pool `id`, in address order.
-  std::vector<uintptr_t> pool_allocations(PoolId id) const;
+  bool pool_allocations_are(PoolId id, const StrongHashSet<uintptr_t>& expected) const {
+    return checkpoints_.allocations_are(id, expected);
+  }
+  std::vector<uintptr_t> pool_allocations(PoolId id) const {
+    return checkpoints_.allocations(id);
+  }
+
   // Limits reserved bytes to floor(fraction * device capacity); 1.0 removes
   // the limit (native's rule). Throws ConfigError outside [0, 1].
   void set_memory_fraction(double fraction);
   // Limits reserved bytes to `bytes` directly.
-  void set_memory_limit(size_t bytes);
-  const MemoryLimit& memory_limit() const { return limit_; }
+  void set_memory_limit(size_t bytes) { segments_.limit().set_bytes(bytes); }
+  const MemoryLimit& memory_limit() const { return segments_.limit(); }
 
   // --- Expandable segments (expandable_segments:True; the part
-  // expandable_blocks.h).
+  // expandable_blocks.h, inside DeviceSegments).
   // Turns the setting on or off at run time, as native's
   // _set_allocator_settings does: on, new memory is mapped into expandable
   // segments and large blocks split whenever 512 bytes would remain; off,
   // new memory comes as whole segments again and free blocks of expandable
   // segments are no longer reused (they are still unmapped by empty_cache).
   void set_expandable_segments(bool on);
-  bool expandable_segments() const { return expandable_.on(); }
+  bool expandable_segments() const { return segments_.expandable().on(); }
   // The expandable segments reserved now, in address order.
   const std::vector<std::unique_ptr<ExpandableSegment>>& expandable_segment_list() const {
-    return expandable_.segments();
+    return segments_.expandable().segments();
   }
 
   // Size of the largest cached free block (PyTorch's cacheInfo), bytes.
@@ -201,14 +203,14 @@ class DeviceCachingAllocator {
   }
 
   // Bytes reserved from the device now.
-  size_t reserved_bytes() const { return reserved_bytes_; }
+  size_t reserved_bytes() const { return segments_.reserved_bytes(); }
   // Bytes of the blocks handed out and not yet freed by the caller.
   size_t allocated_bytes() const { return allocated_bytes_; }
   // Whether no block is in use: none handed out (each has >= 512 bytes, so
   // allocated_bytes_ counts them) and none freed but waiting for stream
   // events (each waits in events_ until its last event completes, or, if
   // freed while a route was open, until the routes end).
-  bool idle() const { return allocated_bytes_ == 0 && !(malloc_slow_ & kStreamWork); }
+  bool idle() const { return allocated_bytes_ == 0 && !fast_.has(FastPath::kStreamWork); }
   int device() const { return device_; }
   // The config in force: as given, shaped by the policy if there is one.
   const AllocatorConfig& config() const { return config_; }
@@ -231,45 +233,37 @@ class DeviceCachingAllocator {
   // Whether reserving a segment for malloc(size) would pass the memory limit.
   bool would_exceed_limit(size_t size) const;
   // Whether a miss for malloc(size) would garbage-collect first.
-  bool would_collect_garbage() const;
+  bool would_collect_garbage() const { return release_.would_collect_garbage(); }
 
   // Segments in address order.
-  std::vector<SegmentView> segments() const;
-  // Throws InvariantViolation describing the first broken rule (block.h).
+  std::vector<SegmentView> segments() const { return segments_.views(); }
+  // Throws InvariantViolation describing the first broken rule (block.h and
+  // every part's).
   void check_invariants() const;
-  // Events some observer dropped because host memory ran out (see emit).
-  uint64_t observer_failures() const { return observer_failures_; }
+  // Events some observer dropped because host memory ran out
+  // (engine_observers.h).
+  uint64_t observer_failures() const { return observers_.failures(); }
   // A policy's after_free steps that failed after their free was done
   // (free_slow): their pages stay cached.
   uint64_t policy_failures() const { return policy_failures_; }
 
  private:
-  // The policy's hooks reach the engine's steps through PolicyEngine only.
-  friend class PolicyEngine;
-
-  // A request that missed the cache, for the miss path (reserve_segment).
-  // The hit path keeps these values in locals: a struct whose address
-  // reaches the out-of-line miss path would live in memory on the hit path
-  // too.
-  struct Request {
-    size_t size = 0;        // rounded bytes
-    size_t alloc_size = 0;  // segment bytes if a new segment is needed
-    StreamId stream = 0;
-    BlockPool* pool = nullptr;
-    Block* block = nullptr;  // result
-  };
-
-  // malloc with stream work pending or expandable segments present: the
-  // same steps as malloc, out of line, with the expandable search.
+  // malloc with stream work pending, expandable segments present or a
+  // policy set: the same steps as malloc, out of line, with the expandable
+  // search and the policy's hooks.
   Block* malloc_slow(size_t orig_size, StreamId stream, const ContextPtr& ctx);
   // free of a block used on other streams or in an expandable segment.
   void free_slow(Block* block, const ContextPtr& ctx);
-  // malloc path. The steps of a cache hit (device_allocator_hot.h) are
-  // forced inline into malloc and free (CACHEALLOC_HOT_INLINE): as calls,
-  // their prologues and epilogues cost about 80 instructions per
-  // allocate+free pair. The rest is in device_allocator.cc, out of line.
-  CACHEALLOC_HOT_INLINE BlockPool::iterator find_free_block(BlockPool& pool, StreamId stream,
-                                                            size_t size) const;
+  // The block `slot` found in `pool`, else (slot is end()) a new segment's
+  // from reserve_segment, with `slot` set to a fresh end() (the miss may
+  // have released blocks). The one place malloc's two paths choose.
+  CACHEALLOC_HOT_INLINE Block* found_or_reserved(BlockPool& pool, BlockPool::iterator& slot,
+                                                 StreamId stream, size_t size, size_t orig_size,
+                                                 const ContextPtr& ctx);
+  // native: get_free_block. best_fit (best_fit.h), counted for the
+  // collector's ages when it is on. The block is left indexed:
+  // alloc_found_block re-indexes the entry for the remainder or erases it,
+  // whichever the split decision needs.
   CACHEALLOC_HOT_INLINE BlockPool::iterator get_free_block(BlockPool& pool, StreamId stream,
                                                            size_t size);
   // Throws SizeOverflowError for a request of `size` bytes.
@@ -284,20 +278,12 @@ class DeviceCachingAllocator {
   // native: try_mempool_fallback. A cached block of a use_on_oom pool that
   // fits the request (r.pool is a default pool), taken out of its pool's
   // index; or null.
-  Block* take_use_on_oom_block(const Request& r);
-  // native: alloc_block; with a policy, its on_miss instead (after the
-  // retry event, which is the engine's).
-  bool alloc_block(Request& r, bool is_retry, const ContextPtr& ctx);
-  // native: alloc_block's body: a segment or mapped pages for r, within the
-  // limit (checked with the whole-segment size).
-  bool native_alloc_block(Request& r, const ContextPtr& ctx);
-  // malloc_slow's placement with a policy: its find_cached, the engine's
-  // miss path (whose alloc_block asks the policy), its should_split.
-  Block* malloc_with_policy(BlockPool& pool, StreamId stream, size_t size, size_t orig_size,
-                            const ContextPtr& ctx);
-  CACHEALLOC_HOT_INLINE bool should_split(const Block* block, size_t size) const;
+  Block* take_use_on_oom_block(const MissRequest& r);
+  // native: alloc_block: DeviceSegments::allocate; with a policy, its
+  // on_miss instead (after the retry event, which is the engine's).
+  Block* alloc_block(const MissRequest& r, const ContextPtr& ctx);
   // Whether alloc_found_block cuts the block down to the request: by
-  // should_split's rules (malloc), or as a pool checkpoint says.
+  // should_split's rules (malloc), or as a policy or a pool checkpoint says.
   enum class SplitChoice : uint8_t { kByRule, kSplit, kWhole };
   // Hands out `block` for a request of `size` rounded bytes. `slot` is
   // block's entry in `pool`'s free index (pool.end() for a fresh segment's
@@ -311,26 +297,11 @@ class DeviceCachingAllocator {
                                                  size_t orig_size, const ContextPtr& ctx,
                                                  SplitChoice choice,
                                                  bool expandable_aware = false);
-  [[noreturn]] void raise_oom(const Request& r, size_t orig_size, const ContextPtr& ctx);
-  // free path
-  // Caches a block whose stream events are done (kFreeCompleted); called
-  // from device_allocator_streams.cc. Precondition: prepare_free_block(block)
-  // since the last insert into its pool; then it never throws.
+  [[noreturn]] void raise_oom(const MissRequest& r, size_t orig_size, const ContextPtr& ctx);
+  // Caches a block whose stream events are done (kFreeCompleted), for
+  // StreamEvents. Precondition: block->pool->reserve_for_insert() since the
+  // last insert into its pool; then it never throws.
   void free_block(Block* block, const ContextPtr& ctx);
-  // What caching `block` needs from the heap (index nodes of its pool),
-  // taken before anything about it changes. Throws std::bad_alloc.
-  void prepare_free_block(Block* block) { block->pool->reserve_for_insert(); }
-  // What alloc_found_block needs from the heap for a block of `pool` that
-  // no index holds (a fresh segment's, one grown in an expandable segment,
-  // one taken from a use_on_oom pool): a spare Block for the remainder and
-  // index nodes to insert it, taken before the block leaves the cache or
-  // the device is asked. Throws std::bad_alloc, nothing changed. Nothing
-  // may insert into `pool` or take a spare between this and that
-  // alloc_found_block.
-  void prepare_unindexed_block(BlockPool& pool) {
-    recycler_.reserve_one();
-    pool.reserve_for_insert();
-  }
   // Caches a freed block (merging it with free neighbours) and emits `kind`:
   // kFree straight from free(), kFreeCompleted from free_block. Returns the
   // merged free block. `expandable_aware` as for alloc_found_block.
@@ -341,67 +312,10 @@ class DeviceCachingAllocator {
   CACHEALLOC_HOT_INLINE Block* merge_and_cache(Block* block, BlockPool& pool,
                                                InactiveSplitChange& split,
                                                bool expandable_aware = false);
-
-  // giving memory back (cache_release.cc)
-  void garbage_collect_cached_blocks(const ContextPtr& ctx);
-  bool release_available_cached_blocks(const Request& r, const ContextPtr& ctx);
-  bool release_cached_blocks(const ContextPtr& ctx, PoolId pool = {}, bool for_user = false);
-  void release_blocks(BlockPool& pool, const ContextPtr& ctx, bool policy_may_keep = false);
-  void release_block(Block* block, const ContextPtr& ctx);
-
-  // expandable segments (the part expandable_, expandable_blocks.h)
-  // The engine's side of a change of mapped pages: counts them in the
-  // reserved bytes and tells the observers (native: map_block and
-  // unmap_block's stats updates and trace entries).
-  void account_pages(const ExpandableBlocks::PageChange& change);
-  // ExpandableBlocks::MayMap: the policy's before_map (true without one).
-  bool policy_may_map(ExpandableSegment& seg, uintptr_t start, size_t bytes,
-                      const ContextPtr& ctx);
-
-  // cross-stream events (device_allocator_streams.cc, on events_)
-  // free() of a block with stream uses (out of line: rare). While a route
-  // is open the block waits, its stream uses kept and no event recorded
-  // (querying or recording an event while a CUDA graph captures is an
-  // error), until the first process_events or synchronize after the routes
-  // have ended.
-  void free_used_elsewhere(Block* block, const ContextPtr& ctx);
-  // StreamEvents::free_safe_in_capture. Precondition: a route is open.
-  void free_safe_in_capture(StreamId stream, const ContextPtr& ctx);
-  // StreamEvents::insert_deferred. Precondition: no route is open.
-  void insert_deferred_events(const ContextPtr& ctx);
-  void process_events(const ContextPtr& ctx);
-  // `only`: wait for the events of that private pool's blocks only.
-  void synchronize_and_free_events(const ContextPtr& ctx, const PrivatePool* only = nullptr);
-
-  // The fast-path flags (malloc_slow_, routing_), derived from the state
-  // they summarize here and nowhere else. Invariant (check_invariants):
-  //   malloc_slow_ == slow_reasons()
-  //   routing_     == pools_.routing()
-  // Called after every step that may change the event queues, the
-  // expandable segments, the setting or the routes; where such a step can
-  // throw part way, through a RefreshAtExit so the flags follow on a throw
-  // too. Cost: a few loads; never on the cache-hit path.
-  uint8_t slow_reasons() const {
-    return static_cast<uint8_t>((events_.has_work() ? kStreamWork : 0) |
-                                (expandable_.on() || !expandable_.empty() ? kExpandableBlocks : 0) |
-                                (policy_ ? kPolicy : 0));
-  }
-  void refresh_fast_path() {
-    malloc_slow_ = slow_reasons();
-    routing_ = pools_.routing();
-  }
-  // Refreshes the fast-path flags when it goes out of scope, thrown
-  // through or not.
-  class RefreshAtExit {
-   public:
-    explicit RefreshAtExit(DeviceCachingAllocator& engine) : engine_(engine) {}
-    ~RefreshAtExit() { engine_.refresh_fast_path(); }
-    RefreshAtExit(const RefreshAtExit&) = delete;
-    RefreshAtExit& operator=(const RefreshAtExit&) = delete;
-
-   private:
-    DeviceCachingAllocator& engine_;
-  };
+  // What the policy's hooks may do to this engine during one operation:
+  // the parts' interfaces (policy_engine.h), never the engine's privates.
+  // Precondition: a policy is set.
+  PolicyEngine policy_engine(const ContextPtr& ctx);
 
   // round_request_size(size, config_).
   size_t rounded_request(size_t size) const {
@@ -414,41 +328,11 @@ class DeviceCachingAllocator {
   // searches: that of the newest route whose filter accepts the stream, or
   // the default one.
   BlockPool& pool_for(size_t rounded, StreamId stream) {
-    if (!routing_) [[likely]] return pool_for(rounded);
+    if (!fast_.routing()) [[likely]] return pool_for(rounded);
     return routed_pool(rounded, stream);
   }
   BlockPool& routed_pool(size_t rounded, StreamId stream);
-  // Where the segments of `pool` come from: its private pool's source, or
-  // the device's backend.
-  SegmentSource& segment_source(const BlockPool& pool) {
-    const PrivatePool* owner = pool.owner();
-    return owner && owner->segment_source ? *owner->segment_source : backend_;
-  }
-  // pools_.named, refusing a pool at use count 0 (pool_checkpoints.cc).
-  PrivatePool& live_pool(PoolId id, const char* what) const;
-  // The heads of the pool's segments, in address order.
-  std::vector<const Block*> pool_segment_heads(const PrivatePool& pool) const;
-  // Throws, naming the problem, unless the pool (whose segment heads are
-  // `heads`) can take `checkpoint`'s layout.
-  void check_restorable(const PrivatePool& pool, const std::vector<const Block*>& heads,
-                        const PoolCheckpoint& checkpoint) const;
-  bool gc_active() const {
-    return limit_.is_set() && config_.garbage_collection_threshold > 0.0;
-  }
-  // An observer that runs out of host memory (a history ring growing)
-  // drops that event, and the others still see it: the engine is mid-way
-  // through an operation here and must finish it, so the exception stops
-  // at this loop (counted in observer_failures()).
-  void emit(EngineEvent& e) {
-    e.device = device_;
-    for (EngineObserver* o : observers_) {
-      try {
-        o->on_event(e);
-      } catch (const std::bad_alloc&) {
-        ++observer_failures_;
-      }
-    }
-  }
+  bool gc_active() const { return garbage_collection_on(segments_.limit(), config_); }
 
   static constexpr size_t kSmallSizeForPool = 1048576;
 
@@ -458,48 +342,27 @@ class DeviceCachingAllocator {
   // divisions (the default) malloc rounds with round_to_min_blocks.
   bool power2_divisions_;
   DeviceBackend& backend_;
-  std::vector<EngineObserver*> observers_;
-  // Events an observer dropped for want of host memory (emit).
-  uint64_t observer_failures_ = 0;
+  EngineObservers observers_{device_};
+  // Why malloc leaves the hot path, and whether a route is open: each flag
+  // kept by its part (fast_path.h).
+  FastPath fast_;
+  // The placement policy; null: native (placement_policy.h).
+  std::unique_ptr<PlacementPolicy> policy_;
   // After-free steps of the policy that failed (policy_failures()).
   uint64_t policy_failures_ = 0;
 
   BlockPool large_blocks_{false};  // free blocks of large segments
   BlockPool small_blocks_{true};   // free blocks of small segments
-  // The first block of every segment. A segment's head Block object lives
-  // as long as the segment: splits keep the front in the original object,
-  // and a freed block merges into its free lower neighbour, never the other
-  // way round. Changes only when segments are reserved or released.
-  SegmentHeads segment_heads_;
-  size_t allocated_bytes_ = 0;  // sum of allocated blocks' sizes
-  // Cross-stream events and the frees deferred while a route is open
-  // (stream_events.h).
-  StreamEvents events_{device_, backend_};
-  // Why malloc leaves the hot path, one byte test there: kStreamWork while
-  // events_.has_work(), kExpandableBlocks while expandable segments exist
-  // or the setting is on. Derived by refresh_fast_path() only.
-  static constexpr uint8_t kStreamWork = 1;
-  static constexpr uint8_t kExpandableBlocks = 2;
-  // A placement policy is set (policy_): its hooks decide, out of line.
-  // Constant after construction.
-  static constexpr uint8_t kPolicy = 4;
-  uint8_t malloc_slow_ = 0;
-  // The placement policy; null: native (policy/placement_policy.h).
-  std::unique_ptr<PlacementPolicy> policy_;
+  size_t allocated_bytes_ = 0;     // sum of allocated blocks' sizes
 
-  // Private pools, their routes and use_on_oom list (private_pools.h).
-  PrivatePools pools_{device_};
-  // pools_.routing(), for malloc's hot path: a byte test instead of
-  // comparing two pointers. Derived by refresh_fast_path() only.
-  bool routing_ = false;
-
-  size_t reserved_bytes_ = 0;  // bytes held from the device
-  MemoryLimit limit_;
-  // Block objects for splits to take and merges and releases to give back.
-  BlockRecycler recycler_;
-  // The expandable segments, their blocks and the setting (declared after
-  // the recycler and the segment heads it shares).
-  ExpandableBlocks expandable_{device_, backend_, recycler_, segment_heads_};
+  // The parts (see the top of this file).
+  PrivatePools pools_{device_, fast_};
+  DeviceSegments segments_{device_, backend_, config_, observers_, fast_};
+  StreamEvents events_{device_, backend_, config_, observers_, fast_,
+                       [this](Block* block, const ContextPtr& ctx) { free_block(block, ctx); }};
+  CacheRelease release_{config_, segments_, large_blocks_, small_blocks_,
+                        pools_,  events_,   policy_.get()};
+  PoolCheckpoints checkpoints_{device_, pools_, segments_, events_};
 };
 
 }  // namespace cachealloc

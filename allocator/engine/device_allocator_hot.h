@@ -1,7 +1,6 @@
 // The cache-hit path of DeviceCachingAllocator: malloc and free and the
-// steps they take when the cache holds a fitting block. A miss, stream
-// events and the rest are out of line (device_allocator.cc and the files it
-// names).
+// steps they take when the cache holds a fitting block. A miss and the
+// rest are out of line (device_allocator.cc, and the parts it drives).
 //
 // Why a header: malloc and free are forced inline (CACHEALLOC_HOT_INLINE),
 // so the front (caching_allocator.cc) compiles them into its allocate and
@@ -16,6 +15,8 @@
 #include <cstdint>
 #include <utility>
 
+#include "allocator/engine/blocks/best_fit.h"
+
 namespace cachealloc {
 
 // native: malloc
@@ -24,56 +25,29 @@ Block* DeviceCachingAllocator::malloc(size_t orig_size, StreamId stream,
   if (orig_size > kMaxRequestSize) [[unlikely]] refuse_size(orig_size);
   // Cross-stream frees waiting for events, or expandable segments: rare,
   // out of line.
-  if (malloc_slow_) [[unlikely]] return malloc_slow(orig_size, stream, ctx);
+  if (fast_.slow_reasons()) [[unlikely]] return malloc_slow(orig_size, stream, ctx);
 
   const size_t size = rounded_request(orig_size);
   BlockPool& pool = pool_for(size, stream);
   BlockPool::iterator slot = get_free_block(pool, stream, size);
-  Block* block;
-  if (!BlockPool::is_end(slot)) [[likely]] {
-    block = slot->block;
-  } else {
-    block = reserve_segment(pool, stream, size, orig_size, ctx);
-    slot = pool.end();  // the miss may have released blocks: a fresh end()
-  }
+  Block* block = found_or_reserved(pool, slot, stream, size, orig_size, ctx);
   return alloc_found_block(pool, block, slot, size, orig_size, ctx, SplitChoice::kByRule);
 }
 
-// native: get_free_block's choice. The smallest free block on the stream
-// that holds `size`, or pool.end() when there is none or the oversize rules
-// refuse it.
-BlockPool::iterator DeviceCachingAllocator::find_free_block(BlockPool& pool, StreamId stream,
-                                                            size_t size) const {
-  auto it = pool.lower_bound(stream, size);
-  if (BlockPool::is_end(it) || it->stream != stream) return pool.end();
-  // An oversize block is not cut down for a small request...
-  if (size < config_.max_split_size && it->size >= config_.max_split_size) return pool.end();
-  // ...and serves a large request only if it wastes less than the rounding
-  // allowance.
-  if (size >= config_.max_split_size && it->size >= size + config_.max_non_split_rounding_size)
-    return pool.end();
-  return it;
+Block* DeviceCachingAllocator::found_or_reserved(BlockPool& pool, BlockPool::iterator& slot,
+                                                 StreamId stream, size_t size, size_t orig_size,
+                                                 const ContextPtr& ctx) {
+  if (!BlockPool::is_end(slot)) [[likely]] return slot->block;
+  Block* block = reserve_segment(pool, stream, size, orig_size, ctx);
+  slot = pool.end();  // the miss may have released blocks: a fresh end()
+  return block;
 }
 
-// native: get_free_block. The found block's entry, or pool.end(). The
-// block is left indexed: alloc_found_block re-indexes the entry for the
-// remainder or erases it, whichever the split decision needs.
+// native: get_free_block.
 BlockPool::iterator DeviceCachingAllocator::get_free_block(BlockPool& pool, StreamId stream,
                                                            size_t size) {
   if (gc_active()) pool.count_search();
-  return find_free_block(pool, stream, size);
-}
-
-// native: should_split (non-expandable)
-bool DeviceCachingAllocator::should_split(const Block* block, size_t size) const {
-  const size_t remaining = block->size - size;
-  switch (block->pool->split_rule()) {
-    case BlockPool::SplitRule::kSmallPool: return remaining >= kMinBlockSize;
-    case BlockPool::SplitRule::kLargePool:
-      return size < config_.max_split_size && remaining > kSmallSize;
-    case BlockPool::SplitRule::kNever: return false;  // MemPool(no_split=True)
-  }
-  return false;
+  return best_fit(pool, stream, size, config_);
 }
 
 // native: alloc_found_block. `slot` is block's entry in `pool`, or end()
@@ -90,12 +64,13 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
   const bool already_split = block->is_split();
   InactiveSplitChange split;
   const bool split_remainder =
-      choice == SplitChoice::kByRule ? should_split(block, size) : choice == SplitChoice::kSplit;
+      choice == SplitChoice::kByRule ? should_split(block, size, config_)
+                                     : choice == SplitChoice::kSplit;
   if (split_remainder) {
     // [block | remaining]: the front goes to the caller, the rest is cached.
     // Every placement field set here (gc_count_base by the pool's insert or
     // replace).
-    Block* remaining = recycler_.take();
+    Block* remaining = segments_.recycler().take();
     remaining->address = block->address + size;
     remaining->size = block->size - size;
     remaining->requested_size = block->requested_size;  // as native's reused object
@@ -113,7 +88,7 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
       if (BlockPool::is_end(slot)) block->pool->insert(remaining);
       else pool.replace(slot, remaining);  // usually in place: same rank
     } catch (...) {
-      recycler_.give_back_unused(remaining);
+      segments_.recycler().give_back_unused(remaining);
       throw;
     }
     remaining->prev = block;
@@ -147,7 +122,7 @@ Block* DeviceCachingAllocator::alloc_found_block(BlockPool& pool, Block* block,
   EngineEvent e = block_event(EventKind::kAlloc, block, config_.max_split_size);
   e.split = split;
   e.context = &ctx;
-  emit(e);
+  observers_.emit(e);
   return block;
 }
 
@@ -197,7 +172,7 @@ Block* DeviceCachingAllocator::cache_freed_block(Block* block, const ContextPtr&
   // Native leaves expandable segments out of the inactive split stats.
   if (expandable_aware && merged->expandable) split = InactiveSplitChange{};
   e.split = split;
-  emit(e);
+  observers_.emit(e);
   return merged;
 }
 
@@ -238,7 +213,7 @@ Block* DeviceCachingAllocator::merge_and_cache(Block* block, BlockPool& pool,
     if (lower->next) lower->next->prev = lower;
     // Back to the spare state's flag (only expandable blocks have it set).
     if (expandable_aware) upper->expandable = false;
-    recycler_.recycle_absorbed(upper);
+    segments_.recycler().recycle_absorbed(upper);
   };
   if (prev) {
     absorb(prev, block, prev);

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/port/placement_policy.h"
 
 namespace cachealloc {
 
@@ -23,8 +23,11 @@ namespace cachealloc {
 const std::vector<std::string>& policy_names();
 // Whether `name` is a known policy ("" counts as native).
 bool is_policy_name(std::string_view name);
+// The one check of a policy name: throws ConfigError for an unknown name,
+// "unknown policy 'NAME': known policies are native, ...".
+void check_policy_name(std::string_view name);
 // A fresh policy object for one engine; null for "native" (and ""). Throws
-// ConfigError for an unknown name, listing the known ones.
+// as check_policy_name for an unknown name.
 std::unique_ptr<PlacementPolicy> make_policy(std::string_view name);
 
 }  // namespace cachealloc

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "allocator/engine/expandable_segment.h"
-#include "allocator/policy/policy_engine.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
+#include "allocator/engine/expandable/expandable_segment.h"
+#include "allocator/engine/port/policy_engine.h"
 
 namespace cachealloc {
 

@@ -42,7 +42,7 @@
 // holds a byte of an allocated block (only whole pages inside free blocks).
 #pragma once
 
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/port/placement_policy.h"
 
 namespace cachealloc {
 

@@ -1,6 +1,6 @@
 #include "allocator/policy/unmap_on_free_policy.h"
 
-#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/port/policy_engine.h"
 
 namespace cachealloc {
 

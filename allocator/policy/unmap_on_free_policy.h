@@ -6,7 +6,7 @@
 // native's.
 #pragma once
 
-#include "allocator/policy/placement_policy.h"
+#include "allocator/engine/port/placement_policy.h"
 
 namespace cachealloc {
 

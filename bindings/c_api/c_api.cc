@@ -298,6 +298,10 @@ int cachealloc_init_policy(const char* conf, const char* backend, const char* po
   });
 }
 
+int cachealloc_check_policy(const char* policy) {
+  return guarded([&] { Runtime::policy_to_run(policy ? policy : ""); });
+}
+
 const char* cachealloc_policy_name(void) { return Runtime::instance().policy_name().c_str(); }
 
 const char* cachealloc_policy_names(void) {

@@ -67,6 +67,12 @@ CACHEALLOC_API int cachealloc_init(const char* conf, const char* backend);
  * Fails (-1, nothing changes) for an unknown name, listing the known ones
  * (naming CACHEALLOC_POLICY when the name came from there). */
 CACHEALLOC_API int cachealloc_init_policy(const char* conf, const char* backend, const char* policy);
+/* Whether cachealloc_init_policy would accept `policy` (NULL or "": the
+ * default, $CACHEALLOC_POLICY else "native"), without initializing: 0, or
+ * -1 with cachealloc_last_error() saying what cachealloc_init_policy would
+ * (the one check of a policy name; callers ask it before setting anything
+ * else up). Thread-safe. */
+CACHEALLOC_API int cachealloc_check_policy(const char* policy);
 /* The placement policy in use ("native", "stitch", ...); "" before init. */
 CACHEALLOC_API const char* cachealloc_policy_name(void);
 /* The known policy names, comma-separated, "native" first. Static text. */

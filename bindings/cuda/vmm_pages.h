@@ -74,7 +74,7 @@ class VmmPages {
   // needs to map the pages under [address, address + bytes) (whole pages
   // around it, all mapped): native 2.11's bytes, a header {pid as 4 bytes
   // and 4 zero bytes, page size and page count as 8 bytes each} and each
-  // page's exported handle (shareable_pages.h reads them). Returns the
+  // page's exported handle (shared_pages.h reads them). Returns the
   // address of the first page shared. A page is exported once; a POSIX
   // descriptor stays open until its page is unmapped (the other process
   // copies it from this one by number). Throws BackendError.

@@ -5,9 +5,10 @@ Run at every interpreter start-up by cachealloc-autoinstall.pth, which
 CACHEALLOC_AUTO=1 (`cachealloc run` sets it; child processes, torchrun's
 workers among them, inherit it). Then, right after the program's
 `import torch` completes, it calls cachealloc.install(conf=$CACHEALLOC_CONF,
-backend=$CACHEALLOC_BACKEND, policy=$CACHEALLOC_POLICY, snapshot_dir=$CACHEALLOC_SNAPSHOT_DIR): before the program can allocate CUDA memory,
-and never in a process that does not use torch (neither torch nor
-cachealloc is imported here).
+backend=$CACHEALLOC_BACKEND, snapshot_dir=$CACHEALLOC_SNAPSHOT_DIR): before
+the program can allocate CUDA memory, and never in a process that does not
+use torch (neither torch nor cachealloc is imported here). The policy is
+install()'s default, $CACHEALLOC_POLICY, which the library reads itself.
 
 It must never break the interpreter: any failure prints one warning on
 stderr and PyTorch keeps its own allocator.
@@ -28,7 +29,6 @@ def _install() -> None:
 
         cachealloc.install(conf=os.environ.get("CACHEALLOC_CONF"),
                            backend=os.environ.get("CACHEALLOC_BACKEND") or None,
-                           policy=os.environ.get("CACHEALLOC_POLICY") or None,
                            snapshot_dir=os.environ.get("CACHEALLOC_SNAPSHOT_DIR") or None)
     except Exception as e:  # the program must run on, under PyTorch's allocator
         _warn(f"{_SWITCH}=1 but cachealloc.install() failed, PyTorch's own CUDA allocator stays "

@@ -17,7 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "allocator/engine/engine_observer.h"
+#include "allocator/engine/observe/engine_observer.h"
 #include "stats/device_stats.h"
 
 namespace cachealloc {

@@ -71,11 +71,7 @@ void Runtime::init(const std::string& conf, const std::string& backend, const st
   init_locked(conf, backend, policy);
 }
 
-namespace {
-
-// The policy init() runs: the one asked for, else $CACHEALLOC_POLICY, else
-// native. Checked here, before anything is built.
-std::string policy_to_run(const std::string& asked) {
+std::string Runtime::policy_to_run(const std::string& asked) {
   std::string name = asked;
   bool from_environment = false;
   if (name.empty()) {
@@ -84,14 +80,12 @@ std::string policy_to_run(const std::string& asked) {
     from_environment = env && *env;
   }
   try {
-    make_policy(name);
+    check_policy_name(name);
   } catch (const ConfigError& e) {
     throw ConfigError(from_environment ? std::string("CACHEALLOC_POLICY: ") + e.what() : e.what());
   }
   return name;
 }
-
-}  // namespace
 
 void Runtime::init_locked(const std::string& conf, const std::string& backend,
                           const std::string& policy_asked) {

@@ -106,6 +106,11 @@ class Runtime {
   // Throws ConfigError for an unknown name (naming the variable when it came
   // from there), listing the known ones.
   void init(const std::string& conf, const std::string& backend, const std::string& policy = "");
+  // The policy init(conf, backend, asked) runs: `asked`, else
+  // $CACHEALLOC_POLICY, else "native" (the one place that default is
+  // read). Throws ConfigError for an unknown name (check_policy_name),
+  // prefixed "CACHEALLOC_POLICY: " when the name came from there.
+  static std::string policy_to_run(const std::string& asked);
   // The runtime, after init() from $PYTORCH_CUDA_ALLOC_CONF and the CUDA
   // backend if nothing initialized it yet. Safe to race: the first callers
   // serialise on the init lock and only one initializes. Once initialized,

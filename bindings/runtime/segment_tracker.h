@@ -18,7 +18,7 @@
 
 #include <cstdint>
 
-#include "allocator/engine/engine_observer.h"
+#include "allocator/engine/observe/engine_observer.h"
 #include "bindings/runtime/visitor_action.h"
 
 namespace cachealloc {

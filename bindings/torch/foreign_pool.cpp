@@ -1,7 +1,7 @@
 // torch.cuda.MemPool(allocator=...): a private pool whose segments come from
 // another allocator (a CUDAPluggableAllocator over ncclMemAlloc, a
 // sleep-mode allocator over cuMemCreate, ...). The engine keeps the pool as
-// any other (allocator/engine/private_pool.h) and asks this allocator for
+// any other (allocator/engine/pools/private_pool.h) and asks this allocator for
 // segments, as native 2.11's allocPrimitive and release_block do: raw_alloc
 // of the segment's size on the current device (and its current stream:
 // native ignores the request's stream here too), raw_delete to give one

@@ -77,7 +77,7 @@ foreach(_version ${CACHEALLOC_GLUE_TORCH_VERSIONS})
   set(_include ${_release}/torch/include)
   set(_target cachealloc_torch_${_version})
   string(REPLACE "." "_" _target ${_target})
-  add_library(${_target} SHARED torch_allocator.cpp ipc.cpp foreign_pool.cpp)
+  add_library(${_target} SHARED ${CACHEALLOC_GLUE_SOURCES})  # glue_files.cmake
   target_include_directories(${_target} SYSTEM PRIVATE
     ${_include} ${_include}/torch/csrc/api/include ${CACHEALLOC_CUDA_INCLUDE_FOUND})
   target_include_directories(${_target} PRIVATE ${CACHEALLOC_ROOT})

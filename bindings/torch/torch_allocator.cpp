@@ -9,9 +9,13 @@
 //
 // Python loads it with ctypes after importing torch and calls
 // cachealloc_torch_install(); it talks to libcachealloc.so through the C API
-// only (bindings/c_api/cachealloc.h).
+// only (bindings/c_api/cachealloc.h). This file is the allocator class and
+// the calls that pass straight through; each conversion of PyTorch's types
+// is a file of its own: device_stats.cpp, snapshot.cpp (and the recorded
+// contexts its traces carry, recorded_context.cpp), pool_checkpoints.cpp,
+// process_memory.cpp (the OOM message's process list), ipc.cpp and
+// foreign_pool.cpp (sharing.h). glue_files.txt lists them all.
 #include <c10/core/Allocator.h>
-#include <c10/cuda/CUDAAllocatorConfig.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -19,78 +23,31 @@
 #include <cuda_runtime_api.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
-#include <dlfcn.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <string_view>
-#include <tuple>
-#include <iterator>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
 #include "bindings/c_api/cachealloc.h"
+#include "bindings/torch/device_stats.h"
+#include "bindings/torch/pool_checkpoints.h"
+#include "bindings/torch/process_memory.h"
+#include "bindings/torch/recorded_context.h"
 #include "bindings/torch/sharing.h"
+#include "bindings/torch/snapshot.h"
 
 namespace {
 
 namespace CCA = c10::cuda::CUDACachingAllocator;
 using torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
-using SnapshotInfo = CCA::SnapshotInfo;
-using SegmentInfo = decltype(SnapshotInfo::segments)::value_type;
-using TraceEntry = decltype(SnapshotInfo::device_traces)::value_type::value_type;
-using DeviceStats = decltype(std::declval<CCA::CUDAAllocator&>().getDeviceStats(0));
-using ContextPtr = std::shared_ptr<c10::GatheredContext>;
-
-// Native's trace actions by the C API's visitor action code
-// (bindings/runtime/visitor_action.h: 0 segment_alloc ... 8 segment_unmap).
-constexpr TraceEntry::Action kTraceActions[] = {
-    TraceEntry::SEGMENT_ALLOC, TraceEntry::SEGMENT_FREE, TraceEntry::ALLOC,
-    TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED, TraceEntry::OOM,
-    TraceEntry::SNAPSHOT, TraceEntry::SEGMENT_MAP, TraceEntry::SEGMENT_UNMAP};
-
-// What the glue hands the engine with a recorded request: PyTorch's
-// gathered frames, and the compile context and user metadata in force on
-// the calling thread then (native stamps both on every trace entry, and
-// frames only from context="alloc" up: `frames_in_trace`).
-struct RecordedContext {
-  ContextPtr frames;
-  std::string compile_context;
-  std::string user_metadata;
-  bool frames_in_trace = true;
-};
-void release_context(void* p) { delete static_cast<RecordedContext*>(p); }
-ContextPtr context_of(void* p) { return p ? static_cast<RecordedContext*>(p)->frames : nullptr; }
-
-// As native (DeviceCachingAllocator's thread_local compile_context stack and
-// user_metadata): per thread, shared by all devices. torch.compile pushes a
-// context around the regions it runs; _set_memory_metadata sets the other.
-thread_local std::vector<std::string> t_compile_context;
-thread_local std::string t_user_metadata;
-// Native's text for an entry made outside any compile context.
-constexpr const char* kNoCompileContext = "N/A";
-
-// The runtime's capture callback (cachealloc_record_history_from): it
-// decides when a context is recorded and with which flags; this only
-// gathers. `user` is PyTorch's recorder (a CreateContextFn: the stacks
-// setting chose it). Without frames, a context only when the thread has a
-// compile context or user metadata to stamp on the entries.
-void* capture_context(void* user, int flags) {
-  const auto recorder = reinterpret_cast<CCA::CreateContextFn>(user);
-  const bool frames = (flags & CACHEALLOC_CAPTURE_FRAMES) != 0 && recorder;
-  if (!frames && t_compile_context.empty() && t_user_metadata.empty()) return nullptr;
-  return new RecordedContext{frames ? recorder() : nullptr,
-                             t_compile_context.empty() ? kNoCompileContext : t_compile_context.back(),
-                             t_user_metadata, (flags & CACHEALLOC_CAPTURE_FRAMES_IN_TRACE) != 0};
-}
+using cachealloc_torch::DeviceStats;
+using cachealloc_torch::SnapshotInfo;
+using cachealloc_torch::TraceEntry;
 
 // The type of createOrIncrefPool's allocator parameter: a raw pointer in
 // some torch releases, a shared_ptr in others. Deduced, so the override
@@ -204,18 +161,19 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   void enable(bool value) override { enabled_.store(value, std::memory_order_relaxed); }
   bool isEnabled() const override { return enabled_.load(std::memory_order_relaxed); }
 
-  // torch.compile's regions and _set_memory_metadata (see t_compile_context).
+  // torch.compile's regions and _set_memory_metadata (recorded_context.h).
   // As native (NativeCachingAllocator): both do nothing unless history is
   // recorded.
   void pushCompileContext(std::string& md) override {
-    if (cachealloc_history_enabled() == 1) t_compile_context.push_back(md);
+    if (cachealloc_history_enabled() == 1) cachealloc_torch::push_compile_context(md);
   }
   void popCompileContext() override {
-    if (cachealloc_history_enabled() == 1 && !t_compile_context.empty())
-      t_compile_context.pop_back();
+    if (cachealloc_history_enabled() == 1) cachealloc_torch::pop_compile_context();
   }
-  void setUserMetadata(const std::string& metadata) override { t_user_metadata = metadata; }
-  std::string getUserMetadata() override { return t_user_metadata; }
+  void setUserMetadata(const std::string& metadata) override {
+    cachealloc_torch::set_user_metadata(metadata);
+  }
+  std::string getUserMetadata() override { return cachealloc_torch::user_metadata(); }
   // torch 2.14 asks whether user metadata reaches trace entries
   // (torch._C._cuda_memoryMetadataSupported; false would make
   // _set_memory_metadata warn that it is ignored). It does here. Declared
@@ -250,7 +208,7 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   }
 
   // Memory pools (torch.cuda.MemPool, use_mem_pool): cachealloc's engine
-  // keeps them as native does (allocator/engine/private_pool.h).
+  // keeps them as native does (allocator/engine/pools/private_pool.h).
   void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                           PoolAllocatorArg allocator) override {
     // With an allocator: the pool's segments come from it (foreign_pool.cpp).
@@ -297,71 +255,18 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
   void setNoSplit(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     check(cachealloc_pool_set_no_split(device, id.first, id.second));
   }
-  // CUDA graph trees (torch.compile(mode="reduce-overhead")) checkpoint a
-  // graph pool after each capture and put it back before capturing a new
-  // graph that branches off: allocator/engine/pool_checkpoint.h says how.
-  struct PoolCheckpointState final : CCA::AllocatorState {
-    PoolCheckpointState(cachealloc_pool_checkpoint* saved, c10::DeviceIndex on)
-        : checkpoint(saved), device(on) {}
-    ~PoolCheckpointState() override { cachealloc_pool_checkpoint_release(checkpoint); }
-    cachealloc_pool_checkpoint* checkpoint;
-    c10::DeviceIndex device;
-  };
+  // CUDA graph trees' pool checkpoints (pool_checkpoints.cpp).
   std::shared_ptr<CCA::AllocatorState> getCheckpointState(c10::DeviceIndex device,
                                                           c10::cuda::MempoolId_t id) override {
-    cachealloc_pool_checkpoint* raw = nullptr;
-    check(cachealloc_pool_checkpoint_save(device, id.first, id.second, &raw));
-    std::unique_ptr<cachealloc_pool_checkpoint, void (*)(cachealloc_pool_checkpoint*)> saved(
-        raw, &cachealloc_pool_checkpoint_release);
-    auto state = std::make_shared<PoolCheckpointState>(saved.get(), device);
-    saved.release();  // the state owns it now
-    return state;
+    return cachealloc_torch::save_pool_checkpoint(device, id);
   }
   CCA::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
                                               std::shared_ptr<CCA::AllocatorState> state) override {
-    auto* ours = dynamic_cast<PoolCheckpointState*>(state.get());
-    TORCH_CHECK(ours, "cachealloc: setCheckpointPoolState needs a checkpoint that cachealloc's "
-                      "getCheckpointState made");
-    TORCH_CHECK(ours->device == device, "cachealloc: a checkpoint of device ",
-                static_cast<int>(ours->device), " given for device ", static_cast<int>(device));
-    // The callbacks run after the restore (which cannot be undone): a
-    // failure to record one is reported after all of them have run.
-    struct Delta {
-      CCA::CheckpointDelta out;
-      c10::Device device;
-      bool out_of_memory = false;
-    } delta{{}, c10::Device(c10::DeviceType::CUDA, device)};
-    check(cachealloc_pool_checkpoint_restore(
-        ours->checkpoint,
-        [](void* d, void* p) {
-          auto* delta = static_cast<Delta*>(d);
-          try {
-            delta->out.ptrs_freed.push_back(p);
-          } catch (...) {
-            delta->out_of_memory = true;
-          }
-        },
-        [](void* d, void* p, size_t) {
-          auto* delta = static_cast<Delta*>(d);
-          // As native: DataPtrs with this allocator's deleter, which PyTorch
-          // hands to the storages that hold these blocks (or releases).
-          try {
-            delta->out.dataptrs_allocd.emplace_back(p, p, &delete_fn, delta->device);
-          } catch (...) {
-            delta->out_of_memory = true;
-          }
-        },
-        &delta));
-    TORCH_CHECK(!delta.out_of_memory, "cachealloc: out of host memory listing a restored pool");
-    return std::move(delta.out);
+    return cachealloc_torch::restore_pool_checkpoint(device, state, &delete_fn);
   }
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                                 const std::unordered_set<void*>& expected) override {
-    std::vector<void*> ptrs(expected.begin(), expected.end());
-    int match = 0;
-    check(cachealloc_pool_live_allocations_match(device, id.first, id.second, ptrs.data(),
-                                                 ptrs.size(), &match));
-    return match != 0;
+    return cachealloc_torch::pool_live_allocations_match(device, id, expected);
   }
   void cacheInfo(c10::DeviceIndex device, size_t* largest) override {
     size_t cached = 0;
@@ -390,14 +295,18 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
     check(cachealloc_record_stream(ptr.get(), stream.stream()));
   }
 
-  DeviceStats getDeviceStats(c10::DeviceIndex device) override;
+  DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    return cachealloc_torch::device_stats(device);
+  }
   void resetAccumulatedStats(c10::DeviceIndex device) override {
     check(cachealloc_reset_accumulated_stats(device));
   }
   void resetPeakStats(c10::DeviceIndex device) override {
     check(cachealloc_reset_peak_stats(device));
   }
-  SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool, bool include_traces) override;
+  SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool, bool include_traces) override {
+    return cachealloc_torch::snapshot_info(mempool, include_traces);
+  }
   void recordHistory(bool enabled, CCA::CreateContextFn context_recorder,
                      size_t max_entries, CCA::RecordContext when, bool clear_history,
                      const std::vector<std::string>& skip_actions) override;
@@ -456,8 +365,8 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
                                uint64_t bytes, void* stream, uint64_t pool_first,
                                uint64_t pool_second) {
     auto trackers = std::atomic_load(&static_cast<CacheallocTorchAllocator*>(self)->trace_trackers_);
-    if (!trackers || action < 0 || action > 8) return;
-    const TraceEntry te(kTraceActions[action], static_cast<c10::DeviceIndex>(device), address, bytes,
+    if (!trackers || action < 0 || action >= cachealloc_torch::kTraceActionCount) return;
+    const TraceEntry te(cachealloc_torch::kTraceActions[action], static_cast<c10::DeviceIndex>(device), address, bytes,
                         static_cast<cudaStream_t>(stream),
                         c10::cuda::MempoolId_t{static_cast<unsigned long long>(pool_first),
                                                static_cast<unsigned long long>(pool_second)},
@@ -468,61 +377,12 @@ class CacheallocTorchAllocator final : public CUDAPluggableAllocator {
 
 void delete_fn(void* ptr) { g_allocator->release(ptr, -1); }
 
-// Native's NVML report of the device's processes (reportProcessMemoryInfo
-// in torch 2.11): "Including non-PyTorch memory, this process has X memory
-// in use. " for this process, "Process P has X memory in use. " for each
-// other one, in NVML's order; "" where NVML cannot be loaded or answers an
-// error (native's build without NVML reports nothing either). NVML is
-// opened once, by its soname, as native's DriverAPI does.
-std::string process_memory_report(int device) {
-  struct ProcessInfoV1 {  // nvmlProcessInfo_v1_t, which the unversioned call fills
-    unsigned int pid;
-    unsigned long long used_gpu_memory;
-  };
-  using Init = int (*)();
-  using ByBusId = int (*)(const char*, void**);
-  using Processes = int (*)(void*, unsigned int*, ProcessInfoV1*);
-  static const auto nvml = []() -> std::tuple<ByBusId, Processes> {
-    void* h = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
-    if (!h) return {nullptr, nullptr};
-    auto init = reinterpret_cast<Init>(dlsym(h, "nvmlInit_v2"));
-    auto by_bus = reinterpret_cast<ByBusId>(dlsym(h, "nvmlDeviceGetHandleByPciBusId_v2"));
-    auto procs = reinterpret_cast<Processes>(dlsym(h, "nvmlDeviceGetComputeRunningProcesses"));
-    if (!init || !by_bus || !procs || init() != 0) return {nullptr, nullptr};
-    return {by_bus, procs};
-  }();
-  const auto [by_bus, procs] = nvml;
-  if (!by_bus) return "";
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, device) != cudaSuccess) return "";
-  char bus_id[80];
-  std::snprintf(bus_id, sizeof bus_id, "%08X:%02X:%02X.0", prop.pciDomainID, prop.pciBusID,
-                prop.pciDeviceID);
-  void* handle = nullptr;
-  if (by_bus(bus_id, &handle) != 0) return "";
-  constexpr int kInsufficientSize = 7;  // NVML_ERROR_INSUFFICIENT_SIZE
-  std::vector<ProcessInfoV1> list(8);
-  unsigned int count = static_cast<unsigned int>(list.size());
-  int status;
-  while ((status = procs(handle, &count, list.data())) == kInsufficientSize) list.resize(count);
-  if (status != 0) return "";
-  const unsigned int self = static_cast<unsigned int>(getpid());
-  std::string out;
-  for (unsigned int i = 0; i < count; ++i) {
-    out += list[i].pid == self ? std::string("Including non-PyTorch memory, this process")
-                               : "Process " + std::to_string(list[i].pid);
-    out += " has " + c10::CachingAllocator::format_size(list[i].used_gpu_memory) +
-           " memory in use. ";
-  }
-  return out;
-}
-
 void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
   std::string message = cachealloc_last_error();
   // Native's process report goes right after "... of which X is free. ".
   constexpr std::string_view kAfter = " is free. ";
   if (const size_t at = message.find(kAfter); at != std::string::npos)
-    message.insert(at + kAfter.size(), process_memory_report(device));
+    message.insert(at + kAfter.size(), cachealloc_torch::process_memory_report(device));
   // As native (DeviceCachingAllocator::malloc): the profiler gets the
   // rounded request and the totals at the failure; observers get the
   // segment size the device refused, the allowed bytes (the capacity when
@@ -550,142 +410,6 @@ void CacheallocTorchAllocator::raise_oom(size_t size, int device) {
   cachealloc_set_oom_note(nullptr);
   if (!note.empty()) message += "\n" + note;
   TORCH_CHECK_WITH(OutOfMemoryError, false, message);
-}
-
-DeviceStats CacheallocTorchAllocator::getDeviceStats(c10::DeviceIndex device) {
-  const int n = cachealloc_stat_count();
-  std::vector<int64_t> values(static_cast<size_t>(n));
-  check(cachealloc_memory_stats(device, values.data(), n));
-  std::unordered_map<std::string, int64_t> by_name;
-  for (int i = 0; i < n; ++i) by_name[cachealloc_stat_name(i)] = values[static_cast<size_t>(i)];
-  auto stat = [&](c10::CachingAllocator::Stat& s, const std::string& prefix) {
-    s.current = by_name.at(prefix + ".current");
-    s.peak = by_name.at(prefix + ".peak");
-    s.allocated = by_name.at(prefix + ".allocated");
-    s.freed = by_name.at(prefix + ".freed");
-  };
-  auto family = [&](c10::CachingAllocator::StatArray& a, const std::string& name) {
-    // c10's StatType order: AGGREGATE, SMALL_POOL, LARGE_POOL.
-    stat(a[0], name + ".all");
-    stat(a[1], name + ".small_pool");
-    stat(a[2], name + ".large_pool");
-  };
-  DeviceStats s;
-  family(s.allocation, "allocation");
-  family(s.segment, "segment");
-  family(s.active, "active");
-  family(s.inactive_split, "inactive_split");
-  family(s.allocated_bytes, "allocated_bytes");
-  family(s.reserved_bytes, "reserved_bytes");
-  family(s.active_bytes, "active_bytes");
-  family(s.inactive_split_bytes, "inactive_split_bytes");
-  family(s.requested_bytes, "requested_bytes");
-  stat(s.oversize_allocations, "oversize_allocations");
-  stat(s.oversize_segments, "oversize_segments");
-  s.num_alloc_retries = by_name.at("num_alloc_retries");
-  s.num_ooms = by_name.at("num_ooms");
-  s.num_sync_all_streams = by_name.at("num_sync_all_streams");
-  s.num_device_alloc = by_name.at("num_device_alloc");
-  s.num_device_free = by_name.at("num_device_free");
-  s.max_split_size = by_name.at("max_split_size");
-  return s;
-}
-
-SnapshotInfo CacheallocTorchAllocator::snapshot(c10::cuda::MempoolId_t mempool,
-                                                bool include_traces) {
-  struct Collector {
-    SnapshotInfo info;
-    bool traces = true;
-    // As native: a pool's id lists only that pool's segments; (0, 0) all.
-    c10::cuda::MempoolId_t only{0, 0};
-    bool keep = true;  // the segment being visited is listed
-  } c;
-  c.traces = include_traces;
-  c.only = mempool;
-  c.info.device_traces.resize(static_cast<size_t>(std::max(cachealloc_device_count(), 1)));
-  cachealloc_snapshot_visitor v{};
-  v.segment = [](void* u, int device, uint64_t address, uint64_t, void* stream, int is_small,
-                 void* ctx, uint64_t pool_first, uint64_t pool_second, int is_expandable) {
-    auto* c = static_cast<Collector*>(u);
-    const c10::cuda::MempoolId_t pool{pool_first, pool_second};
-    c->keep = (c->only.first == 0 && c->only.second == 0) || pool == c->only;
-    if (!c->keep) return;
-    auto& info = c->info;
-    SegmentInfo s;
-    s.owner_private_pool_id = pool;
-    // Native numbers every Block it constructs (a thread-local count) and
-    // ProcessGroupNCCL.register_mem_pool sorts a pool's segments by the
-    // head's number, asserting it is set (>= 0), to register them in
-    // creation order. cachealloc keeps no such count: segments are
-    // numbered in the order they are visited (address order), which is
-    // all NCCL's ordinary registration needs; symmetric-memory windows,
-    // which need the same order on every rank, are not covered.
-    s.registration_counter = static_cast<int32_t>(info.segments.size());
-    s.device = static_cast<c10::DeviceIndex>(device);
-    s.address = address;
-    s.stream = static_cast<decltype(s.stream)>(stream);
-    s.is_large = !is_small;
-    s.is_expandable = is_expandable != 0;
-    s.context_when_allocated = context_of(ctx);
-    info.segments.push_back(std::move(s));
-  };
-  v.block = [](void* u, uint64_t size, uint64_t requested, int allocated, int active, void* ctx) {
-    if (!static_cast<Collector*>(u)->keep) return;
-    SegmentInfo& s = static_cast<Collector*>(u)->info.segments.back();
-    decltype(s.blocks)::value_type b;
-    b.size = size;
-    b.requested_size = requested;
-    b.allocated = allocated != 0;
-    b.active = active != 0;
-    b.context_when_allocated = context_of(ctx);
-    s.total_size += size;
-    if (b.allocated) s.allocated_size += size;
-    if (b.active) {
-      s.active_size += size;
-      s.requested_size += requested;
-    }
-    s.blocks.push_back(std::move(b));
-  };
-  v.trace = [](void* u, int device, int action, uint64_t addr, uint64_t size, void* stream,
-               int64_t time_us, void* ctx) {
-    auto* c = static_cast<Collector*>(u);
-    if (!c->traces) return;
-    const auto* recorded = static_cast<const RecordedContext*>(ctx);
-    const ContextPtr frames =
-        recorded && recorded->frames_in_trace ? recorded->frames : nullptr;
-    TraceEntry te(kTraceActions[action], static_cast<c10::DeviceIndex>(device), addr, size,
-                  static_cast<cudaStream_t>(stream), c10::cuda::MempoolId_t{0, 0}, 0,
-                  frames, recorded ? recorded->compile_context : kNoCompileContext,
-                  recorded ? recorded->user_metadata : std::string());
-    te.time_.t_ = time_us;  // snapshots carry microseconds since the epoch
-    c->info.device_traces.at(static_cast<size_t>(device)).push_back(std::move(te));
-  };
-  check(cachealloc_visit_snapshot(&v, &c));
-
-  uint64_t max_split = 0, divisions[16] = {};
-  double gc = 0;
-  const char* conf = "";
-  check(cachealloc_config_info(&max_split, &gc, divisions, &conf));
-  auto& m = c.info.config_metadata;
-  m.garbage_collection_threshold = gc;
-  m.max_split_size = max_split;
-  // The pinned (host) allocator stays PyTorch's, so its settings are read
-  // from PyTorch's parse of the same texts (cachealloc validated each one
-  // before PyTorch parsed it); so are the flags cachealloc accepts without
-  // acting on (release_lock_on_cudamalloc). expandable_segments is
-  // cachealloc's own: PyTorch parses the environment's text only when its
-  // own allocator starts, which it never does here.
-  using CudaConfig = CCA::CUDAAllocatorConfig;
-  m.pinned_num_register_threads = CudaConfig::pinned_num_register_threads();
-  const int expandable = cachealloc_expandable_segments();
-  if (expandable < 0) check(expandable);
-  m.expandable_segments = expandable == 1;
-  m.release_lock_on_malloc = CudaConfig::release_lock_on_cudamalloc();
-  m.pinned_use_host_register = CudaConfig::pinned_use_cuda_host_register();
-  m.graph_capture_record_stream_reuse = CudaConfig::graph_capture_record_stream_reuse();
-  m.last_allocator_settings = conf;
-  m.roundup_power2_divisions.assign(divisions, divisions + 16);
-  return std::move(c.info);
 }
 
 void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn recorder,
@@ -719,8 +443,9 @@ void CacheallocTorchAllocator::recordHistory(bool enabled, CCA::CreateContextFn 
   // before anything changes. Every name in `skipped` is known, so the
   // next call cannot fail.
   check(cachealloc_record_history_from(enabled ? 1 : 0, static_cast<int>(when), max_entries,
-                                       &capture_context, reinterpret_cast<void*>(recorder),
-                                       &release_context));
+                                       &cachealloc_torch::capture_context,
+                                       reinterpret_cast<void*>(recorder),
+                                       &cachealloc_torch::release_context));
   check(cachealloc_set_history_skip_actions(skipped.c_str()));
 }
 

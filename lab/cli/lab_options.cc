@@ -31,7 +31,7 @@ LabCommonArgs parse_lab_args(const std::string& command, const std::vector<std::
   parse_command_line(app, args);
   c.trace = trace.only_trace();
   try {
-    make_policy(c.policy);
+    check_policy_name(c.policy);
   } catch (const ConfigError& e) {
     throw LabUsageError(std::string("--policy: ") + e.what());
   }

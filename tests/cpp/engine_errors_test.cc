@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "allocator/front/caching_allocator.h"
 #include "allocator/base/errors.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
+#include "allocator/front/caching_allocator.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

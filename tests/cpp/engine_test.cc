@@ -7,7 +7,7 @@
 
 #include <memory>
 
-#include "allocator/engine/size_policy.h"
+#include "allocator/engine/blocks/size_policy.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

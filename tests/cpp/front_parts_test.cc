@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/engine/block.h"
+#include "allocator/engine/blocks/block.h"
 #include "allocator/front/device_mutex.h"
 #include "allocator/front/pointer_table.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "allocator/base/errors.h"
-#include "allocator/policy/policy_engine.h"
+#include "allocator/engine/port/policy_engine.h"
 #include "allocator/policy/policy_registry.h"
 #include "tests/cpp/engine_harness.h"
 

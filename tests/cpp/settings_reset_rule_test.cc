@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "allocator/config/config.h"
 #include "allocator/base/errors.h"
-#include "allocator/engine/size_policy.h"
+#include "allocator/config/config.h"
+#include "allocator/engine/blocks/size_policy.h"
 #include "tests/cpp/engine_harness.h"
 
 namespace cachealloc::testing {

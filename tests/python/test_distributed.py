@@ -142,11 +142,11 @@ def test_report_command_leads_with_the_highest_rank_and_advises_for_it(run, tmp_
     assert text.count("<tr") == world + 1  # the header and a row per rank
 
 
-def test_the_lab_reads_every_rank_too(run):
+def test_report_run_reads_every_rank_as_a_dict(run):
     world, run_dir = run
-    from cachealloc import lab
+    from cachealloc import report
 
-    result = lab.report_run(run_dir, advise_ranks=0, jobs=1)
+    result = report.report_run(run_dir, advise_ranks=0, jobs=1)
     assert [r["rank"] for r in result["ranks"]] == list(range(world))
     assert result["advice"] is None
 

@@ -597,7 +597,7 @@ def test_memory_fraction_wrong_type_is_a_type_error_and_changes_nothing(ca, bad,
 def test_install_again_with_another_config_is_refused_not_ignored(ca, monkeypatch):
     # A second install() returned silently, leaving the first config in
     # force: a user's max_split_size_mb was dropped without a word.
-    monkeypatch.setattr(ca.lifecycle, "_mode", "plain")  # as after a first install()
+    monkeypatch.setattr(ca._core, "_mode", "plain")  # as after a first install()
     ca.install()  # nothing asked for: still a no-op
     ca.install(conf="", backend="simulated:8589934592")  # what is in force: a no-op
     with pytest.raises(RuntimeError, match="already installed.*max_split_size_mb:64"):

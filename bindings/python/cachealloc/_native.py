@@ -11,6 +11,8 @@ import os
 import pathlib
 from typing import Optional
 
+from ._core import CacheallocError, OutOfMemoryError  # noqa: F401  (raised here, named there)
+
 _HERE = pathlib.Path(__file__).resolve().parent
 _REPO = _HERE.parents[2]
 
@@ -116,6 +118,7 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         "cachealloc_free_report": (c_int, [c_void_p, c_int, ctypes.POINTER(BlockReportStruct)]),
         "cachealloc_init": (c_int, [c_char_p, c_char_p]),
         "cachealloc_init_policy": (c_int, [c_char_p, c_char_p, c_char_p]),
+        "cachealloc_check_policy": (c_int, [c_char_p]),
         "cachealloc_policy_name": (c_char_p, []),
         "cachealloc_policy_names": (c_char_p, []),
         "cachealloc_set_torch_version": (c_int, [c_char_p]),
@@ -176,16 +179,6 @@ def _declare(l: ctypes.CDLL) -> ctypes.CDLL:
         fn = getattr(l, name)
         fn.restype, fn.argtypes = res, args
     return l
-
-
-class CacheallocError(RuntimeError):
-    """An error reported by the native library; the message says what."""
-
-
-class OutOfMemoryError(CacheallocError, MemoryError):
-    """The device (or the memory limit) could not satisfy a request made
-    through cachealloc's own API. (Inside PyTorch, OOMs surface as
-    torch.OutOfMemoryError.)"""
 
 
 def check(status: int) -> None:

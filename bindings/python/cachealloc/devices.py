@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from ._core import is_installed
 from ._native import CacheallocError, lib
-from .lifecycle import is_installed
 
 
 def device_index(device: Any) -> int:

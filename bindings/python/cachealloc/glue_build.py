@@ -41,23 +41,32 @@ def cache_dir() -> pathlib.Path:
     return pathlib.Path(base) / "cachealloc"
 
 
-# The glue's translation units and the headers of its own they include
-# (bindings/torch/CMakeLists.txt builds the same files).
-GLUE_SOURCES = ("torch_allocator.cpp", "ipc.cpp", "foreign_pool.cpp")
-GLUE_HEADERS = ("sharing.h",)
+def glue_files(torch_dir: pathlib.Path) -> List[str]:
+    """The glue's translation units and the headers of its own they include,
+    from bindings/torch/glue_files.txt (the one list, which CMake reads too).
+    Raises GlueBuildError when the list is missing."""
+    listing = torch_dir / "glue_files.txt"
+    try:
+        lines = listing.read_text().splitlines()
+    except OSError as e:
+        raise GlueBuildError(f"cachealloc: the PyTorch glue's file list is missing ({listing}: "
+                             f"{e.strerror}); reinstall the package") from None
+    return [line.strip() for line in lines if line.strip() and not line.startswith("#")]
 
 
 def _sources() -> tuple:
-    """(the glue's .cpp files, include root holding bindings/c_api/cachealloc.h,
-    the CPU-wheel shim folder): the package's copy (glue_src/, shipped in
-    the wheel), else the source checkout's."""
+    """(the glue's .cpp files, its own headers, include root holding
+    bindings/c_api/cachealloc.h, the CPU-wheel shim folder): the package's
+    copy (glue_src/, shipped in the wheel), else the source checkout's."""
     shipped = package_dir() / "glue_src"
     root = shipped if shipped.is_dir() else source_tree()
     if root is None:
         raise GlueBuildError(f"cachealloc: the PyTorch glue's source is missing ({shipped}); "
                              "reinstall the package")
     torch_dir = root / "bindings" / "torch"
-    return [torch_dir / name for name in GLUE_SOURCES], root, torch_dir / "cpu_wheel_shim"
+    names = glue_files(torch_dir)
+    return ([torch_dir / n for n in names if n.endswith(".cpp")],
+            [torch_dir / n for n in names if n.endswith(".h")], root, torch_dir / "cpu_wheel_shim")
 
 
 def _compiler() -> str:
@@ -103,7 +112,7 @@ def _key(torch_module, files: List[pathlib.Path]) -> str:
 
 def command(torch_module, output: str) -> List[str]:
     """The compiler command that builds the glue for this torch into output."""
-    cpps, root, shim = _sources()
+    cpps, _, root, shim = _sources()
     compiler = _compiler()
     torch_dir = pathlib.Path(torch_module.__file__).resolve().parent
     include = torch_dir / "include"
@@ -132,8 +141,7 @@ def command(torch_module, output: str) -> List[str]:
 
 def _cache_target(torch_module) -> pathlib.Path:
     """Where the glue compiled for torch_module is (or goes) in the cache."""
-    cpps, root, _ = _sources()
-    headers = [root / "bindings" / "torch" / name for name in GLUE_HEADERS]
+    cpps, headers, root, _ = _sources()
     folder = cache_dir() / _key(torch_module,
                                 cpps + headers + [root / "bindings" / "c_api" / "cachealloc.h"])
     return folder / "libcachealloc_torch.so"

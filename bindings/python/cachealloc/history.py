@@ -9,8 +9,8 @@ import sys
 from typing import Optional
 
 from . import plain_pickle
+from ._core import mode
 from ._native import check, lib
-from .lifecycle import mode
 
 
 _CONTEXT_LEVELS = {None: 0, "state": 1, "alloc": 2, "all": 3}

@@ -31,23 +31,10 @@ import pathlib
 import subprocess
 from typing import Optional, Sequence
 
+from ._core import LabError
 from .tool import ToolNotFound, tool_path
 
-__all__ = ["LabError", "advise", "cli_path", "compare", "min_memory", "report_run",
-           "stats_mismatches"]
-
-
-class LabError(RuntimeError):
-    """The lab could not run: no tool, or the tool refused the input.
-
-    returncode: the tool's exit status (None when it could not start);
-    stderr: what it printed.
-    """
-
-    def __init__(self, message: str, returncode: Optional[int] = None, stderr: str = ""):
-        super().__init__(message)
-        self.returncode = returncode
-        self.stderr = stderr
+__all__ = ["LabError", "advise", "cli_path", "compare", "min_memory", "stats_mismatches"]
 
 
 def cli_path() -> pathlib.Path:
@@ -169,20 +156,6 @@ def advise(trace_path, memory_limit: Optional[int] = None, *,
     if html is not None:
         args += ["--html", os.fspath(html)]
     return _run(args + _policy_args(policy))
-
-
-def report_run(run_dir, html=None, advise_ranks: int = 8, jobs: Optional[int] = None) -> dict:
-    """Every rank of a run directory (cachealloc run --snapshot-dir): what
-    `cachealloc report RUN_DIR` prints, as a dict: "ranks" (one summary per
-    rank: peak_reserved, peak_allocated, peak_time_us, sites_at_peak...),
-    "advice" (advise() over the `advise_ranks` highest ranks, one config for
-    the worst of them), "seconds". html: also write the page. Raises as
-    report.merge_ranks, and LabError from the advisor."""
-    import io
-
-    from .report import report
-
-    return report(run_dir, html=html, advise_ranks=advise_ranks, jobs=jobs, out=io.StringIO())
 
 
 # memory_stats counters that a trace cannot always show, each with why.

@@ -1,5 +1,7 @@
 """Setting cachealloc up: init() (the library alone), install() (as
-PyTorch's CUDA allocator), and which mode and backend are in force."""
+PyTorch's CUDA allocator), and which mode, backend and policy are in force
+(the mode itself is kept by _core, the package's leaf, which install()
+sets)."""
 from __future__ import annotations
 
 import ctypes
@@ -7,11 +9,14 @@ import os
 from typing import Optional
 
 from . import oom_recorder, sharing
+from . import snapshot_dir as snapshot_dir_module
 from . import torch_glue as torch_glue_module
+from ._core import is_installed, mode, set_mode
 from ._native import check, lib, library_path
 from .torch_settings import install_settings_hook
 
-_mode = "not installed"
+__all__ = ["init", "install", "mode", "is_installed", "backend", "policy", "policies"]
+
 _pluggable = None  # keeps PyTorch's allocator object (or the loaded glue) alive
 
 
@@ -101,16 +106,16 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     else native). An unknown name raises CacheallocError naming the known
     ones, before anything is set up.
     """
-    global _mode, _pluggable
+    global _pluggable
     if oom_snapshot is None:
         oom_snapshot = os.environ.get(oom_recorder.ENV) or None
     if oom_snapshot is not None:
         oom_recorder.FlightRecorder(oom_snapshot)  # checks (and creates) the directory first
-    if _mode != "not installed":
+    if is_installed():
         _check_installed_settings(conf, backend, policy)
         _configure_snapshot_dir(snapshot_dir)
         if oom_snapshot is not None:
-            oom_recorder.start(oom_snapshot, torch_observer=_mode == "torch-extension")
+            oom_recorder.start(oom_snapshot, torch_observer=mode() == "torch-extension")
         return
     import torch
 
@@ -126,7 +131,7 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
                 "it has no CUDA allocator for cachealloc to replace. Install a CUDA build of torch, "
                 "or pass backend='simulated' to use cachealloc through its own API only")
         init(conf, backend, policy)
-        _mode = "plain"
+        set_mode("plain")
         _configure_snapshot_dir(snapshot_dir)
         if oom_snapshot is not None:
             oom_recorder.start(oom_snapshot, torch_observer=False)
@@ -155,7 +160,7 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
     else:
         torch.cuda.memory.change_current_allocator(registered)
     _pluggable = registered
-    _mode = "torch-extension" if torch_glue else "plain"
+    set_mode("torch-extension" if torch_glue else "plain")
     # Where CUDA tensors cannot be sent to other processes (plain mode: no
     # IPC handle to give; the async backend, as native), say so in the
     # sender, not in a queue's feeder thread (sharing.py).
@@ -171,22 +176,16 @@ def install(conf: Optional[str] = None, backend: Optional[str] = None,
 
 
 def _configure_snapshot_dir(run_dir) -> None:
-    if run_dir is None:
-        return
-    from . import snapshot_dir  # it uses mode() from here: imported once installed
-
-    snapshot_dir.configure(run_dir)
+    if run_dir is not None:
+        snapshot_dir_module.configure(run_dir)
 
 
 def _check_policy_name(name: Optional[str]) -> None:
-    """Raises CacheallocError for an unknown policy name (the library's
-    message lists the known ones) before anything is set up."""
-    if name is None:
-        name = os.environ.get("CACHEALLOC_POLICY") or "native"
-    from ._native import CacheallocError
-    known = policies()
-    if name not in known:
-        raise CacheallocError(f"unknown policy {name!r}: known policies are {', '.join(known)}")
+    """Raises CacheallocError for a policy name init() would refuse, before
+    anything is set up: the library's own check (None: its default,
+    $CACHEALLOC_POLICY else native, read there alone), whose message lists
+    the known names. TypeError/ValueError as init() for a non-str or NUL."""
+    check(lib().cachealloc_check_policy(_c_string("policy", name) or None))
 
 
 def _check_installed_settings(conf: Optional[str], backend_: Optional[str],
@@ -200,22 +199,10 @@ def _check_installed_settings(conf: Optional[str], backend_: Optional[str],
     if ((conf is not None and conf != active_conf) or (backend_ and backend_ != active_backend)
             or (policy_ and policy_ != active_policy)):
         raise RuntimeError(
-            f"cachealloc is already installed ({_mode} mode, conf {active_conf!r}, backend "
+            f"cachealloc is already installed ({mode()} mode, conf {active_conf!r}, backend "
             f"{active_backend!r}, policy {active_policy!r}); install(conf={conf!r}, "
             f"backend={backend_!r}, policy={policy_!r}) cannot change them. Install once, with "
             "the settings wanted, before CUDA memory is allocated")
-
-
-def mode() -> str:
-    """"torch-extension" (PyTorch's memory API works unchanged), "plain"
-    (C entry points through CUDAPluggableAllocator: PyTorch's memory API
-    raises, cachealloc's functions work; on a torch without CUDA nothing is
-    registered), or "not installed" (init() alone leaves it so)."""
-    return _mode
-
-
-def is_installed() -> bool:
-    return _mode != "not installed"
 
 
 def backend() -> str:

@@ -6,7 +6,7 @@ use torch.cuda.MemPool and torch.cuda.use_mem_pool themselves: the glue
 gives them cachealloc's pools. This module refuses that mode, because its
 pool ids would share a number space with PyTorch's own MemPool ids.
 
-Semantics are native's (allocator/engine/private_pool.h): allocations made by the
+Semantics are native's (allocator/engine/pools/private_pool.h): allocations made by the
 calling thread inside use_mem_pool(pool) come from the pool's own
 segments, frees return blocks to the pool they came from, and the pool's
 cached segments go back to the device once the pool is released (its

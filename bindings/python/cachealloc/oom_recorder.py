@@ -55,7 +55,8 @@ import threading
 from typing import Optional
 
 from . import plain_pickle
-from ._native import OomInfoStruct, lib
+from ._native import OomInfoStruct, check, lib
+from .history import snapshot
 from .library_frames import with_prefixes
 from .rank_files import rank_file_name
 
@@ -158,8 +159,6 @@ def diagnose(data: bytes, path: Optional[str] = None, memory_limit: Optional[int
              budget_ms: Optional[int] = None) -> str:
     """The diagnosis text of a snapshot pickle (bytes), as `cachealloc
     explain` prints it. Raises CacheallocError for a malformed pickle."""
-    from ._native import check
-
     out = ctypes.POINTER(ctypes.c_char)()
     n = ctypes.c_size_t()
     check(lib().cachealloc_diagnose_snapshot(
@@ -214,8 +213,6 @@ def ring_bytes(ring_mb: Optional[float] = None) -> int:
 def request_rings() -> dict:
     """The request rings (cachealloc_requests_pickle): {"record_bytes",
     "records", "device_traces": [[entry, ...] per device], "wrapped": [...]}."""
-    from ._native import check
-
     buf = ctypes.POINTER(ctypes.c_char)()
     n = ctypes.c_size_t()
     check(lib().cachealloc_requests_pickle(ctypes.byref(buf), ctypes.byref(n)))
@@ -255,8 +252,6 @@ def with_request_ring(snap: dict, rings: dict) -> dict:
 
 
 def _snapshot_dict() -> dict:
-    from .history import snapshot
-
     return snapshot()
 
 
@@ -283,8 +278,6 @@ def start(directory: str, keep: int = DEFAULT_KEEP, torch_observer: bool = True,
             raise RuntimeError(f"the OOM flight recorder already writes to {_recorder.directory!r}; "
                                f"it cannot switch to {directory!r}")
         return _recorder
-    from ._native import check
-
     recorder = FlightRecorder(directory, keep, ring_mb=ring_mb)
     check(lib().cachealloc_record_requests(recorder.ring_bytes))
     if torch_observer and not _observer_attached:

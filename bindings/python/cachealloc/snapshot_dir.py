@@ -22,9 +22,11 @@ import sys
 from typing import Optional
 
 from . import plain_pickle, rank_files
+from ._core import mode
+from ._native import lib
 from .history import record_memory_history, snapshot_bytes
 from .library_frames import with_prefixes
-from .lifecycle import mode
+from .stats import memory_stats
 
 ENV_DIR = "CACHEALLOC_SNAPSHOT_DIR"
 ENV_ENTRIES = "CACHEALLOC_SNAPSHOT_ENTRIES"
@@ -79,9 +81,6 @@ def _snapshot_pickle() -> bytes:
 
 
 def _stats_by_device() -> dict:
-    from ._native import lib
-    from .stats import memory_stats
-
     count = lib().cachealloc_device_count()
     out = {}
     for device in range(max(count, 0)):

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import pathlib
 import sys
 import time
 from typing import List, Optional
 
-from ..lab import LabError
+from .._core import LabError
 from .html_page import gib, headline, render
 from .rank_peak import SnapshotError
 from .run_merge import DEFAULT_ADVISE_RANKS, advise_worst, merge_ranks
@@ -48,6 +49,16 @@ def report(run_dir, html=None, json_path=None, advise_ranks: int = DEFAULT_ADVIS
     if json_path:
         pathlib.Path(json_path).write_text(json.dumps(result, indent=1))
     return result
+
+
+def report_run(run_dir, html=None, advise_ranks: int = DEFAULT_ADVISE_RANKS,
+               jobs: Optional[int] = None) -> dict:
+    """`cachealloc report RUN_DIR` as a dict, printing nothing: "ranks" (one
+    summary per rank: peak_reserved, peak_allocated, peak_time_us,
+    sites_at_peak...), "advice" (the advisor over the `advise_ranks` highest
+    ranks, one config for the worst of them), "seconds". html: also write
+    the page. Raises as merge_ranks, and LabError from the advisor."""
+    return report(run_dir, html=html, advise_ranks=advise_ranks, jobs=jobs, out=io.StringIO())
 
 
 def main(args: List[str]) -> int:

@@ -15,7 +15,7 @@ import os
 import time
 from typing import Callable, List, Optional
 
-from .. import rank_files
+from .. import lab, rank_files
 from .rank_peak import analyze_rank
 
 DEFAULT_ADVISE_RANKS = 8
@@ -71,8 +71,6 @@ def advise_worst(ranks: List[dict], count: int = DEFAULT_ADVISE_RANKS,
     Returns {"ranks": [...], "recommendation": conf text, "worst_rank",
     "worst_min_memory", "per_rank": {rank: min_memory}, "configs": [...],
     "seconds"}; {"skipped": reason} when no rank has a snapshot."""
-    from .. import lab
-
     chosen = [r for r in highest_ranks(ranks, len(ranks)) if r.get("snapshot")][:count]
     if not chosen:
         return {"skipped": "no rank wrote a snapshot with history"}

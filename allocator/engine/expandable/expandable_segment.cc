@@ -1,0 +1,63 @@
+#include "allocator/engine/expandable/expandable_segment.h"
+
+#include <iterator>
+
+namespace cachealloc {
+
+ExpandableSegment::Ranges::iterator ExpandableSegment::range_holding(uintptr_t address) {
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin()) return ranges_.end();
+  --it;
+  return address < it->second.end ? it : ranges_.end();
+}
+
+ExpandableSegment::Ranges::iterator ExpandableSegment::range_ending_at(uintptr_t address) {
+  auto it = ranges_.lower_bound(address);
+  if (it == ranges_.begin()) return ranges_.end();
+  --it;
+  return it->second.end == address ? it : ranges_.end();
+}
+
+uintptr_t ExpandableSegment::gap_end(uintptr_t address) const {
+  const auto it = ranges_.upper_bound(address);
+  return it == ranges_.end() ? end() : it->first;
+}
+
+Block* ExpandableSegment::last_block(const Range& range) {
+  Block* b = range.head;
+  while (b->next) b = b->next;
+  return b;
+}
+
+size_t ExpandableSegment::mapped_bytes() const {
+  size_t total = 0;
+  for (const auto& [start, range] : ranges_) total += range.end - start;
+  return total;
+}
+
+std::string ExpandableSegment::check() const {
+  uintptr_t previous_end = 0;
+  for (const auto& [start, range] : ranges_) {
+    if (start < base_ || range.end > end() || start >= range.end)
+      return "expandable range outside its segment or empty";
+    if ((start - base_) % page_bytes_ != 0 || (range.end - base_) % page_bytes_ != 0)
+      return "expandable range not on page boundaries";
+    if (previous_end != 0 && start <= previous_end)
+      return "expandable ranges overlap or touch without being joined";
+    previous_end = range.end;
+    if (!range.head || range.head->address != start || range.head->prev)
+      return "expandable range's head is not its first block";
+    uintptr_t at = start;
+    for (const Block* b = range.head; b; b = b->next) {
+      if (!b->expandable) return "block of an expandable range is not marked expandable";
+      if (b->stream != stream_ || b->pool != pool_)
+        return "block of an expandable range disagrees on stream or pool";
+      if (b->address != at) return "expandable range's blocks do not tile it";
+      at += b->size;
+    }
+    if (at != range.end) return "expandable range's blocks do not cover it";
+  }
+  return "";
+}
+
+}  // namespace cachealloc
