@@ -21,20 +21,13 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 import threading
+
+from .failure import installed_prefixes
 
 LIMIT = 10
 MESSAGE_CHARS = 500
 _FLOW = (StopIteration, StopAsyncIteration, GeneratorExit)
-
-
-def _library_prefixes() -> tuple:
-    paths = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    import torch
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    paths |= {os.path.dirname(torch.__file__), here}
-    return tuple(os.path.realpath(p) + os.sep for p in paths if p)
 
 
 class CaughtExceptions:
@@ -44,7 +37,8 @@ class CaughtExceptions:
         self.found = []              # dicts: type, message, raised_at, seen_at
         self._keys = set()
         self._user = {}              # code object -> is the user's
-        self._skip = _library_prefixes()
+        # failure.py's folders: the resolved ones match a resolved file name.
+        self._skip = installed_prefixes()
 
     def _is_user(self, code) -> bool:
         r = self._user.get(code)

@@ -69,6 +69,13 @@ def _prefixes(kind: str) -> tuple:
     return got
 
 
+def installed_prefixes() -> tuple:
+    """The folders (as given and with links resolved) of the standard
+    library, the site-packages folders, torch and cachealloc, plus "<"
+    (no file): what is not the user's own code."""
+    return _prefixes("installed")
+
+
 def is_installed_file(filename: str) -> bool:
     """Not the user's own code: the standard library, an installed package,
     or no file at all ("<string>", "<frozen ...>")."""
