@@ -48,6 +48,9 @@ def rows(truth: dict, pred: dict):
                        "gpu_reserved": t.get("max_memory_reserved") if ok else None,
                        "pred_allocated": pc.get("peak_allocated"),
                        "pred_reserved": pc.get("peak_reserved"),
+                       "band_allocated": ((p.get("band") or {}).get(c) or {}).get("peak_allocated"),
+                       "band_reserved": ((p.get("band") or {}).get(c) or {}).get("peak_reserved"),
+                       "benchmark": "cudnn_benchmark" in (R.get("regime") or []),
                        "error": p.get("error") or (None if ok else t.get("error") or t.get("oom"))}
 
 
@@ -80,6 +83,49 @@ def tuning_errors(truth: dict, pred: dict) -> dict:
     return out
 
 
+# Issue 46's accuracy targets per row: peak allocated within 1 %, peak
+# reserved within 2 % (transformers) or 5 % (convnets).
+TARGET_ALLOCATED_PCT = 1.0
+TARGET_RESERVED_PCT = {"transformer": 2.0, "convnet": 5.0}
+
+
+def inside(band, pred, gpu):
+    """Whether the GPU's figure lies in the printed band [pred - low, pred +
+    high] (high None: no upper bound); None when the row has no band."""
+    if not band or pred is None or gpu is None:
+        return None
+    low, high = band
+    return pred - low <= gpu and (high is None or gpu <= pred + high)
+
+
+def summary(rows_: list) -> dict:
+    """Counts over rows with a prediction: within the accuracy targets,
+    inside the printed band (of rows with a band)."""
+    have = [r for r in rows_ if r["pred_allocated"] is not None and r["gpu_allocated"] is not None]
+    ok = [r for r in have
+          if abs(err_pct(r["pred_allocated"], r["gpu_allocated"])) <= TARGET_ALLOCATED_PCT
+          and abs(err_pct(r["pred_reserved"], r["gpu_reserved"]))
+          <= TARGET_RESERVED_PCT.get(r["class"], 2.0)]
+    banded = [r for r in have if r["band_allocated"] and r["band_reserved"]]
+    in_band = [r for r in banded
+               if inside(r["band_allocated"], r["pred_allocated"], r["gpu_allocated"])
+               and inside(r["band_reserved"], r["pred_reserved"], r["gpu_reserved"])]
+    return {"rows": len(have), "within_target": len(ok), "with_band": len(banded),
+            "inside_band": len(in_band),
+            "misses": [f"{r['setup']} {r['conf']} b{r['batch']}" for r in have if r not in ok],
+            "outside_band": [f"{r['setup']} {r['conf']} b{r['batch']}" for r in banded
+                             if r not in in_band]}
+
+
+def _band_cell(band, pred, gpu):
+    if not band or pred is None:
+        return "—"
+    low, high = band
+    hi = "∞" if high is None else f"{high / 2**20:,.0f}"
+    mark = {True: "in", False: "OUT", None: ""}[inside(band, pred, gpu)]
+    return f"−{low / 2**20:,.0f}/+{hi} {mark}"
+
+
 def _largest_cell(gpu, pred):
     if gpu is None or pred is None:
         return f"{gpu if gpu is not None else '—'} / {pred if pred is not None else '—'}"
@@ -95,17 +141,30 @@ def table(truth: dict, pred: dict) -> str:
            f"{pred.get('torch')}" + (f" (library versions differ: {pred['libraries_mismatch']})"
                                      if pred.get("libraries_mismatch") else "") + ".", ""]
     all_rows = list(rows(truth, pred))
-    for half in ("tuning", "validation"):
+    for half in [h for h in ("tuning", "validation", "holdout")
+                 if any(R["half"] == h for R in truth["setups"].values())]:
         out += [f"### {half.capitalize()} half: peaks", "",
-                "| setup | class | config | batch | allocated MiB (GPU) | predicted | error | "
-                "reserved MiB (GPU) | predicted | error |", "|---|---|---|---|---|---|---|---|---|---|"]
+                "| setup | class | config | batch | allocated MiB (GPU) | predicted | error | band MiB | "
+                "reserved MiB (GPU) | predicted | error | band MiB |",
+                "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in all_rows:
             if r["half"] != half:
                 continue
             out.append(f"| {r['setup']} | {r['class']} | {r['conf']} | {r['batch']} | "
                        f"{_mib(r['gpu_allocated'])} | {_mib(r['pred_allocated'])} | "
-                       f"{_pct(r['pred_allocated'], r['gpu_allocated'])} | {_mib(r['gpu_reserved'])} | "
-                       f"{_mib(r['pred_reserved'])} | {_pct(r['pred_reserved'], r['gpu_reserved'])} |")
+                       f"{_pct(r['pred_allocated'], r['gpu_allocated'])} | "
+                       f"{_band_cell(r['band_allocated'], r['pred_allocated'], r['gpu_allocated'])} | "
+                       f"{_mib(r['gpu_reserved'])} | {_mib(r['pred_reserved'])} | "
+                       f"{_pct(r['pred_reserved'], r['gpu_reserved'])} | "
+                       f"{_band_cell(r['band_reserved'], r['pred_reserved'], r['gpu_reserved'])} |")
+        S = summary([r for r in all_rows if r["half"] == half])
+        out += ["", f"{half.capitalize()} half: {S['within_target']} of {S['rows']} rows within the "
+                    f"targets (allocated {TARGET_ALLOCATED_PCT:g} %, reserved "
+                    f"{TARGET_RESERVED_PCT['transformer']:g} % transformers / "
+                    f"{TARGET_RESERVED_PCT['convnet']:g} % convnets); {S['inside_band']} of "
+                    f"{S['with_band']} rows with a band inside it (both figures)."
+                    + (f" Misses: {', '.join(S['misses'])}." if S["misses"] else "")
+                    + (f" Outside the band: {', '.join(S['outside_band'])}." if S["outside_band"] else "")]
         out += ["", f"### {half.capitalize()} half: largest batch under a memory fraction "
                     "(GPU / predicted)", "",
                 "| setup | fraction of total | limit MiB | classic | expandable |", "|---|---|---|---|---|"]

@@ -33,7 +33,9 @@ BUILDER = os.path.join(HERE, "setups.py")
 def _keep(answer: dict) -> dict:
     """What the tables need of a predict answer (the recording summary is big)."""
     rec = answer.get("recording") or {}
+    band = (answer.get("band") or {}).get("configs")
     return {"configs": answer.get("configs"), "largest": answer.get("largest"),
+            "band": band, "verdict": answer.get("verdict"),
             "limit": answer.get("limit"), "steps": answer.get("steps", rec.get("steps")),
             "seconds": answer.get("seconds"), "record_seconds": answer.get("record_seconds"),
             "torch": rec.get("torch"),
@@ -110,7 +112,7 @@ def main() -> None:
     ap.add_argument("--truth")
     ap.add_argument("--out")
     ap.add_argument("--setups", help="comma-separated (default: every setup of the truth)")
-    ap.add_argument("--half", choices=("tuning", "validation", "all"), default="all")
+    ap.add_argument("--half", choices=("tuning", "validation", "holdout", "all"), default="all")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per prediction")
     ap.add_argument("--no-largest", dest="largest", action="store_false")

@@ -61,14 +61,17 @@ class Jobs:
     """Runs worker specs through record_truth's gated runner, each result
     kept as OUT/jobs/TAG.json (a job killed at the deadline is not kept)."""
 
-    def __init__(self, out: str, cpus: int, deadline: float, timeout: float, card: tuple):
-        """card: (name, total memory in bytes, how many)."""
+    def __init__(self, out: str, cpus: int, deadline: float, timeout: float, card: tuple,
+                 gpu_bytes=None):
+        """card: (name, total memory in bytes, how many); gpu_bytes: the
+        device memory the jobs may hold together (default: all but 3 GiB),
+        for a run that shares the card with other work."""
         self.dir = os.path.join(out, "jobs")
         self.logs = os.path.join(out, "logs")
         os.makedirs(self.dir, exist_ok=True)
         os.makedirs(self.logs, exist_ok=True)
         self.name, self.total, ngpu = card
-        self.pool = rt.Pool(ngpu, self.total - 3 * GIB, cpus)
+        self.pool = rt.Pool(ngpu, gpu_bytes or self.total - 3 * GIB, cpus)
         self.ex = ThreadPoolExecutor(max_workers=64)
         self.deadline, self.timeout = deadline, timeout
 
@@ -275,7 +278,8 @@ def main_run(args) -> None:
         raise SystemExit(f"unknown setup(s) {unknown}; known: {', '.join(S.SETUPS)}")
     card = (torch.cuda.get_device_name(0), torch.cuda.get_device_properties(0).total_memory,
             torch.cuda.device_count())
-    jobs = Jobs(args.out, args.cpus, time.time() + args.deadline, args.job_timeout, card)
+    jobs = Jobs(args.out, args.cpus, time.time() + args.deadline, args.job_timeout, card,
+                int(args.gpu_gib * GIB) if args.gpu_gib else None)
     gpu = jobs.name.replace("NVIDIA ", "").replace(" ", "_")
     path = os.path.join(args.out, f"zoo_truth_{gpu}.json")
     result = record_zoo(jobs, names, args.phase, lambda r: write(path, r), torch.__version__)
@@ -329,6 +333,8 @@ def main() -> None:
                    help="seconds: stop (killing jobs in flight) and write what is known")
     r.add_argument("--job-timeout", type=float, default=150.0)
     r.add_argument("--cpus", type=int, default=14)
+    r.add_argument("--gpu-gib", type=float, help="device memory the jobs may hold together "
+                   "(default: the card's less 3 GiB), when other work shares the card")
     args = ap.parse_args()
     main_run(args)
 

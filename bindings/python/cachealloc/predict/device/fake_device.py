@@ -27,7 +27,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from . import plain_tensor, script_support
-from ..kernels import sdpa_dispatch
+from ..kernels import gpu_model, sdpa_dispatch
 from .cpu_side import CpuSide
 from .recorder import PredictionRefused, Recording, RecordingMode
 
@@ -68,7 +68,7 @@ class _FakeEvent:
 
 # cuDNN of the GPU machine's torch 2.11+cu130 (the bundled table's), for a
 # table that does not say.
-_CUDNN_VERSION = 91900
+_CUDNN_VERSION = gpu_model.TARGET_CUDNN_VERSION
 
 _apply_memo = None   # id(old parameter or buffer) -> its converted one, during one .to()
 

@@ -12,7 +12,9 @@ value checks go the GPU run's way rather than the placeholder's:
 
 Kept through views, copies and dtype casts, any()/all(), comparisons with a
 number, logical_not (~) and max/min; they answer `.item()`/`bool()`
-(RecordingMode asks here first). Writing into a tensor (any op that mutates
+(RecordingMode asks here first). Small tensors that do not depend on the
+GPU's data (arange-made position ids and what is computed from them) are
+known exactly, element by element (shadow_values.py). Writing into a tensor (any op that mutates
 an argument: `mask[:, 300:] = 0`, `masked_fill_`, an optimizer step)
 forgets the value of every known tensor sharing its storage. Every other
 read of a value gets the documented placeholder (1, 1.0, True).
@@ -27,6 +29,8 @@ import operator
 import weakref
 
 import torch
+
+from . import shadow_values
 
 aten = torch.ops.aten
 
@@ -85,6 +89,9 @@ class KnownValues:
     def __init__(self):
         self._known = {}
         self._writes = {}   # op -> indices of the arguments it writes (cache)
+        # Exact CPU copies of small tensors that do not depend on the GPU's
+        # data (shadow_values.py): they answer reads the one-value rule cannot.
+        self.shadows = shadow_values.ShadowValues(scalar_of=self._single)
 
     def mark(self, t, value) -> None:
         if isinstance(t, torch.Tensor) and isinstance(value, (bool, int, float)):
@@ -92,17 +99,33 @@ class KnownValues:
             self._known[key] = (weakref.ref(t), _as_dtype(value, t.dtype))
             weakref.finalize(t, self._known.pop, key, None)
 
-    def get(self, t):
+    def _single(self, t):
         entry = self._known.get(id(t))
         if entry is None or entry[0]() is not t:
             return None
         return entry[1]
 
-    def propagate(self, func, args, out, kwargs=None) -> None:
+    def get(self, t):
+        """The one value all of t's elements have, when known (a fill, a
+        check, or a one-element tensor with an exact shadow); else None."""
+        value = self._single(t)
+        if value is not None:
+            return value
+        return self.shadows.scalar(t)
+
+    def is_known(self, t) -> bool:
+        """Whether t's values are known (one value, or an exact shadow)."""
+        return self._single(t) is not None or self.shadows.get(t) is not None
+
+    def propagate(self, func, args, out, kwargs=None, real_inputs=None) -> None:
         """After an op: forget what it wrote into; its output's value when
-        it is a fill or its input's value is known."""
+        it is a fill or its input's value is known. real_inputs: the op's
+        (args, kwargs) before real CPU tensors were made fake, if any."""
         if self._known:
             self._forget_written(func, args, kwargs or {})
+        self.shadows.forget_written(func, args, kwargs or {})
+        src_args, src_kwargs = real_inputs or (args, kwargs or {})
+        self.shadows.after(func, src_args, src_kwargs, out)
         if not isinstance(out, torch.Tensor):
             return
         fill = _FILLS.get(func)

@@ -146,6 +146,19 @@ class Recording:
         stream = self.stream
         weakref.finalize(s, self._died, key, aid, stream)
 
+    def track_as_device(self, t, nbytes: int) -> None:
+        """Records a device allocation of nbytes that lives as long as t's
+        storage, for a kernel output the GPU keeps on the device while its
+        meta implementation puts it elsewhere (cuDNN attention's Philox
+        seed and offset)."""
+        s = t.untyped_storage()
+        key = id(s)
+        if key in self._live or nbytes <= 0:
+            return
+        aid = self.alloc(nbytes, self.stream)
+        self._live[key] = aid
+        weakref.finalize(s, self._died, key, aid, self.stream)
+
     def allocation_of(self, t) -> "int | None":
         """The allocation id of a live cuda tensor's storage (None if it is
         not one this recording made)."""
@@ -220,10 +233,16 @@ class RecordingMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        real_inputs = None
         if self.cpu is not None:
             if not self.cpu.wants_fake(func, types, args, kwargs):
                 return self.cpu.run(func, args, kwargs)     # CPU-side code, for real
-            args, kwargs = self.cpu.lift(args, kwargs)
+            lifted = self.cpu.lift(args, kwargs)
+            if lifted[0] is not args:
+                # real CPU tensors going to the device: their values are
+                # known exactly (shadow_values.py reads them from here)
+                real_inputs = (args, kwargs)
+            args, kwargs = lifted
         if func is aten._local_scalar_dense.default:
             # .item(), bool(t), printing a value: no data on the fake device;
             # a known value (known_values.py) or a placeholder.
@@ -250,12 +269,12 @@ class RecordingMode(TorchDispatchMode):
         if conv is not None:
             self.rec.begin_convolution(conv)
         try:
-            return self._run(func, args, kwargs)
+            return self._run(func, args, kwargs, real_inputs)
         finally:
             if conv is not None:
                 self.rec.end_convolution()
 
-    def _run(self, func, args, kwargs):
+    def _run(self, func, args, kwargs, real_inputs=None):
         try:
             out = func(*args, **kwargs)
         except (torch._subclasses.fake_tensor.DynamicOutputShapeException,
@@ -263,7 +282,7 @@ class RecordingMode(TorchDispatchMode):
             raise PredictionRefused(
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
-        self.rec.known.propagate(func, args, out, kwargs)
+        self.rec.known.propagate(func, args, out, kwargs, real_inputs=real_inputs)
         first = self.rec._next_id
         model = cuda_kernels.MODELS.get(func)
         if model is not None:

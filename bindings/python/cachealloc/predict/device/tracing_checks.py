@@ -36,7 +36,7 @@ def _fake_unless_known(known):
     from torch._subclasses.fake_tensor import FakeTensor
 
     def is_fake_tensor(x) -> bool:
-        return isinstance(x, FakeTensor) and known.get(x) is None
+        return isinstance(x, FakeTensor) and not known.is_known(x)
     return is_fake_tensor
 
 

@@ -33,6 +33,21 @@ another order, keep some outputs on the host, or make temporaries:
        fp16/bf16 workspaces are modelled the same way, unchecked;
     5. at the end, delta, workspace and the grad_out copy are freed.
 
+- cuDNN attention (torch 2.11 on sm90 with cuDNN 9.19; measured op by op
+  on an H100 in three models, benchmarks/results/op_probe_H100/): the
+  forward allocates the Philox seed and offset on the device (8 bytes
+  each, even without dropout; autograd keeps them for the backward), then
+  the output, then the fp32 stats (B, H, M, 1) when a gradient will need
+  them, then a 256-byte cuDNN workspace freed at once. The backward
+  allocates grad_q, grad_k, grad_v, then one workspace freed at once:
+  B * H * M * (K + 1) fp32 elements (a grad-Q accumulator and a row sum)
+  plus 256 bytes, and under grouped-query attention an fp32 grad-K and
+  grad-V accumulator of the key and value shapes (B, Hk, N, K and Kv).
+  Seen: GPT-2 medium (16 heads, K 64, M 1024), BART-base cross attention
+  (M 128, N 512) and a Llama-style GQA layer (16/8 heads, M 2048), all
+  byte-exact. With 16/8 heads "grad-K and grad-V of Hk heads" equals "one
+  more grad-Q-sized block"; other head ratios are the rule's reading, not
+  a measurement.
 - Softmax backward (SoftMax.cu): after grad_input, a temporary
   grad * output of the same size, freed at once (eager attention: one
   attention-matrix-sized block per layer, seen on the H200 in GPT-2).
@@ -247,6 +262,44 @@ def _sdpa_flash_backward(rec, args, kwargs, out):
     rec.free(softmax_d, stream)
 
 
+CUDNN_ATTENTION_FORWARD_WORKSPACE = 256   # bytes, measured (module docstring)
+CUDNN_ATTENTION_WORKSPACE_PAD = 256       # bytes past the backward's scratch, measured
+
+
+def _sdpa_cudnn_forward(rec, args, kwargs, out):
+    """_scaled_dot_product_cudnn_attention on the GPU (module docstring):
+    seed, offset, output, stats (when compute_log_sumexp), workspace."""
+    compute_lse = args[4] if len(args) > 4 else kwargs.get("compute_log_sumexp", True)
+    seed, offset = out[6], out[7]
+    for t in (seed, offset):
+        if isinstance(t, torch.Tensor):
+            rec.track_as_device(t, 8)
+    rec.track(out[0])
+    if compute_lse:
+        rec.track(out[1])
+    rec.free(rec.alloc(CUDNN_ATTENTION_FORWARD_WORKSPACE, rec.stream), rec.stream)
+
+
+def cudnn_attention_backward_workspace(query, key, value) -> int:
+    """Bytes of the cuDNN attention backward's one scratch block (module
+    docstring), for (B, H, M, K) query, (B, Hk, N, K) key, (B, Hk, N, Kv)
+    value."""
+    B, H, M, K = query.shape
+    Hk, N, Kv = key.shape[1], key.shape[2], value.shape[3]
+    size = B * H * M * (K + 1) * _F32 + CUDNN_ATTENTION_WORKSPACE_PAD
+    if Hk != H:
+        size += B * Hk * N * (K + Kv) * _F32
+    return size
+
+
+def _sdpa_cudnn_backward(rec, args, kwargs, out):
+    query, key, value = args[1], args[2], args[3]
+    for t in _tensors(out):
+        rec.track(t)
+    rec.free(rec.alloc(cudnn_attention_backward_workspace(query, key, value), rec.stream),
+             rec.stream)
+
+
 def _sdpa_efficient_backward(rec, args, kwargs, out):
     grad_out, query, key, value = args[:4]
     efficient_backward_temporaries(rec, grad_out, query, value, _tensors(out))
@@ -260,6 +313,8 @@ MODELS = {
     aten._scaled_dot_product_flash_attention.default: _drop_host_rng({6, 7}),
     aten._scaled_dot_product_efficient_attention_backward.default: _sdpa_efficient_backward,
     aten._scaled_dot_product_flash_attention_backward.default: _sdpa_flash_backward,
+    aten._scaled_dot_product_cudnn_attention.default: _sdpa_cudnn_forward,
+    aten._scaled_dot_product_cudnn_attention_backward.default: _sdpa_cudnn_backward,
     aten._softmax_backward_data.default: _softmax_backward,
     aten.native_layer_norm.default: _layer_norm,
     aten.convolution_backward.default: _convolution_backward,
@@ -273,7 +328,8 @@ def describe() -> str:
     return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
             "dropout (mask before output), fused attention (Philox seed/offset on the host), "
             "convolution backward (grad_output copy, bias gradient last), layer norm (contiguous copies of a strided input or gradient), "
-            "softmax backward (grad * output temporary), flash attention backward (fp32 softmax_d and dq_accum scratch), "
+            "softmax backward (grad * output temporary), cuDNN attention (device Philox seed and offset, "
+            "a 256-byte forward workspace, the backward's fp32 scratch), flash attention backward (fp32 softmax_d and dq_accum scratch), "
             "memory-efficient attention backward (grad_out copy, fp32 delta temporaries, "
             "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
             "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides), "

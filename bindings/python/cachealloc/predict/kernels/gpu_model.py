@@ -21,13 +21,18 @@ changes requests, and describe() says what was modelled and how.
   life; only TORCH_CUBLASLT_UNIFIED_WORKSPACE=1 makes cuBLASLt share the
   cuBLAS workspace instead (CublasHandlePool.cpp, getCUDABlasLtWorkspace).
   Seen on the H200: 1 MiB at the first Linear of the encoder's forward.
-- Attention: scaled_dot_product_attention picks flash, memory-efficient or
-  math per GPU and input (sm80+ and fp16/bf16 and head dim <= 256 and no
+- Attention: scaled_dot_product_attention picks cuDNN, flash,
+  memory-efficient or math per GPU and input. On sm90/sm10x with a cuDNN
+  newer than 9.15 (torch 2.11 + CUDA 13 ships 9.19) torch puts cuDNN first
+  (sdp_utils.cpp, check_prefer_cudnn_attention): fp16/bf16, head dims a
+  multiple of 8 and at most 128, dropout a multiple of 1/16, key length not
+  1, a mask allowed. Else sm80+ and fp16/bf16 and head dim <= 256 and no
   explicit mask: flash; else sm50+ with head dim % 8 == 0 (fp32 included):
-  memory-efficient; else math). The fake run is steered to the same kernel,
-  whose meta implementation allocates that kernel's tensors (flash: output
-  and fp32 logsumexp; mem-efficient: output and padded logsumexp; math: the
-  attention matrix).
+  memory-efficient; else math. The fake run is steered to the same kernel,
+  whose meta implementation allocates that kernel's tensors (cuDNN: output,
+  fp32 stats and two 8-byte Philox tensors; flash: output and fp32
+  logsumexp; mem-efficient: output and padded logsumexp; math: the
+  attention matrix); cuda_kernels.py adds the kernels' scratch.
 - cuDNN convolution workspaces: from a table measured on a GPU of the
   target's compute capability (cudnn_workspace.py); the recording says which
   table and how many convolution calls it did not cover.
@@ -94,8 +99,64 @@ def takes_cublaslt(args, kwargs, env=None) -> bool:
 
 
 # scaled_dot_product_attention kernels, as torch's SDPBackend numbers them.
-SDP_MATH, SDP_FLASH, SDP_EFFICIENT = 0, 1, 2
-SDP_NAMES = {SDP_MATH: "math", SDP_FLASH: "flash", SDP_EFFICIENT: "memory-efficient"}
+SDP_MATH, SDP_FLASH, SDP_EFFICIENT, SDP_CUDNN = 0, 1, 2, 3
+SDP_NAMES = {SDP_MATH: "math", SDP_FLASH: "flash", SDP_EFFICIENT: "memory-efficient",
+             SDP_CUDNN: "cuDNN"}
+
+# The cuDNN the target torch ships (torch 2.11 + CUDA 13: 9.19.0), as
+# torch.backends.cudnn.version() numbers it. The fake device answers it too.
+TARGET_CUDNN_VERSION = 91900
+
+
+def prefers_cudnn_attention(capability, cudnn_version: int = TARGET_CUDNN_VERSION, env=None) -> bool:
+    """Whether torch puts cuDNN attention first (sdp_utils.cpp,
+    check_prefer_cudnn_attention, CUDA 13 builds): cuDNN newer than 9.15 on
+    sm90 or sm10x, unless TORCH_CUDNN_SDPA_DEPRIORITIZED is set true."""
+    env = os.environ if env is None else env
+    if env.get("TORCH_CUDNN_SDPA_DEPRIORITIZED", "").strip().lower() in ("1", "on", "true", "yes", "y"):
+        return False
+    return cudnn_version > 91500 and capability[0] in (9, 10)
+
+
+def cudnn_attention_fits(capability, query, key, value, attn_mask, dropout_p, enable_gqa,
+                         cudnn_version: int = TARGET_CUDNN_VERSION) -> bool:
+    """can_use_cudnn_attention (sdp_utils.cpp) for dense 4-D inputs: the
+    user left it enabled, not deterministic-only, fp16/bf16, dropout a
+    multiple of 1/16, no empty sequence, last dimensions of stride 1, equal
+    heads or (with enable_gqa) query heads a multiple of the key heads,
+    batch and heads at most 65535, head dims a multiple of 8 and at most
+    128 (192/128 for q-k/v on sm90/sm10x from cuDNN 9.11; 256 only after
+    cuDNN 9.22), key length not 1, no dropout with one query row."""
+    import torch
+    flags = torch.backends.cuda
+    if not getattr(flags, "cudnn_sdp_enabled", lambda: False)():
+        return False
+    if torch.are_deterministic_algorithms_enabled() and not torch.is_deterministic_algorithms_warn_only_enabled():
+        return False
+    if query.dtype not in (torch.float16, torch.bfloat16) or not (
+            key.dtype == query.dtype == value.dtype):
+        return False
+    if dropout_p * 16.0 != float(int(dropout_p * 16.0)):
+        return False
+    if not (query.dim() == key.dim() == value.dim() == 4):
+        return False
+    B, H, s_q, d_qk = query.shape
+    hk, s_k, d_v = key.shape[1], key.shape[2], value.shape[3]
+    if min(B, H, s_q, s_k, d_qk) == 0 or B > 65535 or H > 65535:
+        return False
+    if not all(t.stride(-1) == 1 or t.shape[-1] == 1 for t in (query, key, value)):
+        return False
+    if hk != H or value.shape[1] != H:
+        if not (enable_gqa and value.shape[1] == hk and H % hk == 0):
+            return False
+    limit = 128
+    if tuple(capability)[0] in (9, 10) and cudnn_version >= 91100 and d_qk == 192 and d_v == 128:
+        limit = 192
+    if d_qk > limit or d_v > limit or d_qk % 8 or d_v % 8:
+        return False
+    if s_k == 1 or (dropout_p and s_q == 1):
+        return False
+    return True
 
 
 def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enable_gqa=False,
@@ -103,9 +164,10 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     """The kernel torch's CUDA SDPA dispatch picks for these inputs (the main
     rules of sdp_utils.cpp; flash first, then memory-efficient, then math),
     among the kernels the user left enabled (torch.nn.attention.sdpa_kernel,
-    torch.backends.cuda.enable_*_sdp). cuDNN attention is never chosen here:
-    on sm90 torch may prefer it (cuDNN newer than 9.15); not modelled.
-    Grouped-query inputs (fewer key/value heads than query heads, with
+    torch.backends.cuda.enable_*_sdp). cuDNN attention comes first where
+    prefers_cudnn_attention says so and cudnn_attention_fits; it is not
+    tried after the others (torch's default order without the preference
+    keeps it last, behind math). Grouped-query inputs (fewer key/value heads than query heads, with
     enable_gqa): torch 2.11 runs them on flash or math only (its
     F.scaled_dot_product_attention documentation); equal head counts pass
     whatever enable_gqa says. Also checked: q, k, v (and a mask) with a last
@@ -128,6 +190,9 @@ def choose_sdp_backend(capability, query, key, value, attn_mask, dropout_p, enab
     grad = any(t.requires_grad for t in qkv) and torch.is_grad_enabled()
     big_head_ok = not (grad and head_dim > 192 and tuple(capability) in ((8, 6), (8, 9), (12, 0)))
     causal_ok = not (is_causal and query.shape[-2] != key.shape[-2])
+    if (prefers_cudnn_attention(capability)
+            and cudnn_attention_fits(capability, query, key, value, attn_mask, dropout_p, enable_gqa)):
+        return SDP_CUDNN
     if (flags.flash_sdp_enabled() and capability >= (8, 0)
             and dtype in (torch.float16, torch.bfloat16) and attn_mask is None
             and head_dim <= 256 and same_head and dims4 and heads_ok
@@ -164,10 +229,9 @@ def describe(gpu, torch_version: str, cudnn_line: str) -> list:
         "at its first addmm with a bias on the cuBLASLt path, never freed (CUBLASLT_WORKSPACE_SIZE, "
         "TORCH_CUBLASLT_UNIFIED_WORKSPACE honoured)",
         "attention: scaled_dot_product_attention steered to the kernel this GPU picks "
-        "(flash / memory-efficient / math, among those sdpa_kernel leaves enabled), after "
-        "autocast's casts, a bool mask made additive and the kernel's padding, allocating that "
-        "kernel's tensors; cuDNN attention (which torch may prefer on sm90 with cuDNN > 9.15) is "
-        "not modelled",
+        "(cuDNN first on sm90/sm10x with the target's cuDNN 9.19, then flash / memory-efficient / "
+        "math, among those sdpa_kernel leaves enabled), after autocast's casts, a bool mask made "
+        "additive and the kernel's padding, allocating that kernel's tensors and scratch",
         cuda_kernels.describe(),
         "plain tensors: linear's bias added in place after a matmul, autograd's gradient "
         "accumulation in place (where torch does so for plain tensors and not for the fake run's)",

@@ -10,7 +10,8 @@ the dispatch does before the kernel, each a request on a GPU:
 - memory-efficient: a mask whose strides are not multiples of 8 padded
   (pad_bias), then expanded to (B, H, M, N) (a view);
 - flash: a head dim not a multiple of 8 padded (pad_last_dim), the output
-  sliced back.
+  sliced back;
+- cuDNN: the mask (made additive, as for the others) passed as it is.
 
 The fused kernels are then called as their aten ops (whose meta functions
 allocate that kernel's outputs; cuda_kernels.py adds what the CUDA
@@ -59,6 +60,13 @@ def sdpa(recording, cap):
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             attn_mask = torch.where(attn_mask, 0.0, torch.scalar_tensor(
                 float("-inf"), dtype=query.dtype, device=attn_mask.device))
+        if backend == gpu_model.SDP_CUDNN:
+            # attention.cpp: compute_logsumexp when a gradient will flow.
+            need_lse = torch.is_grad_enabled() and (
+                query.requires_grad or key.requires_grad or value.requires_grad)
+            return aten._scaled_dot_product_cudnn_attention(
+                query, key, value, attn_mask, need_lse, dropout_p, is_causal, False,
+                scale=scale)[0]
         if backend == gpu_model.SDP_FLASH:
             head = query.shape[-1]
             if head % 8:
