@@ -1,48 +1,76 @@
 #!/usr/bin/env bash
-# Issue 46's GPU work in one call (device tool, one H100, 16 cores), about
-# 9 minutes; everything lands in $OUT. Needs .carry from scripts/carry_build.sh
-# and build-zoo-truth/ (the zoo truth's kept jobs, to resume).
-#   GPU, in order:  the zoo truth's unfinished largest-batch searches (resume),
-#                   the op probe of the tuning setups (benchmarks/predict/op_probe.py),
-#                   the OOM fix without preparation (tests/gpu/oom_fix_script.py),
-#                   the recorder's step-time cost (benchmarks/ab_train.py --oom-recorder).
-#   CPU, alongside: the zoo's validation predictions with this machine's
-#                   torch (2.11) and no GPU visible (benchmarks/zoo/predict.py).
+# Issue 46's (and 47's) GPU work in one device call (one H100, 16 cores),
+# under 10 minutes; everything lands in ONE file, $OUT/gpu_turn46.tgz (the
+# device tool returns few files). Needs .carry from scripts/carry_build.sh.
+#   GPU, side by side:  the holdout setups' truth (benchmarks/zoo/record.py,
+#                       split.json "holdout": measured once, never tuned on),
+#                       the GPU tests of the engine refactor (issue 47:
+#                       test_plugin, test_torch_api, test_policy_gpu);
+#   CPU, alongside:     the zoo's predictions (peaks at every measured batch
+#                       and the largest batch) with this machine's torch
+#                       (2.11), no GPU visible (benchmarks/zoo/predict.py);
+#   GPU, alone, last:   the OOM recorder's step-time cost (ab_train.py
+#                       --oom-recorder), if time is left.
+# Knobs: PRED_HALF (validation), PRED_JOBS (8), HOLDOUT (the holdout setups),
+# TESTS_K (the pytest -k of the GPU tests), DEADLINE (570 s in all).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
 export CACHEALLOC_CLI=$PWD/.carry/bin/cachealloc PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/turn46; mkdir -p $R
+DEADLINE=${DEADLINE:-570}
 t0=$SECONDS
-stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$OUT/timeline.txt"; }
-# The glue against this torch (the OOM fix runs through the PyTorch glue).
+left() { echo $(( DEADLINE - (SECONDS - t0) )); }
+stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
+pack() { tar czf "$OUT/gpu_turn46.tgz" -C /tmp turn46 2>/dev/null; }
+trap pack EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
+# The glue against this torch (the GPU tests and ab_train run through it).
 TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-  && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) >"$OUT/glue.log" 2>&1 \
+  && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) >"$R/glue.log" 2>&1 \
   || stamp "glue build failed"
 stamp "glue built"
-# CPU side, in the background: validation predictions on torch 2.11.
-[ -n "${SKIP_PRED:-}" ] || ( CUDA_VISIBLE_DEVICES= PYTHONPATH=$PWD/bindings/python timeout ${PRED_S:-480} python3 benchmarks/zoo/predict.py \
-    --truth build-zoo-truth/zoo_truth_H100_80GB_HBM3.json --out "$OUT/zoo_pred_validation_torch2.11.json" \
-    --half validation --jobs 6 --timeout 300 ${PRED_LARGEST:---no-largest} > "$OUT/zoo_pred_validation.log" 2>&1
-  stamp "validation predictions (torch 2.11 CPU) rc=$?" ) &
-timeout ${ZOO_S:-150} python3 benchmarks/zoo/record.py run --out build-zoo-truth --deadline $(( ${ZOO_S:-150} - 15 )) \
-  > "$OUT/zoo_resume.log" 2>&1
-cp build-zoo-truth/zoo_truth_*.json "$OUT/"
-stamp "zoo resume: $(grep -c 'done at' "$OUT/zoo_resume.log") setups, $(tail -32 "$OUT/zoo_resume.log" | grep -c None) rows with an open search"
-mkdir -p /tmp/probe
-for s in ${PROBE_SETUPS:-bart_base_fp16_sdpa llama_fp32_bf16ac_default gpt2_medium_bf16ac tv_resnet50_cl_fp16_bench llama_bf16w_ckpt_eager tv_convnext_tiny_fp32}; do
-  b=$(python3 -c "import sys; sys.path.insert(0,'benchmarks'); from zoo import setups; print(max(1, setups.SETUPS['$s'].batch // 2))")
-  echo "$s $b"
-done | xargs -P 3 -L 1 sh -c 'timeout 120 python3 benchmarks/predict/op_probe.py gpu \
-    --builder benchmarks/zoo/setups.py:$0 --batch $1 --out /tmp/probe >> '"$OUT"'/op_probe.log 2>&1'
-tar czf "$OUT/op_probe.tgz" -C /tmp probe
-stamp "op probes: $(ls /tmp/probe | wc -l) files"
-timeout ${OOM_S:-200} python3 tests/gpu/oom_fix_script.py --out /tmp/oom_fix > "$OUT/oom_fix.log" 2>&1
-stamp "oom fix rc=$?"; cp /tmp/oom_fix/oom_fix.json "$OUT/" 2>/dev/null
-timeout ${AB_S:-110} python3 benchmarks/ab_train.py --workload transformer --oom-recorder --rounds 5 --steps 20 \
-  > "$OUT/ab_oom_recorder.log" 2>&1
-stamp "ab_train rc=$?"
+# CPU, torch 2.11, no GPU visible, one thread per prediction:
+#   1. the tuning rows' peaks (the zoo's tuning half and the H200 workloads
+#      the band also holds), 2. the band data made again from them alone
+#      (answer/data/tuning_errors.json, copied out), 3. the validation rows'
+#      peaks and every setup's largest batch, answered with that band.
+( export CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 PJ=${PRED_JOBS:-10}
+  H=benchmarks/results; U=$H/predict_unnamed_H200
+  python3 benchmarks/zoo/predict.py --truth tests/data/predict/zoo_truth.json --half tuning --no-largest \
+      --out "$R/zoo_pred_tuning_torch2.11.json" --jobs $PJ --timeout 200 > "$R/zoo_pred_tuning.log" 2>&1 &
+  python3 benchmarks/predict/predict_all.py --truth $H/predict_truth_H200.json --no-largest \
+      --out "$R/predict_pred_H200_torch2.11.json" --jobs 4 > "$R/predict_all.log" 2>&1 &
+  python3 benchmarks/predict/predict_all.py --truth $U/predict_truth_H200.json --no-largest \
+      --out "$R/predict_unnamed_pred_torch2.11.json" --jobs 2 > "$R/predict_unnamed.log" 2>&1 &
+  wait; stamp "tuning predictions done"
+  python3 benchmarks/zoo/compare.py --truth tests/data/predict/zoo_truth.json \
+      --pred "$R/zoo_pred_tuning_torch2.11.json" --tuning-errors "$R/zoo_tuning_errors.json" > /dev/null 2>&1
+  python3 benchmarks/predict/tuning_errors.py --pair $H/predict_truth_H200.json:"$R/predict_pred_H200_torch2.11.json" \
+      --pair $U/predict_truth_H200.json:"$R/predict_unnamed_pred_torch2.11.json" \
+      --zoo-errors "$R/zoo_tuning_errors.json" --out bindings/python/cachealloc/predict/answer/data/tuning_errors.json \
+      > "$R/tuning_errors.log" 2>&1
+  cp bindings/python/cachealloc/predict/answer/data/tuning_errors.json "$R/"
+  stamp "band data made again rc=$?"
+  timeout $(( $(left) - 15 )) python3 benchmarks/zoo/predict.py --truth tests/data/predict/zoo_truth.json \
+      --half ${PRED_HALF:-validation} --out "$R/zoo_pred_torch2.11.json" --jobs 12 --timeout 200 > "$R/zoo_pred.log" 2>&1
+  stamp "zoo predictions (torch 2.11 CPU) rc=$?" ) &
+# GPU: the holdout truth.
+HOLDOUT=${HOLDOUT:-qwen3_bf16ac_sdpa,gpt_neox_fp16_sdpa,tv_densenet121_bf16ac}
+( timeout $(( $(left) - 40 )) python3 benchmarks/zoo/record.py run --out $R/holdout --setups "$HOLDOUT" \
+    --cpus 4 --gpu-gib 44 --deadline $(( $(left) - 60 )) > "$R/holdout.log" 2>&1
+  stamp "holdout truth rc=$?" ) &
+# GPU: issue 47's tests.
+timeout $(( $(left) - 150 )) python3 -m pytest -v -rs tests/gpu -k "${TESTS_K:-test_plugin or test_torch_api or test_policy_gpu}" \
+  > "$R/gpu_tests.log" 2>&1
+stamp "gpu tests rc=$? $(tail -1 $R/gpu_tests.log)"
 wait
-[ -n "${SKIP_PRED:-}" ] || tail -3 "$OUT/zoo_pred_validation.log"
-cat "$OUT/timeline.txt"
+# GPU, alone: the recorder's cost, with what time is left.
+if [ "$(left)" -gt 60 ]; then
+  timeout $(( $(left) - 10 )) python3 benchmarks/ab_train.py --workload transformer --oom-recorder --rounds 5 --steps 20 \
+    > "$R/ab_oom_recorder.log" 2>&1
+  stamp "ab_train rc=$?"
+fi
+tail -3 "$R/zoo_pred.log"; tail -20 "$R/holdout.log"
+cat "$R/timeline.txt"
