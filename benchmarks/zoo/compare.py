@@ -48,8 +48,8 @@ def rows(truth: dict, pred: dict):
                        "gpu_reserved": t.get("max_memory_reserved") if ok else None,
                        "pred_allocated": pc.get("peak_allocated"),
                        "pred_reserved": pc.get("peak_reserved"),
-                       "band_allocated": ((p.get("band") or {}).get(c) or {}).get("peak_allocated"),
-                       "band_reserved": ((p.get("band") or {}).get(c) or {}).get("peak_reserved"),
+                       "band_allocated": (pc.get("band") or {}).get("peak_allocated"),
+                       "band_reserved": (pc.get("band") or {}).get("peak_reserved"),
                        "benchmark": "cudnn_benchmark" in (R.get("regime") or []),
                        "error": p.get("error") or (None if ok else t.get("error") or t.get("oom"))}
 

@@ -33,9 +33,9 @@ BUILDER = os.path.join(HERE, "setups.py")
 def _keep(answer: dict) -> dict:
     """What the tables need of a predict answer (the recording summary is big)."""
     rec = answer.get("recording") or {}
-    band = (answer.get("band") or {}).get("configs")
     return {"configs": answer.get("configs"), "largest": answer.get("largest"),
-            "band": band, "verdict": answer.get("verdict"),
+            "largest_within_band": answer.get("largest_within_band"),
+            "largest_fitting": answer.get("largest_fitting"),
             "limit": answer.get("limit"), "steps": answer.get("steps", rec.get("steps")),
             "seconds": answer.get("seconds"), "record_seconds": answer.get("record_seconds"),
             "torch": rec.get("torch"),

@@ -239,8 +239,9 @@ def test_workspace_bound_of_a_missing_convolution():
 
 def test_unmodelled_items_widen_the_band(tmp_path):
     """A convolution the table lacks gets a bounded workspace on the high
-    side of the need; flash attention in bf16 on sm90 may be cuDNN's (both
-    sides); an RNN may differ by what the step holds beyond its state."""
+    side of the need; cuDNN attention's backward at a grouped-query head ratio
+    it was not measured at (both sides); an RNN may differ by what the step
+    holds beyond its state."""
     from cachealloc import predict
     from cachealloc.predict.answer import band, workspace_bound
     gpu = predict.resolve_gpu("H100-80GB")
@@ -259,8 +260,14 @@ def test_unmodelled_items_widen_the_band(tmp_path):
     a = predict.fits(f"{STEPS / 'honest_steps.py'}:attention", gpu, size=2, steps=1, advise=False,
                      workdir=tmp_path / "attn", tuning=str(TUNING))
     assert a["step_class"] == "transformer"
-    item = next(i for i in a["band"]["items"] if i["what"].startswith("cuDNN attention"))
-    assert item["allocated"] == [2 * 4 * 128 * 64 * 2] * 2      # one bf16 output
+    # bf16 attention on sm90 runs cuDNN's kernel, now modelled (no item);
+    # only a grouped-query head ratio other than the measured 2 widens.
+    assert not [i for i in a["band"]["items"] if i["what"].startswith("cuDNN attention")]
+    assert list(a["recording"]["attention_calls"]) == ["cuDNN: bfloat16, head dim 64"]
+    what = "cuDNN: bfloat16, head dim 128, 16/4 query/key heads"
+    odd = band.unmodelled({"attention_calls": {what: 3, "cuDNN: bfloat16, head dim 64, 16/8 query/key heads": 2},
+                           "attention_output_bytes": {what: 1000}}, gpu, 0)
+    assert [(i["calls"], i["allocated"]) for i in odd] == [(3, [2000, 2000])]
     rnn = band.unmodelled({"unmodelled_calls": {"nn.LSTM (cuDNN RNN)": 3},
                            "at_optimizer_step": {"total": 100}}, gpu, 250)
     assert rnn[0]["need"] == [150, 150]

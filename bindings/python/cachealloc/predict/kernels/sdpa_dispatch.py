@@ -54,12 +54,17 @@ def sdpa(recording, cap):
         backend = gpu_model.choose_sdp_backend(cap, query, key, value, attn_mask, dropout_p,
                                                enable_gqa, is_causal)
         recording.note_attention(backend, query, key, attn_mask, dropout_p, enable_gqa)
-        if backend == gpu_model.SDP_MATH:
-            return original(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                            is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             attn_mask = torch.where(attn_mask, 0.0, torch.scalar_tensor(
                 float("-inf"), dtype=query.dtype, device=attn_mask.device))
+        if backend == gpu_model.SDP_MATH:
+            # The math kernel as attention.cpp calls it once math is chosen
+            # (not through F.scaled_dot_product_attention, whose kernel
+            # choice would ask a CUDA build's cuDNN for its version, which
+            # fails with no GPU visible: seen at T5 on torch 2.11+cu130).
+            return aten._scaled_dot_product_attention_math(
+                query, key, value, attn_mask, dropout_p, is_causal, None, scale=scale,
+                enable_gqa=enable_gqa)[0]
         if backend == gpu_model.SDP_CUDNN:
             # attention.cpp: compute_logsumexp when a gradient will flow.
             need_lse = torch.is_grad_enabled() and (
