@@ -169,7 +169,8 @@ class Driver:
             outs = self.run(name, "expandable", sizes, limit=phys_cap, priority=P_PHYSICAL)
             W["probes"].setdefault("physical", []).extend(self.brief(o) for o in outs)
             return [o.get("peak_allocated") if o.get("outcome") == "ok" else
-                    (None if o.get("outcome") == "oom" else search.ERROR) for o in outs]
+                    None if o.get("outcome") == "oom" else
+                    search.SKIP if o.get("outcome") == "skipped" else search.ERROR for o in outs]
 
         r = search.physical(phys_probe, start, grain, self.limit, rel_res=self.a.rel_res,
                             width=self.a.width, stop=self.probes_over)
@@ -234,7 +235,8 @@ class Driver:
             outs = self.run(name, kind, sizes, limit=self.limit, priority=prio, conf=kconf)
             W["probes"].setdefault(kind, []).extend(self.brief(o) for o in outs)
             return [True if o.get("outcome") == "ok" else
-                    (False if o.get("outcome") == "oom" else search.ERROR) for o in outs]
+                    False if o.get("outcome") == "oom" else
+                    search.SKIP if o.get("outcome") == "skipped" else search.ERROR for o in outs]
 
         r = search.largest(probe, P, W["grain"], rel_res=self.a.rel_res, width=self.a.width,
                            stop=self.probes_over)

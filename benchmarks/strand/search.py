@@ -15,7 +15,8 @@ Sizes are multiples of `grain` (a workload's unit step). Both stop when the
 bracket is within `rel_res` of the answer (and at least one grain), or when
 `stop()` says time is up; the result says which (`converged`). A probe that
 could not run at all (crashed, timed out) returns "error" and counts as not
-fitting, so that a search always ends.
+fitting, so that a search always ends; one that was not started (out of
+time) returns "skipped" and counts as nothing.
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import math
 from typing import Callable, Dict, List, Optional, Sequence
 
 ERROR = "error"
+SKIP = "skipped"  # the probe was not run (out of time): no information
 
 
 @dataclasses.dataclass
@@ -64,8 +66,9 @@ def physical(probe: Callable[[Sequence[int]], list], start: int, grain: int, lim
         if not ks:
             return
         for k, r in zip(ks, probe([k * grain for k in ks])):
-            peaks[k] = math.inf if r is None or r == ERROR else float(r)
             log.append((k * grain, r))
+            if r != SKIP:
+                peaks[k] = math.inf if r is None or r == ERROR else float(r)
 
     def fit(ka, kb):
         """Size where the line through two points reaches the limit."""
@@ -83,6 +86,8 @@ def physical(probe: Callable[[Sequence[int]], list], start: int, grain: int, lim
             break
         if stop():
             break
+        if good is None and bad is None:
+            break  # nothing measured (out of time)
         if good is None:
             if bad == 1:
                 break  # even the smallest size is over the limit
@@ -136,11 +141,14 @@ def largest(probe: Callable[[Sequence[int]], list], hi: int, grain: int, *,
     def ask(ks):
         ks = sorted({max(1, int(k)) for k in ks} - set(points))[:width]
         for k, r in zip(ks, probe([k * grain for k in ks])):
-            points[k] = r is True
             log.append((k * grain, r))
+            if r != SKIP:
+                points[k] = r is True
 
     khi = max(1, hi // grain)
     ask([khi])
+    if khi not in points:
+        return Result(None, None, False, log, "not run: out of time")
     if points[khi]:
         return Result(khi * grain, None, True, log, "reaches the bound")
     first = True
