@@ -10,8 +10,8 @@ processes (child.py), side by side on one GPU within a memory budget
 Per workload, in this order of priority (native first, then our policies,
 then timing; `--budget` seconds in all):
  1. physical: the largest size whose peak ALLOCATED fits the limit
-    (search.physical; each probe runs native expandable under a cap of 1.25
-    x the limit: a probe that OOMs there is counted as over);
+    (search.physical; each probe runs native expandable under a cap of 2 x
+    the limit: a probe that OOMs there is counted as over);
  2. its trace, recorded under cachealloc (native policy) at that size, no
     limit -> DIR/traces/NAME.pickle.gz + .json (for tests/data and the
     lab's policy table), and `cachealloc advise` on it with the memory
@@ -152,7 +152,10 @@ class Driver:
     def brief(o):
         keep = ("size", "outcome", "message", "peak_allocated", "peak_reserved", "device_allocs",
                 "device_frees", "retries", "ooms", "seconds", "step_s", "rerun_after_full_device")
-        return {k: o[k] for k in keep if k in o}
+        out = {k: o[k] for k in keep if k in o}
+        if o.get("outcome") == "error":  # what went wrong, briefly
+            out["detail"] = (o.get("traceback") or o.get("stderr") or "")[-800:]
+        return out
 
     # -- one workload ----------------------------------------------------
     def workload(self, name):
@@ -163,7 +166,10 @@ class Driver:
         W = {"unit": spec.unit, "grain": grain, "limit": self.limit, "probes": {}, "kinds": {}}
         with self.lock:
             self.res["workloads"][name] = W
-        phys_cap = int(self.limit * 1.25)
+        # Peak allocated does not depend on the allocator; the cap only bounds
+        # the probe's memory. Twice the limit: a run whose freed blocks wait on
+        # stream events reserves well above what it allocates.
+        phys_cap = 2 * self.limit
 
         def phys_probe(sizes):
             outs = self.run(name, "expandable", sizes, limit=phys_cap, priority=P_PHYSICAL)
@@ -277,9 +283,12 @@ class Driver:
         size = min(W["kinds"][k]["largest"]["value"] for k in kinds)
         if not self.cpu and len(kinds) * (self.limit + CONTEXT) > self.res["meta"]["total"] * 0.92:
             return {"skipped": f"{len(kinds)} processes of {self.a.limit_gib} GiB do not fit the GPU"}
+        logs = self.out / "logs"
+        logs.mkdir(exist_ok=True)
         workers = {k: Worker(self.cmd(name, k, size, limit=self.limit,
                                       conf=W["kinds"][k].get("conf", "") if k == "advised" else "")
-                             + ["--serve", "--warmup", str(self.a.warmup)]) for k in kinds}
+                             + ["--serve", "--warmup", str(self.a.warmup)],
+                             logs / f"timing_{name}_{k.replace(':', '_')}.log") for k in kinds}
         out = {"size": size, "kinds": kinds, "round_steps": self.a.round_steps, "rounds": {},
                "errors": {}}
         try:
@@ -365,9 +374,10 @@ def ratios(rounds, best):
 class Worker:
     """A timing process (child.py --serve) with a line reader thread."""
 
-    def __init__(self, cmd):
+    def __init__(self, cmd, log_path):
+        self.log = open(log_path, "w")
         self.p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.DEVNULL, text=True, bufsize=1)
+                                  stderr=self.log, text=True, bufsize=1)
         self.q: queue.Queue = queue.Queue()
         threading.Thread(target=self._pump, daemon=True).start()
 
@@ -406,6 +416,7 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.p.kill()
             self.p.wait()
+        self.log.close()
 
 
 def parse(argv=None):
