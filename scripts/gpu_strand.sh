@@ -13,7 +13,8 @@
 # (comma-separated, default all), STRAND_POLICIES (default: all of ours),
 # STRAND_JOBS (probe processes at once, default 8), STRAND_STEPS (steps per
 # probe, default 8), STRAND_ROUNDS (timing rounds, default 5),
-# STRAND_TIMING_SHARE (share of the driver's time kept for timing, 0.3).
+# STRAND_ROUND_STEPS (steps per timing round, default 3), STRAND_TIMING_SHARE
+# (share of the driver's time kept for timing, default 0.35).
 # STRAND_DEVICE=cpu runs the same plumbing on the CPU at tiny sizes (a dry
 # run of this script where there is no GPU; set STRAND_LIMIT_GIB to ~0.03).
 # Whatever happens, the tar is written with what there is; the driver's
@@ -25,6 +26,8 @@ cd "$(dirname "$0")/.."
 REPO=$PWD
 export CACHEALLOC_LIBRARY=$REPO/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$REPO/.carry/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$REPO/bindings/python
+# Up to 8 probe processes share 16 cores; none needs CPU threads of its own.
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 [ -x .carry/bin/cachealloc ] && export CACHEALLOC_CLI=$REPO/.carry/bin/cachealloc
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 WORK=$(mktemp -d /tmp/strand.XXXXXX)
@@ -63,7 +66,8 @@ BUDGET=$(( WALL - ($(date +%s) - T0) - 50 ))
 echo "driver budget ${BUDGET} s" | tee -a "$LOG"
 setsid python3 benchmarks/strand/measure.py --out "$WORK/results" --budget "$BUDGET" --device "$DEVICE" \
   --limit-gib "${STRAND_LIMIT_GIB:-6}" --jobs "${STRAND_JOBS:-8}" --steps "${STRAND_STEPS:-8}" \
-  --rounds "${STRAND_ROUNDS:-5}" --timing-share "${STRAND_TIMING_SHARE:-0.3}" \
+  --rounds "${STRAND_ROUNDS:-5}" --round-steps "${STRAND_ROUND_STEPS:-3}" \
+  --timing-share "${STRAND_TIMING_SHARE:-0.35}" \
   ${STRAND_WORKLOADS:+--workloads "$STRAND_WORKLOADS"} ${STRAND_POLICIES:+--policies "$STRAND_POLICIES"} \
   >>"$LOG" 2>&1 &
 DRIVER=$!

@@ -35,7 +35,7 @@ def test_driver_on_cpu(tmp_path):
     cmd = [sys.executable, str(STRAND / "measure.py"), "--device", "cpu", "--out", str(out),
            "--workloads", "kv_generation", "--policies", "stitch", "--limit-gib", repr(limit / 2**30),
            "--jobs", "2", "--steps", "2", "--rounds", "2", "--round-steps", "1", "--warmup", "1",
-           "--rel-res", "0.1", "--no-open", "--budget", "300", "--timing-share", "0.3"]
+           "--rel-res", "0.2", "--no-open", "--budget", "300", "--timing-share", "0.3"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads((out / "strand.json").read_text())
