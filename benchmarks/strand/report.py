@@ -129,7 +129,7 @@ def markdown(res) -> str:
     if T:
         out += ["", "## Step time, ratio to native (per-round ratios: median [min–max], rounds)", "",
                 "Each round runs the same steps in one persistent process per allocator, under the "
-                "limit, at the largest size all of them run.", "",
+                "limit, at 95 % of the largest size all of them run.", "",
                 "| workload | size | " + " | ".join(names[k] for k in kinds) + " |",
                 "|---|---:|" + "---:|" * len(kinds)]
         for name, t in T.items():

@@ -59,6 +59,7 @@ def test_driver_on_cpu(tmp_path):
     assert T["kinds"] == [k for k in ("classic", "expandable", "policy:stitch")
                           if W["kinds"][k]["largest"]["value"]]
     assert all(len(v) == 2 for v in T["rounds"].values()), T
+    assert 0 < T["size"] <= min(W["kinds"][k]["largest"]["value"] for k in T["kinds"])
     assert T["ratios"]["classic"]["vs_classic"]["median"] == 1.0
     md = (out / "strand.md").read_text()
     assert "| kv_generation | KV tokens |" in md and "## Step time" in md
