@@ -86,6 +86,12 @@ class Driver:
         self.pool = pool_mod.Pool(int(budget), a.jobs, deadline=self.probe_deadline)
         self.policies = [p for p in (a.policies.split(",") if a.policies is not None
                                      else self.known_policies()) if p and p != "native"]
+        if not self.cpu:
+            known = self.known_policies()
+            for name in self.policies:
+                if name not in known:
+                    raise SystemExit(f"measure: unknown policy {name!r}: known policies are "
+                                     f"{', '.join(known)}")
         self.res["meta"]["policies"] = self.policies
 
     # -- setup -------------------------------------------------------------
@@ -179,11 +185,15 @@ class Driver:
                     search.SKIP if o.get("outcome") == "skipped" else search.ERROR for o in outs]
 
         r = search.physical(phys_probe, start, grain, self.limit, rel_res=self.a.rel_res,
-                            width=self.a.width, stop=self.probes_over)
+                            width=self.a.width, stop=lambda: self.probes_over()
+                            or only_errors(W["probes"]["physical"]))
         W["physical"] = r.as_dict()
         self.save()
         if r.value is None:
-            W["note"] = "no size's peak allocated fits the limit" if r.converged else "out of time"
+            phys = W["probes"].get("physical", [])
+            W["note"] = ("no size's peak allocated fits the limit" if r.converged else
+                         "every probe failed: " + str(phys[0].get("message")) if only_errors(phys)
+                         else "out of time")
             return
         P = r.value
         conf = self.trace_and_advise(name, W, P)
@@ -245,7 +255,7 @@ class Driver:
                     search.SKIP if o.get("outcome") == "skipped" else search.ERROR for o in outs]
 
         r = search.largest(probe, P, W["grain"], rel_res=self.a.rel_res, width=self.a.width,
-                           stop=self.probes_over)
+                           stop=lambda: self.probes_over() or only_errors(W["probes"][kind]))
         by_size = {p["size"]: p for p in W["probes"][kind]}
         W["kinds"].setdefault(kind, {}).update(
             largest=r.as_dict(), conf=kconf or child_conf(kind),
@@ -338,6 +348,12 @@ class Driver:
             self.timing(names)
         self.res["meta"]["done"] = True
         self.save()
+
+
+def only_errors(probes):
+    """Every probe so far failed for another reason than memory (a broken
+    workload or allocator): probing further would only repeat it."""
+    return bool(probes) and all(p.get("outcome") == "error" for p in probes)
 
 
 def child_conf(kind):

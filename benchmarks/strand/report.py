@@ -100,6 +100,8 @@ def markdown(res) -> str:
             cells.append(_size(lg.get("value"), lg.get("converged", True)) + (
                 f" (= {v['same_as']})" if v.get("same_as") else ""))
         s, why = verdict(W)
+        if W.get("note") or W.get("error"):
+            why = f"{why}: {W.get('note') or W.get('error')}"
         closing = [names[k] for k in kinds if k.startswith("policy:") and closes_half(W, k)]
         out.append(f"| {name} | {W.get('unit', '')} | {_size(phys.get('value'), phys.get('converged', True))}"
                    f" | " + " | ".join(cells) + f" | {W.get('native_best') or '–'} | "
