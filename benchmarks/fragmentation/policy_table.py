@@ -7,8 +7,8 @@ writes it into docs/fragmentation.md (between the POLICY markers).
     ninja -C build cachealloc
     python3 benchmarks/fragmentation/policy_table.py --build build [--policy stitch] [--no-write]
 
-Per trace (tests/data/traces, tests/data/traces_expandable; copies by
-content once):
+Per trace (tests/data/traces, tests/data/traces_expandable, or the folders
+given with --traces; copies by content once):
   - native classic: native defaults (`--conf ""`), no expandable segments;
   - native's best: the config of the lowest minimum memory over `cachealloc
     advise`'s whole native search (large_segment_size_mb included; a trace
@@ -47,9 +47,12 @@ def run(cmd):
     return json.loads(proc.stdout)
 
 
-def traces():
+BUNDLED = (REPO / "tests/data/traces", REPO / "tests/data/traces_expandable")
+
+
+def traces(folders=BUNDLED):
     seen, out = set(), []
-    for folder in (REPO / "tests/data/traces", REPO / "tests/data/traces_expandable"):
+    for folder in folders:
         for p in sorted(folder.glob("*.pickle.gz")):
             digest = hashlib.sha256(p.read_bytes()).hexdigest()
             if digest in seen:
@@ -119,10 +122,17 @@ def main():
     p.add_argument("--policy", default="stitch")
     p.add_argument("--out", default=str(REPO / "docs" / "fragmentation.md"))
     p.add_argument("--no-write", action="store_true", help="print only")
+    p.add_argument("--traces", action="append", metavar="DIR",
+                   help="trace folders to use instead of the bundled ones (repeatable; e.g. the "
+                        "strand suite's traces/, benchmarks/strand/measure.py)")
     args = p.parse_args()
+    folders = [pathlib.Path(d) for d in args.traces] if args.traces else BUNDLED
+    for d in folders:
+        if not d.is_dir() or not list(d.glob("*.pickle.gz")):
+            p.error(f"--traces: {d} holds no *.pickle.gz traces")
     cli = pathlib.Path(args.build).resolve() / "tools" / "cachealloc"
     start = time.time()
-    rows = [measure(cli, *t, args.policy) for t in traces()]
+    rows = [measure(cli, *t, args.policy) for t in traces(folders)]
     pol = args.policy
     lines = [
         "| trace | floor (peak allocated) | min memory: classic | native's best | " + pol +

@@ -1,0 +1,72 @@
+"""The strand driver (benchmarks/strand/measure.py) end to end on the CPU:
+real child processes running a real workload at tiny sizes, the physical
+search on their measured peaks (resident memory on the CPU), each kind's
+largest size, timing rounds in persistent processes, the JSON and the
+markdown. Allocators do not differ on the CPU; what is checked is the
+driver's logic and plumbing."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STRAND = REPO / "benchmarks" / "strand"
+
+pytest.importorskip("torch")
+
+
+def peak(size):
+    p = subprocess.run([sys.executable, str(STRAND / "child.py"), "--workload", "kv_generation",
+                        "--kind", "classic", "--size", str(size), "--steps", "2", "--device", "cpu"],
+                       capture_output=True, text=True, check=True)
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    assert out["outcome"] == "ok" and out["memory_source"] == "rss"
+    return out["peak_allocated"]
+
+
+def test_driver_on_cpu(tmp_path):
+    # A limit between the peaks of two sizes, so the answer lies inside.
+    lo, hi = peak(48), peak(1536)
+    assert hi > lo
+    limit = (lo + hi) / 2
+    out = tmp_path / "res"
+    cmd = [sys.executable, str(STRAND / "measure.py"), "--device", "cpu", "--out", str(out),
+           "--workloads", "kv_generation", "--policies", "stitch", "--limit-gib", repr(limit / 2**30),
+           "--jobs", "2", "--steps", "2", "--rounds", "2", "--round-steps", "1", "--warmup", "1",
+           "--rel-res", "0.2", "--no-open", "--budget", "300", "--timing-share", "0.3"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res = json.loads((out / "strand.json").read_text())
+    assert res["meta"]["done"] and res["meta"]["policies"] == ["stitch"]
+    W = res["workloads"]["kv_generation"]
+    phys = W["physical"]
+    assert phys["converged"], phys
+    probes = {pr["size"]: pr for pr in W["probes"]["physical"]}
+    # The answer was measured to fit; the bracket's other end was measured not to.
+    assert probes[phys["value"]]["peak_allocated"] <= res["meta"]["limit"]
+    over = probes[phys["fails_at"]]
+    assert over["outcome"] == "oom" or over["peak_allocated"] > res["meta"]["limit"]
+    assert W["advise"] == {"skipped": "traces are recorded on CUDA only"}
+    for kind in ("classic", "expandable", "policy:stitch"):
+        k = W["kinds"][kind]
+        assert k["largest"]["probes"][0][0] == phys["value"]  # tried at the physical size first
+        assert k["largest"]["value"] is None or k["largest"]["value"] <= phys["value"]
+        assert k["at_physical"]["size"] == phys["value"]
+    assert W["native_best"] in ("classic", "expandable")
+    T = res["timing"]["kv_generation"]
+    assert T["kinds"] == [k for k in ("classic", "expandable", "policy:stitch")
+                          if W["kinds"][k]["largest"]["value"]]
+    assert all(len(v) == 2 for v in T["rounds"].values()), T
+    assert 0 < T["size"] <= min(W["kinds"][k]["largest"]["value"] for k in T["kinds"])
+    assert T["ratios"]["classic"]["vs_classic"]["median"] == 1.0
+    md = (out / "strand.md").read_text()
+    assert "| kv_generation | KV tokens |" in md and "## Step time" in md
+
+
+def test_driver_refuses_unknown_workload(tmp_path):
+    p = subprocess.run([sys.executable, str(STRAND / "measure.py"), "--device", "cpu", "--out",
+                        str(tmp_path), "--workloads", "nope", "--policies", ""],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "unknown workload 'nope'" in p.stderr
