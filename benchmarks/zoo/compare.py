@@ -126,6 +126,20 @@ def _band_cell(band, pred, gpu):
     return f"−{low / 2**20:,.0f}/+{hi} {mark}"
 
 
+def trains(R: dict, conf: str, batch):
+    """Whether the GPU trains `batch` under the row's fraction: its own probe
+    there if it ran one, else batch <= its largest (probes are monotone in
+    the truth; record.py flags rows that are not). None: nothing to judge."""
+    if batch is None or (R.get("largest") or {}).get(conf) is None:
+        return None
+    if batch <= 0:
+        return True
+    probe = ((R.get("probes") or {}).get(conf) or {}).get(str(batch))
+    if probe is not None and probe.get("ok") is not None:
+        return bool(probe["ok"])
+    return batch <= R["largest"][conf]
+
+
 def _largest_cell(gpu, pred):
     if gpu is None or pred is None:
         return f"{gpu if gpu is not None else '—'} / {pred if pred is not None else '—'}"
@@ -167,16 +181,34 @@ def table(truth: dict, pred: dict) -> str:
                     + (f" Outside the band: {', '.join(S['outside_band'])}." if S["outside_band"] else "")]
         out += ["", f"### {half.capitalize()} half: largest batch under a memory fraction "
                     "(GPU / predicted)", "",
-                "| setup | fraction of total | limit MiB | classic | expandable |", "|---|---|---|---|---|"]
+                "Predicted: the replay's largest, and the answer's (the largest whose need plus "
+                "its band fits: what `cachealloc predict --largest` tells the user to run). "
+                "Trains: the GPU's probe at the answered batch ran (else, with no probe there, "
+                "whether it is at most the GPU's largest).", "",
+                "| setup | fraction of total | limit MiB | classic GPU / replay / answer | trains | "
+                "expandable GPU / replay / answer | trains |", "|---|---|---|---|---|---|---|"]
+        checks = []
         for n, R in truth["setups"].items():
             if R["half"] != half or "fraction" not in R:
                 continue
             pl = pred["setups"].get(n, {}).get("largest") or {}
             PL = (pl.get("largest") or {}) if "error" not in pl else {}
+            WB = (pl.get("largest_within_band") or {}) if "error" not in pl else {}
             L = R.get("largest", {})
+            cells = []
+            for c in CONFS:
+                t = trains(R, c, WB.get(c))
+                if t is not None:
+                    checks.append((n, c, t, L.get(c), WB.get(c)))
+                cells += [f"{_largest_cell(L.get(c), PL.get(c))} / {WB.get(c, '—')}",
+                          {True: "yes", False: "**no**", None: "—"}[t]]
             out.append(f"| {n} | {R['limit_fraction_of_total']} | {_mib(R['limit_bytes'])} | "
-                       f"{_largest_cell(L.get('classic'), PL.get('classic'))} | "
-                       f"{_largest_cell(L.get('expandable'), PL.get('expandable'))} |")
+                       + " | ".join(cells) + " |")
+        if checks:
+            ok = sum(1 for *_, t, _, _ in checks if t)
+            within1 = sum(1 for *_, t, g, p in checks if t and g is not None and g - p <= 1)
+            out += ["", f"Answered largest batch: trains on {ok} of {len(checks)}; at most 1 under "
+                        f"the GPU's largest on {within1} of {len(checks)}."]
         errs = sorted({f"{r['setup']}: {r['error']}" for r in all_rows
                        if r["half"] == half and r["error"]} |
                       {f"{n} largest: {W['largest']['error']}" for n, W in pred["setups"].items()

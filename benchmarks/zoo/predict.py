@@ -116,6 +116,8 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds per prediction")
     ap.add_argument("--no-largest", dest="largest", action="store_false")
+    ap.add_argument("--no-peaks", dest="peaks", action="store_false",
+                    help="the largest-batch searches alone")
     args = ap.parse_args()
     if args.cmd == "task":
         return task(args)
@@ -134,7 +136,7 @@ def main() -> None:
     with ThreadPoolExecutor(args.jobs) as ex:
         for n in names:
             R = truth["setups"][n]
-            for b in sorted({int(b) for c in R["peaks"].values() for b in c}):
+            for b in (sorted({int(b) for c in R["peaks"].values() for b in c}) if args.peaks else ()):
                 jobs[(n, "fits", b)] = ex.submit(run_task, args.truth, n, "fits", b, None,
                                                  args.timeout)
             if args.largest and R.get("fraction"):
