@@ -65,8 +65,8 @@ def test_attention_takes_the_cuda_dispatch_path(tmp_path):
                          workdir=tmp_path)
     assert rec.summary["attention_calls"] == {
         "memory-efficient: float32, head dim 64, mask": 1,
-        "flash: float16, head dim 64": 1,               # autocast cast fp32 inputs first
-        "flash: bfloat16, head dim 64, 8/2 query/key heads": 1,
+        "cuDNN: float16, head dim 64": 1,               # autocast cast fp32 inputs first
+        "cuDNN: bfloat16, head dim 64, 8/2 query/key heads": 1,
         "memory-efficient: float32, head dim 36": 1,
         "math: float32, head dim 64": 1}
     assert rec.summary["unmodelled_calls"] == {"nn.LSTM (cuDNN RNN)": 1}
@@ -80,15 +80,20 @@ def test_attention_takes_the_cuda_dispatch_path(tmp_path):
     assert req[9:15] == [("alloc", 4), ("alloc", 4), ("alloc", mask_f32), ("free_requested", 0),
                          ("free_requested", 0), ("alloc", out)]
     # Under autocast: q, k and v each cast to fp16 (one request each), then
-    # flash's output and fp32 logsumexp.
+    # cuDNN's Philox seed and offset, output and 256-byte workspace (no
+    # fp32 stats: no gradient will need them).
     half = 2 * 4 * 128 * 64 * 2
     allocs = [s for a, s in req[15:] if a == "alloc"]
-    assert allocs[:5] == [half, half, half, half, 2 * 4 * 128 * 4]
+    assert allocs[:7] == [half, half, half, 8, 8, half, 256]
 
 
-def test_sdp_backend_rules():
-    """gpu_model.choose_sdp_backend's filters (sdp_utils.cpp), on shapes alone."""
+def test_sdp_backend_rules(monkeypatch):
+    """gpu_model.choose_sdp_backend's filters (sdp_utils.cpp), on shapes
+    alone, for flash, memory-efficient and math: with cuDNN attention put
+    last (TORCH_CUDNN_SDPA_DEPRIORITIZED=1; test_predict_attention.py checks
+    the cuDNN rules)."""
     from cachealloc.predict.kernels import gpu_model as g
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
     h200, rtx4090 = (9, 0), (8, 9)
     half = torch.empty(2, 4, 16, 64, dtype=torch.float16)
     assert g.choose_sdp_backend(h200, half, half, half, None, 0.0) == g.SDP_FLASH

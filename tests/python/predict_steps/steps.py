@@ -112,8 +112,8 @@ def convolution(size):
 def attention_variants(size):
     """scaled_dot_product_attention as torch's CUDA dispatch sees it (on an
     sm90 target): a bool mask made additive before the memory-efficient
-    kernel; fp32 inputs under fp16 autocast cast first, then flash; grouped
-    query heads on flash; an fp32 head dim of 36 (a multiple of 4, not 8) on
+    kernel; fp32 inputs under fp16 autocast cast first, then cuDNN's; grouped
+    query heads on cuDNN's; an fp32 head dim of 36 (a multiple of 4, not 8) on
     the memory-efficient kernel; math under sdpa_kernel(SDPBackend.MATH)."""
     F = torch.nn.functional
     q = torch.empty(2, 4, size, 64, device="cuda")
