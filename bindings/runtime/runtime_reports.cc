@@ -12,6 +12,10 @@
 #include "bindings/runtime/block_report.h"
 #include "bindings/runtime/runtime.h"
 
+#if defined(CACHEALLOC_RACE_DEMO_DETACH_IGNORES_IN_FLIGHT)
+#warning "CACHEALLOC_RACE_DEMO_DETACH_IGNORES_IN_FLIGHT: detach ignores calls in flight (scripts/race_demo.sh only)"
+#endif
+
 namespace cachealloc {
 
 void Runtime::attach_reporters(Generation& g) {
@@ -48,8 +52,16 @@ void Runtime::detach_reporters(Generation& g) {
   g.reporters_attached.store(false, std::memory_order_seq_cst);
   for (int d = 0; d < g.allocator.device_count(); ++d)
     g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+#if defined(CACHEALLOC_RACE_DEMO_DETACH_IGNORES_IN_FLIGHT)
+      // A defect on purpose, for scripts/race_demo.sh (set only there,
+      // through -DCACHEALLOC_RACE_DEMO=detach_ignores_in_flight): the
+      // reporter is removed even while a reported call is under way, so
+      // that call may find none (docs/race_demo.md).
+      e.remove_observer(g.reporters[static_cast<size_t>(d)].get());
+#else
       if (g.reports_in_flight.load(std::memory_order_seq_cst) == 0)
         e.remove_observer(g.reporters[static_cast<size_t>(d)].get());
+#endif
     });
 }
 
