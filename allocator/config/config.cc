@@ -44,8 +44,17 @@ class Parser {
     // Native 2.11 reads large_segment_size_mb first, wherever it stands (a
     // later occurrence wins), because the split limits below are checked
     // against it; then max_non_split_rounding starts from it on every parse.
+    // Only a word where a key stands counts: the first token, or one after
+    // a ',' outside brackets. The same word as a value
+    // ("backend:large_segment_size_mb") or inside a list
+    // ("roundup_power2_divisions:[large_segment_size_mb:0,>:4]") is not a
+    // key, and the main pass below names the option it is wrong for.
+    size_t depth = 0;  // brackets open before token k
     for (size_t k = 0; k < tokens_.size(); ++k) {
-      if (tokens_[k] != "large_segment_size_mb") continue;
+      const bool key_position = depth == 0 && (k == 0 || tokens_[k - 1] == ",");
+      if (tokens_[k] == "[") ++depth;
+      else if (tokens_[k] == "]" && depth > 0) --depth;
+      if (!key_position || tokens_[k] != "large_segment_size_mb") continue;
       i_ = k + 1;
       const std::string key = tokens_[k];
       expect(":", key);

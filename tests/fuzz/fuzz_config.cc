@@ -6,14 +6,18 @@
 // settings call on top of a parsed start-up config.
 // Properties beyond "refused with a ConfigError, naming the option, or
 // parsed" (fuzz_input.h):
-//   - a ConfigError's message names a key, or says the key is unrecognized;
+//   - a ConfigError's message names an option ("allocator option KEY: ...")
+//     that stands as a key in the text (the first word, or one after a ','
+//     outside brackets), or says a key is unrecognized;
 //   - conf_line(c) parses back (same release) to a config that steers
 //     memory exactly as c: the same expandable_segments, large segment
 //     size, split limits, divisions table and garbage collection threshold.
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "allocator/config/config.h"
 #include "lab/conf_line.h"
@@ -52,6 +56,30 @@ void check_round_trip(const AllocatorConfig& c) {
   }
 }
 
+// The words that stand where a key does: the first, and each after a ','
+// outside brackets (the parser's lexing: , : [ ] are tokens, spaces go).
+std::vector<std::string> key_words(std::string_view text) {
+  std::vector<std::string> tokens;
+  std::string word;
+  for (char c : text) {
+    if (c == ',' || c == ':' || c == '[' || c == ']') {
+      if (!word.empty()) tokens.push_back(word), word.clear();
+      tokens.emplace_back(1, c);
+    } else if (c != ' ') {
+      word.push_back(c);
+    }
+  }
+  if (!word.empty()) tokens.push_back(word);
+  std::vector<std::string> keys;
+  size_t depth = 0;
+  for (size_t k = 0; k < tokens.size(); ++k) {
+    if (depth == 0 && (k == 0 || tokens[k - 1] == ",")) keys.push_back(tokens[k]);
+    if (tokens[k] == "[") ++depth;
+    else if (tokens[k] == "]" && depth > 0) --depth;
+  }
+  return keys;
+}
+
 // Parses `text` by `parse`; returns whether it was accepted.
 template <typename Parse>
 bool try_parse(std::string_view text, Parse parse) {
@@ -60,8 +88,18 @@ bool try_parse(std::string_view text, Parse parse) {
     return true;
   } catch (const ConfigError& e) {
     const std::string m = e.what();
-    if (m.rfind("allocator option ", 0) != 0 && m.rfind("Unrecognized key '", 0) != 0) {
+    if (m.rfind("Unrecognized key '", 0) == 0) return false;
+    const std::string prefix = "allocator option ";
+    const size_t colon = m.find(':', prefix.size());
+    if (m.rfind(prefix, 0) != 0 || colon == std::string::npos) {
       std::fprintf(stderr, "fuzz_config: a ConfigError names no option: %s\n", m.c_str());
+      std::abort();
+    }
+    const std::string named = m.substr(prefix.size(), colon - prefix.size());
+    const std::vector<std::string> keys = key_words(text);
+    if (std::find(keys.begin(), keys.end(), named) == keys.end()) {
+      std::fprintf(stderr, "fuzz_config: the error names '%s', not a key of the text: %s\n",
+                   named.c_str(), m.c_str());
       std::abort();
     }
     return false;
