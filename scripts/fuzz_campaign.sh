@@ -37,7 +37,7 @@ status=0
 for t in "${targets[@]}"; do
   work=build-fuzz/campaign/$t
   mkdir -p "$work" "tests/fuzz/corpus/$t"
-  max_len=65536; [ $t = config ] && max_len=512
+  max_len=16384; [ $t = config ] && max_len=512
   echo "fuzz_campaign: fuzz_$t for $seconds s with $jobs jobs"
   rc=0
   build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 \

@@ -26,7 +26,7 @@ failed=()
 for t in pickle config replay explain; do
   scratch=build-fuzz/ci-corpus/$t
   rm -rf "$scratch" && mkdir -p "$scratch"
-  max_len=65536; [ $t = config ] && max_len=512
+  max_len=16384; [ $t = config ] && max_len=512
   log=build-fuzz/fuzz_$t.log
   t0=$SECONDS
   rc=0

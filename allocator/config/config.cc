@@ -141,21 +141,23 @@ class Parser {
  private:
   // Native's wording (AcceleratorAllocatorConfig::parseArgs, the same in
   // 2.11 through 2.14), then ours naming the release whose keys apply.
+  // Every message quotes the text through printable(): a config text from a
+  // trace's pickle may hold a NUL, which would cut what() short.
   [[noreturn]] void unrecognized(const std::string& key) {
-    throw ConfigError("Unrecognized key '" + key +
-                      "' in Accelerator allocator config. (cachealloc: unrecognized "
-                      "allocator option for torch " +
-                      std::string(torch_release_name(start_.release)) + " in '" +
-                      std::string(text_) + "')");
+    throw ConfigError(printable("Unrecognized key '" + key +
+                                "' in Accelerator allocator config. (cachealloc: unrecognized "
+                                "allocator option for torch " +
+                                std::string(torch_release_name(start_.release)) + " in '" +
+                                std::string(text_) + "')"));
   }
   [[noreturn]] void fail(const std::string& key, const std::string& why) {
-    throw ConfigError("allocator option " + key + ": " + why + " (in '" +
-                      std::string(text_) + "')");
+    throw ConfigError(
+        printable("allocator option " + key + ": " + why + " (in '" + std::string(text_) + "')"));
   }
   // A valid value cachealloc cannot carry out (UnsupportedConfig).
   [[noreturn]] void unsupported(const std::string& key, const std::string& why) {
-    throw UnsupportedConfig("allocator option " + key + ": " + why + " (in '" +
-                            std::string(text_) + "')");
+    throw UnsupportedConfig(
+        printable("allocator option " + key + ": " + why + " (in '" + std::string(text_) + "')"));
   }
   // Fails naming the value as written when a config_rules check refused it.
   void check(const std::string& key, const std::optional<std::string>& problem) {
@@ -338,7 +340,7 @@ AllocatorConfig AllocatorConfig::parse_environment_text(std::string_view text) {
   } catch (const ConfigError& e) {
     const char* name = config_variable();
     throw ConfigError(std::string(name ? name : "PYTORCH_CUDA_ALLOC_CONF") + "='" +
-                      std::string(text) + "': " + e.what());
+                      printable(text) + "': " + e.what());
   }
 }
 

@@ -168,6 +168,21 @@ TEST(Config, KeyWordInAValueIsNotReadAsThatKey) {
             40 * kMiB);
 }
 
+TEST(Config, ErrorQuotingANulIsNotCutShort) {
+  // Found by fuzz_config (docs/fuzzing.md). A trace's config text (a pickle
+  // string, replay/trace.cc) may hold a NUL; quoted as it was, it ended
+  // what() there: "allocator option expandable_segment" and nothing more.
+  const std::string text("expandable_segment\0s:True,max_split_size_mb:64", 46);
+  try {
+    AllocatorConfig::parse(text);
+    ADD_FAILURE() << "parse accepted it";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("expandable_segment\\x00s"), std::string::npos) << m;
+    EXPECT_NE(m.find("max_split_size_mb:64')"), std::string::npos) << m;
+  }
+}
+
 TEST(Backend, AcceptsNativeAndCudaMallocAsyncOnly) {
   EXPECT_EQ(AllocatorConfig::parse("backend:native").backend, BackendKind::kNative);
   EXPECT_EQ(AllocatorConfig::parse("backend:cudaMallocAsync").backend,

@@ -73,7 +73,8 @@ std::vector<std::string> key_words(std::string_view text) {
   std::vector<std::string> keys;
   size_t depth = 0;
   for (size_t k = 0; k < tokens.size(); ++k) {
-    if (depth == 0 && (k == 0 || tokens[k - 1] == ",")) keys.push_back(tokens[k]);
+    // As the error message shows it (printable(): control bytes escaped).
+    if (depth == 0 && (k == 0 || tokens[k - 1] == ",")) keys.push_back(printable(tokens[k]));
     if (tokens[k] == "[") ++depth;
     else if (tokens[k] == "]" && depth > 0) --depth;
   }
