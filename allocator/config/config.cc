@@ -67,6 +67,9 @@ class Parser {
     i_ = 0;
     while (i_ < tokens_.size()) {
       const std::string key = tokens_[i_++];
+      if (is_punctuation(key))  // ":64", "a:1,,b:2": no key where one must stand
+        throw ConfigError(printable("allocator config: a key is missing before '" + key +
+                                    "' (in '" + std::string(text_) + "')"));
       expect(":", key);
       if (!release_accepts_key(c.release, key)) {
         unrecognized(key);
@@ -169,11 +172,13 @@ class Parser {
                     (i_ < tokens_.size() ? " before '" + tokens_[i_] + "'" : " at the end"));
     ++i_;
   }
+  static bool is_punctuation(const std::string& token) {
+    return token.size() == 1 && std::string_view(",:[]").find(token[0]) != std::string_view::npos;
+  }
   std::string word(const std::string& key) {
     if (i_ >= tokens_.size()) fail(key, "missing value");
     last_ = tokens_[i_++];
-    if (last_.size() == 1 && std::string_view(",:[]").find(last_[0]) != std::string_view::npos)
-      fail(key, "missing value before '" + last_ + "'");
+    if (is_punctuation(last_)) fail(key, "missing value before '" + last_ + "'");
     return last_;
   }
   bool boolean(const std::string& key) {

@@ -183,6 +183,22 @@ TEST(Config, ErrorQuotingANulIsNotCutShort) {
   }
 }
 
+TEST(Config, MissingKeyIsNamedAsMissing) {
+  // Found by fuzz_config (docs/fuzzing.md): the ':' or ',' where a key
+  // belongs was taken for the key ("allocator option :: expected ':'
+  // before '64'").
+  for (const char* text : {":64", "max_split_size_mb:64,,backend:native", "[1:2]"}) {
+    SCOPED_TRACE(text);
+    try {
+      AllocatorConfig::parse(text);
+      ADD_FAILURE() << "parse accepted it";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("allocator config: a key is missing before '", 0), 0u)
+          << e.what();
+    }
+  }
+}
+
 TEST(Backend, AcceptsNativeAndCudaMallocAsyncOnly) {
   EXPECT_EQ(AllocatorConfig::parse("backend:native").backend, BackendKind::kNative);
   EXPECT_EQ(AllocatorConfig::parse("backend:cudaMallocAsync").backend,

@@ -8,7 +8,7 @@
 // parsed" (fuzz_input.h):
 //   - a ConfigError's message names an option ("allocator option KEY: ...")
 //     that stands as a key in the text (the first word, or one after a ','
-//     outside brackets), or says a key is unrecognized;
+//     outside brackets), or says a key is unrecognized or missing;
 //   - conf_line(c) parses back (same release) to a config that steers
 //     memory exactly as c: the same expandable_segments, large segment
 //     size, split limits, divisions table and garbage collection threshold.
@@ -89,7 +89,9 @@ bool try_parse(std::string_view text, Parse parse) {
     return true;
   } catch (const ConfigError& e) {
     const std::string m = e.what();
-    if (m.rfind("Unrecognized key '", 0) == 0) return false;
+    if (m.rfind("Unrecognized key '", 0) == 0 ||
+        m.rfind("allocator config: a key is missing before '", 0) == 0)
+      return false;
     const std::string prefix = "allocator option ";
     const size_t colon = m.find(':', prefix.size());
     if (m.rfind(prefix, 0) != 0 || colon == std::string::npos) {
