@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/printable.h"
 
 namespace cachealloc {
 namespace {

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "allocator/base/printable.h"
 #include "allocator/config/config.h"
 #include "lab/conf_line.h"
 #include "tests/fuzz/fuzz_input.h"
