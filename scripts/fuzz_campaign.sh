@@ -8,9 +8,11 @@
 # processes per target (default: the number of cores). Starts from the
 # repository's corpus (tests/fuzz/corpus/TARGET) and fresh seeds made from
 # the bundled traces (tests/fuzz/make_seeds.py); new inputs collect in
-# build-fuzz/campaign/TARGET. --merge: afterwards, minimise everything into
-# tests/fuzz/corpus/TARGET (libFuzzer -merge=1: only inputs that add
-# coverage are kept) for a commit; keep the corpus small.
+# build-fuzz/campaign/TARGET. --merge: afterwards, adds to
+# tests/fuzz/corpus/TARGET the inputs found that reach code the seeds and
+# the corpus do not (libFuzzer -merge=1 -use_counters=0: a new edge, not
+# just a new hit count), of at most 2 KiB each, so that the corpus stays
+# small (about 100 KB for all four targets); commit it.
 # Findings are saved as build-fuzz/artifacts/TARGET-*; reproduce one with
 #   build-fuzz/tests/fuzz/fuzz_TARGET build-fuzz/artifacts/TARGET-crash-...
 # The memory budget is the same as CI's (CACHEALLOC_PICKLE_MEMORY_LIMIT,
@@ -49,11 +51,18 @@ for t in "${targets[@]}"; do
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || status=1
   if [ $merge = 1 ]; then
-    mkdir -p "build-fuzz/merged/$t" && rm -rf "build-fuzz/merged/$t"/*
-    build-fuzz/tests/fuzz/fuzz_$t -merge=1 -timeout=10 -rss_limit_mb=1024 -max_len=$max_len \
-      "build-fuzz/merged/$t" "tests/fuzz/corpus/$t" "$work" build-fuzz/seeds/$t \
-      2>&1 | grep -E '^MERGE-OUTER: [0-9]+ new files' || true
-    rm -rf "tests/fuzz/corpus/$t" && cp -r "build-fuzz/merged/$t" "tests/fuzz/corpus/$t"
+    # The merge's first folder holds what is there already (seeds and
+    # corpus); only files that add an edge to it are copied in.
+    have=build-fuzz/merge-have/$t small=build-fuzz/merge-small/$t
+    rm -rf "$have" "$small" && mkdir -p "$have" "$small"
+    cp build-fuzz/seeds/$t/* "$have"/
+    cp "tests/fuzz/corpus/$t"/* "$have"/ 2>/dev/null || true
+    find "$work" -type f -size -2049c -exec cp {} "$small"/ \;
+    build-fuzz/tests/fuzz/fuzz_$t -merge=1 -use_counters=0 -timeout=10 -rss_limit_mb=1024 \
+      -max_len=$max_len "$have" "$small" 2>&1 | grep -E '^MERGE-OUTER: [0-9]+ new files' || true
+    for f in "$have"/*; do
+      [ -e "build-fuzz/seeds/$t/${f##*/}" ] || cp "$f" "tests/fuzz/corpus/$t/"
+    done
     echo "fuzz_campaign: tests/fuzz/corpus/$t: $(ls "tests/fuzz/corpus/$t" | wc -l) files," \
          "$(du -sb "tests/fuzz/corpus/$t" | cut -f1) bytes"
   fi

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # CI's fuzzing (called by scripts/sanitize_ci.sh): builds the libFuzzer
-# targets (scripts/fuzz_build.sh), then runs each for a fixed time from
-# the corpus kept in the repository (tests/fuzz/corpus/TARGET), all four
-# within two minutes together. New inputs go to a scratch folder
-# (build-fuzz/ci-corpus), never into the repository.
+# targets (scripts/fuzz_build.sh), then runs each for a fixed time from the
+# corpus kept in the repository (tests/fuzz/corpus/TARGET) and the seeds
+# made from the bundled traces (tests/fuzz/make_seeds.py, into
+# build-fuzz/seeds), all four within two minutes together. New inputs go
+# to a scratch folder (build-fuzz/ci-corpus), never into the repository.
 #
 # Bounds, each a finding when passed (docs/fuzzing.md):
 #   memory: the pickle reader's budget CACHEALLOC_PICKLE_MEMORY_LIMIT
@@ -22,6 +23,7 @@ bash scripts/fuzz_build.sh
 export CACHEALLOC_PICKLE_MEMORY_LIMIT=${CACHEALLOC_PICKLE_MEMORY_LIMIT:-64MB}
 seconds=${FUZZ_SECONDS:-28}
 mkdir -p build-fuzz/artifacts
+rm -rf build-fuzz/seeds && python3 tests/fuzz/make_seeds.py build-fuzz/seeds
 failed=()
 for t in pickle config replay explain; do
   scratch=build-fuzz/ci-corpus/$t
@@ -32,7 +34,7 @@ for t in pickle config replay explain; do
   rc=0
   build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$seconds" -timeout=10 -rss_limit_mb=1024 \
     -max_len=$max_len -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$t- \
-    "$scratch" tests/fuzz/corpus/$t >"$log" 2>&1 || rc=$?
+    "$scratch" tests/fuzz/corpus/$t build-fuzz/seeds/$t >"$log" 2>&1 || rc=$?
   # The last status line ("#N DONE cov: C ft: F corp: ...") and the run's stats.
   done_line=$(grep -E '^#[0-9]+ +(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
