@@ -36,7 +36,7 @@ for t in pickle config replay explain; do
     -max_len=$max_len -print_final_stats=1 -artifact_prefix=build-fuzz/artifacts/$t- \
     "$scratch" tests/fuzz/corpus/$t build-fuzz/seeds/$t >"$log" 2>&1 || rc=$?
   # The last status line ("#N DONE cov: C ft: F corp: ...") and the run's stats.
-  done_line=$(grep -E '^#[0-9]+ +(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
+  done_line=$(grep -a -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$log" | tail -1 || true)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   echo "fuzz_ci: fuzz_$t: ${execs:-?} executions in $((SECONDS - t0)) s; ${done_line}"
   if [ $rc -ne 0 ]; then
