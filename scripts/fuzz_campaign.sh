@@ -35,6 +35,7 @@ bash scripts/fuzz_build.sh
 export CACHEALLOC_PICKLE_MEMORY_LIMIT=${CACHEALLOC_PICKLE_MEMORY_LIMIT:-64MB}
 rm -rf build-fuzz/seeds && python3 tests/fuzz/make_seeds.py build-fuzz/seeds
 mkdir -p build-fuzz/artifacts
+before=$(ls build-fuzz/artifacts)  # findings of earlier runs, not listed again
 status=0
 for t in "${targets[@]}"; do
   work=build-fuzz/campaign/$t
@@ -67,5 +68,11 @@ for t in "${targets[@]}"; do
          "$(du -sb "tests/fuzz/corpus/$t" | cut -f1) bytes"
   fi
 done
-ls build-fuzz/artifacts/ 2>/dev/null | sed 's/^/fuzz_campaign: finding: build-fuzz\/artifacts\//'
+found=$(comm -13 <(echo "$before" | sort) <(ls build-fuzz/artifacts | sort))
+if [ -n "$found" ]; then
+  echo "$found" | sed 's|^|fuzz_campaign: finding: build-fuzz/artifacts/|'
+  status=1
+else
+  echo "fuzz_campaign: no finding"
+fi
 exit $status
