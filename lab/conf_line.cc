@@ -1,6 +1,7 @@
 #include "lab/conf_line.h"
 
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 
@@ -9,10 +10,13 @@ namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
 
+// The shortest text that reads back as exactly `v` (std::to_chars): "0.6",
+// and 0.1234567 stays 0.1234567, where "%g" wrote 0.123457, another
+// threshold, and two configs that differ only there got one line.
 std::string number(double v) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, ec == std::errc() ? end : buf);
 }
 
 // [MiB:n,...,>:n], written so that native's list rule (interval i starts
@@ -20,16 +24,20 @@ std::string number(double v) {
 // fills every interval after the last one named, an interval not named
 // stays 0) gives back exactly `t`: the first run is named by its last
 // interval, the last run by '>', every interval in between by itself
-// (zeros left unnamed).
+// (zeros left unnamed, except the one just before the '>' run: '>' starts
+// after the last interval named, so that zero must be named for the run
+// to start after it).
 std::string divisions_list(const std::array<size_t, AllocatorConfig::kRoundupIntervals>& t) {
   size_t first_end = 0;
   while (first_end + 1 < t.size() && t[first_end + 1] == t[0]) ++first_end;
   size_t last_start = t.size() - 1;
   while (last_start > first_end + 1 && t[last_start - 1] == t.back()) --last_start;
   std::string s = "[" + std::to_string(size_t{1} << first_end) + ":" + std::to_string(t[0]);
+  const bool greater = last_start > first_end && t.back() != 0;  // a '>' run
   for (size_t i = first_end + 1; i < last_start; ++i)
-    if (t[i] != 0) s += "," + std::to_string(size_t{1} << i) + ":" + std::to_string(t[i]);
-  if (last_start > first_end && t.back() != 0) s += ",>:" + std::to_string(t.back());
+    if (t[i] != 0 || (greater && i + 1 == last_start))
+      s += "," + std::to_string(size_t{1} << i) + ":" + std::to_string(t[i]);
+  if (greater) s += ",>:" + std::to_string(t.back());
   return s + "]";
 }
 

@@ -318,9 +318,12 @@ std::optional<Divergence> LockstepReplay::run(size_t& empty_cache_calls, size_t&
         // and was completed by the next malloc's OOM retry (its
         // synchronization; the malloc's polling would leave the state of an
         // immediate free). Ambiguous in a trace that has waiting frees,
-        // before a request that can poll.
-        if (immediate && has_waiting_frees_ && j + 2 < n &&
-            events_[side_effects_end(events_, j + 2)].action != EventKind::kFreeRequested) {
+        // before a request that can poll. Only side effects after the
+        // completion (or nothing): no request follows that could have
+        // synchronized, so the free was immediate.
+        const size_t next_request = immediate ? side_effects_end(events_, j + 2) : n;
+        if (immediate && has_waiting_frees_ && next_request < n &&
+            events_[next_request].action != EventKind::kFreeRequested) {
           ambiguous_.push_back(point(j, kImmediateFree));
           immediate = !flipped_.contains(point(j, kImmediateFree));
           if (!immediate) {

@@ -9,6 +9,9 @@
 #      suite. Only the C++ test targets are built (no benchmarks, no PyTorch
 #      glue); the Python suite under these sanitizers stays in
 #      scripts/sanitize.sh (by hand).
+#   3. libFuzzer (build-fuzz/, clang, ASan + UBSan): scripts/fuzz_ci.sh runs
+#      the four fuzz targets of tests/fuzz from their corpus, two minutes in
+#      all, under CACHEALLOC_PICKLE_MEMORY_LIMIT (docs/fuzzing.md).
 # Uses ccache when installed. Prints each step's time. Fails if any step
 # does.
 set -euo pipefail
@@ -48,3 +51,7 @@ step "asan build" cmake --build build-asan -j"$jobs" --target tools/all $test_ta
 # under ThreadSanitizer above and in scripts/test.sh.
 step "asan ctest" bash -c 'cd build-asan && ASAN_OPTIONS=detect_leaks=1 \
   ctest --output-on-failure -j"$(nproc)" --timeout 1500 -E "AdviseSpeed|AdvisePageScale|FrontStress"'
+
+# 3. Coverage-guided fuzzing of the file readers (its build and its runs
+# print their own times).
+step "fuzz (build and runs)" bash scripts/fuzz_ci.sh

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/printable.h"
 
 namespace cachealloc {
 namespace {
@@ -44,8 +45,17 @@ class Parser {
     // Native 2.11 reads large_segment_size_mb first, wherever it stands (a
     // later occurrence wins), because the split limits below are checked
     // against it; then max_non_split_rounding starts from it on every parse.
+    // Only a word where a key stands counts: the first token, or one after
+    // a ',' outside brackets. The same word as a value
+    // ("backend:large_segment_size_mb") or inside a list
+    // ("roundup_power2_divisions:[large_segment_size_mb:0,>:4]") is not a
+    // key, and the main pass below names the option it is wrong for.
+    size_t depth = 0;  // brackets open before token k
     for (size_t k = 0; k < tokens_.size(); ++k) {
-      if (tokens_[k] != "large_segment_size_mb") continue;
+      const bool key_position = depth == 0 && (k == 0 || tokens_[k - 1] == ",");
+      if (tokens_[k] == "[") ++depth;
+      else if (tokens_[k] == "]" && depth > 0) --depth;
+      if (!key_position || tokens_[k] != "large_segment_size_mb") continue;
       i_ = k + 1;
       const std::string key = tokens_[k];
       expect(":", key);
@@ -58,6 +68,9 @@ class Parser {
     i_ = 0;
     while (i_ < tokens_.size()) {
       const std::string key = tokens_[i_++];
+      if (is_punctuation(key))  // ":64", "a:1,,b:2": no key where one must stand
+        throw ConfigError(printable("allocator config: a key is missing before '" + key +
+                                    "' (in '" + std::string(text_) + "')"));
       expect(":", key);
       if (!release_accepts_key(c.release, key)) {
         unrecognized(key);
@@ -132,21 +145,23 @@ class Parser {
  private:
   // Native's wording (AcceleratorAllocatorConfig::parseArgs, the same in
   // 2.11 through 2.14), then ours naming the release whose keys apply.
+  // Every message quotes the text through printable(): a config text from a
+  // trace's pickle may hold a NUL, which would cut what() short.
   [[noreturn]] void unrecognized(const std::string& key) {
-    throw ConfigError("Unrecognized key '" + key +
-                      "' in Accelerator allocator config. (cachealloc: unrecognized "
-                      "allocator option for torch " +
-                      std::string(torch_release_name(start_.release)) + " in '" +
-                      std::string(text_) + "')");
+    throw ConfigError(printable("Unrecognized key '" + key +
+                                "' in Accelerator allocator config. (cachealloc: unrecognized "
+                                "allocator option for torch " +
+                                std::string(torch_release_name(start_.release)) + " in '" +
+                                std::string(text_) + "')"));
   }
   [[noreturn]] void fail(const std::string& key, const std::string& why) {
-    throw ConfigError("allocator option " + key + ": " + why + " (in '" +
-                      std::string(text_) + "')");
+    throw ConfigError(
+        printable("allocator option " + key + ": " + why + " (in '" + std::string(text_) + "')"));
   }
   // A valid value cachealloc cannot carry out (UnsupportedConfig).
   [[noreturn]] void unsupported(const std::string& key, const std::string& why) {
-    throw UnsupportedConfig("allocator option " + key + ": " + why + " (in '" +
-                            std::string(text_) + "')");
+    throw UnsupportedConfig(
+        printable("allocator option " + key + ": " + why + " (in '" + std::string(text_) + "')"));
   }
   // Fails naming the value as written when a config_rules check refused it.
   void check(const std::string& key, const std::optional<std::string>& problem) {
@@ -158,11 +173,13 @@ class Parser {
                     (i_ < tokens_.size() ? " before '" + tokens_[i_] + "'" : " at the end"));
     ++i_;
   }
+  static bool is_punctuation(const std::string& token) {
+    return token.size() == 1 && std::string_view(",:[]").find(token[0]) != std::string_view::npos;
+  }
   std::string word(const std::string& key) {
     if (i_ >= tokens_.size()) fail(key, "missing value");
     last_ = tokens_[i_++];
-    if (last_.size() == 1 && std::string_view(",:[]").find(last_[0]) != std::string_view::npos)
-      fail(key, "missing value before '" + last_ + "'");
+    if (is_punctuation(last_)) fail(key, "missing value before '" + last_ + "'");
     return last_;
   }
   bool boolean(const std::string& key) {
@@ -329,7 +346,7 @@ AllocatorConfig AllocatorConfig::parse_environment_text(std::string_view text) {
   } catch (const ConfigError& e) {
     const char* name = config_variable();
     throw ConfigError(std::string(name ? name : "PYTORCH_CUDA_ALLOC_CONF") + "='" +
-                      std::string(text) + "': " + e.what());
+                      printable(text) + "': " + e.what());
   }
 }
 

@@ -52,9 +52,23 @@ static std::string hex(uintptr_t a) {
   return s.str();
 }
 
+#if defined(CACHEALLOC_RACE_DEMO_DROP_FREE_LOCK)
+#warning "CACHEALLOC_RACE_DEMO_DROP_FREE_LOCK: frees take no device lock (scripts/race_demo.sh only)"
+#endif
+
 template <typename Fn>
 bool CachingAllocator::with_block_on(Device& d, uintptr_t address, bool take, Fn& fn) {
+#if defined(CACHEALLOC_RACE_DEMO_DROP_FREE_LOCK)
+  // A defect on purpose, for scripts/race_demo.sh (set only there, through
+  // -DCACHEALLOC_RACE_DEMO=drop_free_lock): a free (take) runs the pointer
+  // table's erase and the engine's free without the device lock, racing
+  // every other call on the device. It shows that ThreadSanitizer and the
+  // stress test's byte accounting catch a missing lock (docs/race_demo.md).
+  std::unique_lock<DeviceMutex> lock(d.mutex, std::defer_lock);
+  if (!take) lock.lock();
+#else
   std::lock_guard<DeviceMutex> lock(d.mutex);
+#endif
   Block* b = take ? d.blocks.erase(address) : d.blocks.find(address);
   if (!b) return false;
   fn(d, b);

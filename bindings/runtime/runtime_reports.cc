@@ -12,6 +12,13 @@
 #include "bindings/runtime/block_report.h"
 #include "bindings/runtime/runtime.h"
 
+#if defined(CACHEALLOC_RACE_DEMO_DETACH_UNLOCKED)
+#warning "CACHEALLOC_RACE_DEMO_DETACH_UNLOCKED: detach without the device lock (scripts/race_demo.sh only)"
+#endif
+#if defined(CACHEALLOC_RACE_DEMO_DETACH_IGNORES_IN_FLIGHT)
+#warning "CACHEALLOC_RACE_DEMO_DETACH_IGNORES_IN_FLIGHT: detach ignores calls in flight (scripts/race_demo.sh only)"
+#endif
+
 namespace cachealloc {
 
 void Runtime::attach_reporters(Generation& g) {
@@ -46,10 +53,30 @@ void Runtime::detach_reporters(Generation& g) {
   // removes before it adds.
   const std::lock_guard<std::mutex> lock(g.reporters_mutex);
   g.reporters_attached.store(false, std::memory_order_seq_cst);
+#if defined(CACHEALLOC_RACE_DEMO_DETACH_UNLOCKED)
+  // A defect on purpose, for scripts/race_demo.sh (set only there, through
+  // -DCACHEALLOC_RACE_DEMO=detach_unlocked): each reporter is removed
+  // without the device lock and whatever the calls in flight, while they
+  // may be walking the engine's observer list (docs/race_demo.md).
+  for (int d = 0; d < g.allocator.device_count(); ++d) {
+    DeviceCachingAllocator* e =
+        g.allocator.with_device(d, [](DeviceCachingAllocator& engine) { return &engine; });
+    e->remove_observer(g.reporters[static_cast<size_t>(d)].get());
+  }
+  return;
+#endif
   for (int d = 0; d < g.allocator.device_count(); ++d)
     g.allocator.with_device(d, [&](DeviceCachingAllocator& e) {
+#if defined(CACHEALLOC_RACE_DEMO_DETACH_IGNORES_IN_FLIGHT)
+      // A defect on purpose, for scripts/race_demo.sh (set only there,
+      // through -DCACHEALLOC_RACE_DEMO=detach_ignores_in_flight): the
+      // reporter is removed even while a reported call is under way, so
+      // that call may find none (docs/race_demo.md).
+      e.remove_observer(g.reporters[static_cast<size_t>(d)].get());
+#else
       if (g.reports_in_flight.load(std::memory_order_seq_cst) == 0)
         e.remove_observer(g.reporters[static_cast<size_t>(d)].get());
+#endif
     });
 }
 

@@ -63,7 +63,12 @@ TEST(ConfLine, ParsesBackToTheSameOptions) {
         "roundup_power2_divisions:4", "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]",
         "roundup_power2_divisions:[256:8,512:4,1024:2,>:1]", "roundup_power2_divisions:[64:8]",
         "roundup_power2_divisions:[1:0,4:2,16:4]", "garbage_collection_threshold:0.8",
-        "expandable_segments:True,max_split_size_mb:256,roundup_power2_divisions:2"}) {
+        "expandable_segments:True,max_split_size_mb:256,roundup_power2_divisions:2",
+        // Found by fuzz_config (docs/fuzzing.md): a zero just before the
+        // '>' run was left unnamed, so '>' filled it too ([1:4,>:8]); and
+        // "%g" wrote 0.1234567 as 0.123457.
+        "roundup_power2_divisions:[1:4,16384:0,>:8]", "roundup_power2_divisions:[4:4,16:0,>:8]",
+        "garbage_collection_threshold:0.1234567"}) {
     const AllocatorConfig want = AllocatorConfig::parse(text);
     const std::string line = conf_line(want);
     const AllocatorConfig got = AllocatorConfig::parse(line);

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdlib>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "allocator/config/config.h"
 #include "allocator/base/errors.h"
@@ -141,6 +143,60 @@ TEST(RoundupPower2Divisions, ListRejectsNonPowerOfTwoIntervalsAndDivisions) {
                           "[256:1,512]"})
     ExpectRejectedNaming(std::string("roundup_power2_divisions:") + bad,
                          "roundup_power2_divisions");
+}
+
+TEST(Config, KeyWordInAValueIsNotReadAsThatKey) {
+  // Found by fuzz_config (docs/fuzzing.md). large_segment_size_mb is read
+  // before every other key; that first pass took the word wherever it
+  // stood, so a list entry or a value spelled like it was parsed as the
+  // key, and the error named large_segment_size_mb instead of the option
+  // that was wrong.
+  for (const auto& [text, key] : std::vector<std::pair<std::string, std::string>>{
+           {"roundup_power2_divisions:[large_segment_size_mb:0,>:4]", "roundup_power2_divisions"},
+           {"backend:large_segment_size_mb", "backend"},
+           {"max_split_size_mb:64,expandable_segments:large_segment_size_mb", "expandable_segments"}}) {
+    SCOPED_TRACE(text);
+    try {
+      AllocatorConfig::parse(text);
+      ADD_FAILURE() << "parse accepted it";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("allocator option " + key + ":", 0), 0u) << e.what();
+    }
+  }
+  // Where it stands as a key, it is still read first.
+  EXPECT_EQ(AllocatorConfig::parse("max_split_size_mb:40,large_segment_size_mb:40").max_split_size,
+            40 * kMiB);
+}
+
+TEST(Config, ErrorQuotingANulIsNotCutShort) {
+  // Found by fuzz_config (docs/fuzzing.md). A trace's config text (a pickle
+  // string, replay/trace.cc) may hold a NUL; quoted as it was, it ended
+  // what() there: "allocator option expandable_segment" and nothing more.
+  const std::string text("expandable_segment\0s:True,max_split_size_mb:64", 46);
+  try {
+    AllocatorConfig::parse(text);
+    ADD_FAILURE() << "parse accepted it";
+  } catch (const ConfigError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("expandable_segment\\x00s"), std::string::npos) << m;
+    EXPECT_NE(m.find("max_split_size_mb:64')"), std::string::npos) << m;
+  }
+}
+
+TEST(Config, MissingKeyIsNamedAsMissing) {
+  // Found by fuzz_config (docs/fuzzing.md): the ':' or ',' where a key
+  // belongs was taken for the key ("allocator option :: expected ':'
+  // before '64'").
+  for (const char* text : {":64", "max_split_size_mb:64,,backend:native", "[1:2]"}) {
+    SCOPED_TRACE(text);
+    try {
+      AllocatorConfig::parse(text);
+      ADD_FAILURE() << "parse accepted it";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("allocator config: a key is missing before '", 0), 0u)
+          << e.what();
+    }
+  }
 }
 
 TEST(Backend, AcceptsNativeAndCudaMallocAsyncOnly) {

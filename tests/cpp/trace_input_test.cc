@@ -20,6 +20,7 @@ extern "C" size_t __sanitizer_get_current_allocated_bytes();
 #include "allocator/base/errors.h"
 #include "pickle/pickle_reader.h"
 #include "pickle/pickle_writer.h"
+#include "replay/lockstep_replay.h"
 #include "replay/replayer.h"
 #include "replay/trace.h"
 
@@ -308,6 +309,53 @@ TEST(TraceInput, DivergencePastTheLastEventIsIndexedPastItInATraceWithSkippedEnt
   EXPECT_EQ(r.divergence->index, 7u);
   EXPECT_EQ(r.divergence->expected.action, "nothing");
   EXPECT_EQ(r.divergence->got.action, "segment_free");
+}
+
+TEST(TraceInput, ImmediateFreeFollowedOnlyBySideEffectsReadsNoEventPastTheEnd) {
+  // Found by fuzz_replay (docs/fuzzing.md). A trace with a waiting free
+  // (3, completed at 6) and an immediate free (4, completed at 5) after
+  // which only side effects follow (a delayed completion and a segment
+  // free) to the end. Whether the immediate free may have waited instead
+  // is asked of the request after its completion; the replay looked for it
+  // at side_effects_end(), which is the end here, and read the event past
+  // the last one.
+  const int64_t a = int64_t{1} << 32;
+  RecordedTrace trace = parse_trace(
+      snapshot({
+          event("segment_alloc", a, 2 * kMiB), event("alloc", a, 512),
+          event("alloc", a + 512, 512), event("free_requested", a, 512),
+          event("free_requested", a + 512, 512), event("free_completed", a + 512, 512),
+          event("free_completed", a, 512), event("segment_free", a, 2 * kMiB),
+      }),
+      false);
+  std::vector<RecordedEvent>& events = trace.devices.at(0);
+  const size_t n = events.size();
+  ASSERT_EQ(n, 8u);
+
+  // The events end where their allocation ends, so AddressSanitizer (the
+  // sanitizer build of this suite, scripts/sanitize_ci.sh) reports any read
+  // past them.
+  events.shrink_to_fit();
+  ReplayOptions options;
+  options.check_invariants = true;
+  const ReplayResult r = replay_trace(trace, options);
+  EXPECT_FALSE(r.divergence) << r.divergence->expected.action << " / " << r.divergence->got.action;
+  EXPECT_EQ(r.events, n);
+
+  // In any build: the slot past the end holds an alloc, which the replay
+  // took for a request that could have synchronized and completed the free
+  // (an ambiguous point at event 4). Nothing follows the completion but
+  // side effects, so nothing could have: no ambiguous point at 4.
+  std::vector<RecordedEvent> padded;
+  padded.reserve(n + 1);
+  padded.assign(events.begin(), events.end());
+  padded.push_back(RecordedEvent{});  // action kAlloc
+  padded.pop_back();
+  replay_detail::LockstepReplay replay(0, padded, trace.config, options, {});
+  size_t empty_cache_calls = 0, done = 0;
+  EXPECT_FALSE(replay.run(empty_cache_calls, done, n));
+  for (size_t p : replay.ambiguous())
+    EXPECT_NE(replay_detail::LockstepReplay::point_event(p), 4u) << "ambiguous point " << p;
 }
 
 }  // namespace
