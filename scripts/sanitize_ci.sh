@@ -5,10 +5,8 @@
 #      devices, device faults, host-memory faults, the re-init race) and
 #      the front's thread tests (front_parts_test: pointer table, device
 #      lock).
-#   2. AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/): the C++
-#      suite. Only the C++ test targets are built (no benchmarks, no PyTorch
-#      glue); the Python suite under these sanitizers stays in
-#      scripts/sanitize.sh (by hand).
+#   2. AddressSanitizer + UndefinedBehaviorSanitizer over the C++ suite:
+#      moved to scripts/nightly.sh (CI time budget, issue 45).
 #   3. libFuzzer (build-fuzz/, clang, ASan + UBSan): scripts/fuzz_ci.sh runs
 #      the four fuzz targets of tests/fuzz from their corpus, two minutes in
 #      all, under CACHEALLOC_PICKLE_MEMORY_LIMIT (docs/fuzzing.md).
@@ -37,21 +35,12 @@ export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
 step "tsan front_parts_test" build-tsan/tests/cpp/front_parts_test --gtest_brief=1
 step "tsan front_stress_test" build-tsan/tests/cpp/front_stress_test --gtest_brief=1
 
-# 2. AddressSanitizer + UndefinedBehaviorSanitizer over the C++ suite.
-cmake -S . -B build-asan "${common[@]}" -DCACHEALLOC_SANITIZE=ON >/dev/null
-test_targets=$(sed -n 's/^build \(tests\/cpp\/[A-Za-z0-9_]*\) .*CXX_EXECUTABLE_LINKER.*/\1/p' \
-  build-asan/build.ninja | tr '\n' ' ')
-# shellcheck disable=SC2086
-step "asan build" cmake --build build-asan -j"$jobs" --target tools/all $test_targets
-# The two timed scale tests (a 1 M-event search, a 10 M-event page) check
-# Release-build speed, which a sanitized -O1 build cannot meet; they run in
-# scripts/test.sh. FrontStress replaces operator new/delete (host-memory
-# fault injection) with malloc/free, which ASan reports as an
-# alloc-dealloc mismatch against objects its own operator new made; it runs
-# under ThreadSanitizer above and in scripts/test.sh.
-step "asan ctest" bash -c 'cd build-asan && ASAN_OPTIONS=detect_leaks=1 \
-  ctest --output-on-failure -j"$(nproc)" --timeout 1500 -E "AdviseSpeed|AdvisePageScale|FrontStress"'
+# 2. AddressSanitizer + UndefinedBehaviorSanitizer over the whole C++ suite
+# runs nightly (scripts/nightly.sh): its cold build alone took 460 s of a
+# 36-minute run on 2 cores (issue 45's budget is 30). CI keeps ASan + UBSan
+# on the readers of shared files through the fuzz targets below, whose
+# replay target checks the engine's invariants after every request.
 
-# 3. Coverage-guided fuzzing of the file readers (its build and its runs
+# 3. Coverage-guided fuzzing of the file readers, under ASan + UBSan (its build and its runs
 # print their own times).
 step "fuzz (build and runs)" bash scripts/fuzz_ci.sh
