@@ -101,7 +101,8 @@ def inside(band, pred, gpu):
 def summary(rows_: list) -> dict:
     """Counts over rows with a prediction: within the accuracy targets,
     inside the printed band (of rows with a band)."""
-    have = [r for r in rows_ if r["pred_allocated"] is not None and r["gpu_allocated"] is not None]
+    have = [r for r in rows_ if all(r[k] for k in ("pred_allocated", "gpu_allocated",
+                                                    "pred_reserved", "gpu_reserved"))]
     ok = [r for r in have
           if abs(err_pct(r["pred_allocated"], r["gpu_allocated"])) <= TARGET_ALLOCATED_PCT
           and abs(err_pct(r["pred_reserved"], r["gpu_reserved"]))

@@ -109,6 +109,16 @@ def test_kernel_choice_follows_the_target_and_the_inputs(monkeypatch):
     assert G.choose_sdp_backend((9, 0), f32, f32, f32, None, 0.0) == G.SDP_EFFICIENT
     # grouped heads without enable_gqa: neither fused kernel
     assert G.choose_sdp_backend((9, 0), q, kv, kv, None, 0.0, False) == G.SDP_MATH
+    # a mask: 4-D (B or 1, H or 1, M, N) passes; one autograd tracks (a
+    # learned position bias) or of another shape sends it elsewhere
+    mask = t(2, 1, 128, 128)
+    assert G.choose_sdp_backend((9, 0), same, same, same, mask, 0.0) == G.SDP_CUDNN
+    bias = t(2, 16, 128, 128).requires_grad_()
+    assert G.choose_sdp_backend((9, 0), same, same, same, bias, 0.0) != G.SDP_CUDNN
+    assert G.choose_sdp_backend((9, 0), same, same, same, t(16, 128, 128), 0.0) != G.SDP_CUDNN
+    # torch reads the variable as set only when it is "1"
+    monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "true")
+    assert G.choose_sdp_backend((9, 0), same, same, same, None, 0.0) == G.SDP_CUDNN
     monkeypatch.setenv("TORCH_CUDNN_SDPA_DEPRIORITIZED", "1")
     assert G.choose_sdp_backend((9, 0), same, same, same, None, 0.0) == G.SDP_FLASH
 
@@ -124,3 +134,31 @@ def test_branches_on_device_values(step, branch, other, tmp_path):
                          no_optimizer_step=True)
     sizes = [b for k, b in _tokens(request_stream(load_device_trace(rec.trace))) if k == "a"]
     assert branch in sizes and other not in sizes, sizes
+
+
+def test_shadows_are_integers_not_parameters_and_forget_list_writes():
+    """shadow_values' rule on fake tensors directly: an arange and what is
+    computed from it are known; a float result, a parameter moved from the
+    host and a tensor written by a foreach op (the optimizers') are not."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from cachealloc.predict.device.known_values import KnownValues
+    aten = torch.ops.aten
+    known = KnownValues()
+    with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+        def run(func, *args, real=None, **kwargs):
+            out = func(*args, **kwargs)
+            known.propagate(func, args, out, kwargs, real_inputs=real)
+            return out
+        pos = run(aten.arange.default, 8, device="cuda", dtype=torch.int64)
+        ok = run(aten.all.default, run(aten.ge.Scalar, pos, 0))
+        assert known.get(ok) is True and known.is_known(pos)
+        half = run(aten.div.Scalar, run(aten._to_copy.default, pos, dtype=torch.float32), 2)
+        assert not known.is_known(half)                          # a float: not exact
+        w = torch.nn.Parameter(torch.zeros(4))
+        moved = run(aten._to_copy.default, mode.from_tensor(w.detach()), device="cuda",
+                    real=((w,), {"device": "cuda"}))
+        assert not known.is_known(moved)                         # model state
+        counts = run(aten._to_copy.default, pos, dtype=torch.int32)
+        assert known.is_known(counts)
+        run(aten._foreach_add_.Scalar, [counts], 1)
+        assert not known.is_known(counts)                        # written by a list op

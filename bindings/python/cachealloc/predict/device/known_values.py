@@ -161,13 +161,17 @@ class KnownValues:
             self._writes[func] = writes
         for i, name in writes:
             t = args[i] if i < len(args) else kwargs.get(name)
-            if not isinstance(t, torch.Tensor):
-                continue
-            key = _storage_key(t)
-            for k, (ref, _) in list(self._known.items()):
-                other = ref()
-                if other is None or other is t or (key is not None and _storage_key(other) == key):
-                    self._known.pop(k, None)
+            for w in (t if isinstance(t, (list, tuple)) else (t,)):
+                if isinstance(w, torch.Tensor):
+                    self._forget(w)
+
+    def _forget(self, t) -> None:
+        """Forget t's value and that of every tensor sharing its storage."""
+        key = _storage_key(t)
+        for k, (ref, _) in list(self._known.items()):
+            other = ref()
+            if other is None or other is t or (key is not None and _storage_key(other) == key):
+                self._known.pop(k, None)
 
     def wrap(self, original):
         """torch.isnan & co. (function or method), marking the result."""

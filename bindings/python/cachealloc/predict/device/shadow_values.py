@@ -10,7 +10,11 @@ fake run can know them exactly and take the GPU run's branch.
 
 The rule: a device tensor gets a shadow (an exact CPU copy) when it is made
 by a deterministic op whose every tensor input has one (or is a real CPU
-tensor), and it has at most MAX_ELEMENTS elements. Factories count (arange,
+tensor that is not a parameter), it is of an integer or bool type (float
+results may differ in their last bits between the CPU and the GPU), and it
+has at most MAX_ELEMENTS elements. Ops whose CUDA result depends on the
+order a kernel writes or ties (scatter/index_put with repeated indices,
+sort, topk, unique) are left out. Factories count (arange,
 full, ones, zeros, linspace, eye; not the `empty` family, whose contents are
 undefined, nor any op torch tags as seeded-random). Ops that write into an
 argument forget the shadow of every tensor sharing its storage. Anything
@@ -45,6 +49,11 @@ MAX_ELEMENTS = 1 << 16        # per tensor: a position-id row of 64 K tokens
 # Factories whose contents are undefined: never shadowed.
 _UNDEFINED_PACKETS = ("empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                       "empty_permuted")
+# Ops whose CUDA result is not defined by their inputs alone (duplicate
+# indices written in any order; ties ordered by the kernel): never shadowed.
+_UNORDERED_PREFIXES = ("scatter", "index_put", "_index_put", "index_copy", "index_add", "put",
+                       "sort", "argsort", "topk", "kthvalue", "unique", "_unique", "mode", "median",
+                       "nanmedian", "index_reduce", "_embedding_bag")
 
 
 class _Unknown(Exception):
@@ -97,8 +106,9 @@ class ShadowValues:
             tags = getattr(func, "tags", ())
             writes = any(a.alias_info is not None and a.alias_info.is_write
                          for a in func._schema.arguments)
+            name = func._schema.name.split("::")[-1]
             skip = (torch.Tag.nondeterministic_seeded in tags or writes
-                    or func._schema.name.split("::")[-1] in _UNDEFINED_PACKETS
+                    or name in _UNDEFINED_PACKETS or name.startswith(_UNORDERED_PREFIXES)
                     or not isinstance(func, torch._ops.OpOverload))
             self._skip[func] = skip
         return skip
@@ -114,7 +124,10 @@ class ShadowValues:
                     return torch.full(tuple(x.shape), value, dtype=x.dtype)
             raise _Unknown
         if isinstance(x, torch.Tensor):                 # a real (CPU) tensor
-            if x.numel() > MAX_ELEMENTS or x.device.type != "cpu":
+            # a parameter (or anything autograd tracks) is model state the
+            # optimizer will change: never known
+            if (x.numel() > MAX_ELEMENTS or x.device.type != "cpu" or x.requires_grad
+                    or isinstance(x, torch.nn.Parameter)):
                 raise _Unknown
             return x
         if isinstance(x, torch.device):
@@ -130,20 +143,29 @@ class ShadowValues:
             if a.alias_info is None or not a.alias_info.is_write:
                 continue
             t = args[i] if i < len(args) else kwargs.get(a.name)
-            if not isinstance(t, torch.Tensor):
-                continue
-            key = _storage_key(t)
-            for k, (ref, _) in list(self._shadow.items()):
-                other = ref()
-                if other is None or other is t or (key is not None and _storage_key(other) == key):
-                    self._shadow.pop(k, None)
+            # a Tensor(a!)[] argument (the foreach and fused optimizer ops)
+            # writes every tensor of its list
+            for w in (t if isinstance(t, (list, tuple)) else (t,)):
+                if isinstance(w, torch.Tensor):
+                    self._forget(w)
+
+    def _forget(self, t) -> None:
+        key = _storage_key(t)
+        for k, (ref, _) in list(self._shadow.items()):
+            other = ref()
+            if other is None or other is t or (key is not None and _storage_key(other) == key):
+                self._shadow.pop(k, None)
 
     def after(self, func, args, kwargs, out) -> None:
         """After a device op: shadow its outputs when it is deterministic,
         small and every tensor input is known (the module docstring)."""
         outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
+        # Integer and bool values only: a float computed on the CPU may
+        # differ in its last bits from the GPU's (summation order, TF32,
+        # fast math), so it is never "exact"; nor is a tensor autograd tracks.
         if not outs or any(not isinstance(t, FakeTensor) or t.device.type != "cuda"
-                           or t.numel() > MAX_ELEMENTS for t in outs):
+                           or t.numel() > MAX_ELEMENTS or t.dtype.is_floating_point
+                           or t.dtype.is_complex or t.requires_grad for t in outs):
             return
         if self._skipped(func):
             return

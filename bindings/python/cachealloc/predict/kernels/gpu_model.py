@@ -113,7 +113,7 @@ def prefers_cudnn_attention(capability, cudnn_version: int = TARGET_CUDNN_VERSIO
     check_prefer_cudnn_attention, CUDA 13 builds): cuDNN newer than 9.15 on
     sm90 or sm10x, unless TORCH_CUDNN_SDPA_DEPRIORITIZED is set true."""
     env = os.environ if env is None else env
-    if env.get("TORCH_CUDNN_SDPA_DEPRIORITIZED", "").strip().lower() in ("1", "on", "true", "yes", "y"):
+    if env.get("TORCH_CUDNN_SDPA_DEPRIORITIZED") == "1":   # c10::utils::check_env: "1" only
         return False
     return cudnn_version > 91500 and capability[0] in (9, 10)
 
@@ -126,7 +126,8 @@ def cudnn_attention_fits(capability, query, key, value, attn_mask, dropout_p, en
     heads or (with enable_gqa) query heads a multiple of the key heads,
     batch and heads at most 65535, head dims a multiple of 8 and at most
     128 (192/128 for q-k/v on sm90/sm10x from cuDNN 9.11; 256 only after
-    cuDNN 9.22), key length not 1, no dropout with one query row."""
+    cuDNN 9.22), key length not 1, no dropout with one query row, and a
+    mask (if any) that check_attn_mask_shape accepts."""
     import torch
     flags = torch.backends.cuda
     if not getattr(flags, "cudnn_sdp_enabled", lambda: False)():
@@ -156,6 +157,20 @@ def cudnn_attention_fits(capability, query, key, value, attn_mask, dropout_p, en
         return False
     if s_k == 1 or (dropout_p and s_q == 1):
         return False
+    if attn_mask is not None:
+        # check_attn_mask_shape (sdp_utils_cpp.h): no gradient through the
+        # mask (a learned relative-position bias), its last two dims the
+        # query and key lengths or 1, 2-D, or 4-D with batch and heads 1 or
+        # the query's; and its last dimension of stride 1.
+        m = attn_mask
+        if m.requires_grad or m.dim() not in (2, 4):
+            return False
+        if m.shape[-2] not in (s_q, 1) or m.shape[-1] not in (s_k, 1):
+            return False
+        if m.dim() == 4 and (m.shape[0] not in (1, B) or m.shape[1] not in (1, H)):
+            return False
+        if m.stride(-1) != 1 and m.shape[-1] != 1:
+            return False
     return True
 
 
