@@ -9,6 +9,7 @@ that do not depend on the GPU's data (device/shadow_values.py)."""
 import gzip
 import json
 import pathlib
+import sys
 
 import pytest
 
@@ -20,6 +21,9 @@ torch = pytest.importorskip("torch")
 
 from cachealloc.predict.request_stream import load_device_trace, request_stream  # noqa: E402
 
+sys.path.insert(0, str(REPO / "benchmarks" / "predict"))
+import op_probe  # noqa: E402
+
 FWD = "aten._scaled_dot_product_cudnn_attention.default"
 BWD = "aten._scaled_dot_product_cudnn_attention_backward.default"
 
@@ -30,14 +34,7 @@ def _tool(cli, monkeypatch):
 
 
 def _tokens(stream):
-    sizes, out = [], []
-    for kind, v in stream:
-        if kind == "alloc":
-            sizes.append(v)
-            out.append(("a", v))
-        else:
-            out.append(("f", sizes[v] if v is not None else 0))
-    return out
+    return op_probe._tokens_of_stream(stream)   # the op probe's own form of a stream
 
 
 def _gpu_call(probe: str, label: str, q_bytes: int, k_bytes: int):

@@ -74,13 +74,6 @@ def _as_dtype(value, dtype):
     return int(value)
 
 
-def _storage_key(t):
-    try:
-        return t.untyped_storage()._cdata
-    except (RuntimeError, NotImplementedError):
-        return None
-
-
 class KnownValues:
     """id(tensor) -> (weak reference to it, the one value all its elements
     have). Entries leave with their tensor (weakref.finalize): bounded by
@@ -121,9 +114,8 @@ class KnownValues:
         """After an op: forget what it wrote into; its output's value when
         it is a fill or its input's value is known. real_inputs: the op's
         (args, kwargs) before real CPU tensors were made fake, if any."""
-        if self._known:
+        if self._known or len(self.shadows):
             self._forget_written(func, args, kwargs or {})
-        self.shadows.forget_written(func, args, kwargs or {})
         src_args, src_kwargs = real_inputs or (args, kwargs or {})
         self.shadows.after(func, src_args, src_kwargs, out)
         if not isinstance(out, torch.Tensor):
@@ -161,17 +153,13 @@ class KnownValues:
             self._writes[func] = writes
         for i, name in writes:
             t = args[i] if i < len(args) else kwargs.get(name)
+            # a Tensor(a!)[] argument (the foreach and fused optimizer ops)
+            # writes every tensor of its list
             for w in (t if isinstance(t, (list, tuple)) else (t,)):
                 if isinstance(w, torch.Tensor):
-                    self._forget(w)
-
-    def _forget(self, t) -> None:
-        """Forget t's value and that of every tensor sharing its storage."""
-        key = _storage_key(t)
-        for k, (ref, _) in list(self._known.items()):
-            other = ref()
-            if other is None or other is t or (key is not None and _storage_key(other) == key):
-                self._known.pop(k, None)
+                    if self._known:
+                        shadow_values.forget_sharing(self._known, w)
+                    self.shadows.forget(w)
 
     def wrap(self, original):
         """torch.isnan & co. (function or method), marking the result."""

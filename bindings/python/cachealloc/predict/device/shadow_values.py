@@ -60,11 +60,21 @@ class _Unknown(Exception):
     pass
 
 
-def _storage_key(t):
+def storage_key(t):
     try:
         return t.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return None
+
+
+def forget_sharing(entries: dict, t) -> None:
+    """Drops from entries ({key: (weak reference, value)}) every tensor that
+    is t, shares t's storage, or is gone."""
+    key = storage_key(t)
+    for k, (ref, _) in list(entries.items()):
+        other = ref()
+        if other is None or other is t or (key is not None and storage_key(other) == key):
+            entries.pop(k, None)
 
 
 class ShadowValues:
@@ -134,27 +144,11 @@ class ShadowValues:
             return torch.device("cpu")
         return x
 
-    def forget_written(self, func, args, kwargs) -> None:
-        """Forget the shadows of the tensors an op writes into (and of
-        every tensor sharing their storage)."""
-        if not self._shadow:
-            return
-        for i, a in enumerate(func._schema.arguments):
-            if a.alias_info is None or not a.alias_info.is_write:
-                continue
-            t = args[i] if i < len(args) else kwargs.get(a.name)
-            # a Tensor(a!)[] argument (the foreach and fused optimizer ops)
-            # writes every tensor of its list
-            for w in (t if isinstance(t, (list, tuple)) else (t,)):
-                if isinstance(w, torch.Tensor):
-                    self._forget(w)
-
-    def _forget(self, t) -> None:
-        key = _storage_key(t)
-        for k, (ref, _) in list(self._shadow.items()):
-            other = ref()
-            if other is None or other is t or (key is not None and _storage_key(other) == key):
-                self._shadow.pop(k, None)
+    def forget(self, t) -> None:
+        """Forget the shadow of t and of every tensor sharing its storage
+        (known_values.KnownValues finds the tensors an op writes)."""
+        if self._shadow:
+            forget_sharing(self._shadow, t)
 
     def after(self, func, args, kwargs, out) -> None:
         """After a device op: shadow its outputs when it is deterministic,
