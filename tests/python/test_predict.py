@@ -273,7 +273,7 @@ def test_cub_storage_sizes():
 
 def test_silu_backward_is_the_fused_kernel(tmp_path):
     """A GPU backward runs silu_backward (one request: grad_input); the fake
-    run's tensor subclass would take the twice-differentiable formula (five
+    run on a CPU build of torch took its composite formula (five
     more temporaries). Per step: x * 2, silu, then in the backward
     silu_backward's output and MulBackward's x.grad: four requests of the
     activation's size."""
@@ -283,3 +283,37 @@ def test_silu_backward_is_the_fused_kernel(tmp_path):
                          workdir=tmp_path)
     sizes = [e["size"] for e in _events(rec.trace) if e["action"] == "alloc"]
     assert sizes.count(64 * 1024 * 4) == 2 + 4 * 2
+
+
+def test_inplace_silu_backward_is_the_fused_kernel(tmp_path):
+    """EfficientNet's in-place SiLU: x * 2, autograd's clone of it, silu_
+    (in place: no request), then silu_backward's output and x.grad: four
+    requests of the activation's size per step. A CPU build of torch used to
+    run silu_backward's composite formula here (five more temporaries):
+    timm's EfficientNet-B2 predicted +63 % on torch 2.13's CPU build."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:silu_inplace_backward", gpu, size=64, steps=2,
+                         workdir=tmp_path)
+    sizes = [e["size"] for e in _events(rec.trace) if e["action"] == "alloc"]
+    assert sizes.count(64 * 1024 * 4) == 2 + 4 * 2
+
+
+def test_cpu_build_gets_the_cuda_builds_dispatch():
+    """backend_kernels: on a CPU build, the composite ops with backend
+    kernels get a CUDA entry while installed, and lose it when removed."""
+    import torch
+    from cachealloc.predict.device import backend_kernels
+    if torch.backends.cuda.is_built():
+        pytest.skip("a CUDA build has the CUDA kernels itself")
+    ops = backend_kernels.composite_ops_with_backend_kernels()
+    assert "aten::silu_backward" in ops
+    has = torch._C._dispatch_has_kernel_for_dispatch_key
+    d = backend_kernels.CudaBuildDispatch()
+    d.install()
+    try:
+        assert "aten::silu_backward" in d.ops
+        assert all(has(op, "CUDA") for op in d.ops)
+    finally:
+        d.remove()
+    assert not has("aten::silu_backward", "CUDA")

@@ -89,6 +89,20 @@ def silu_backward(size):
     return step
 
 
+def silu_inplace_backward(size):
+    """In-place SiLU (timm's and torchvision's nn.SiLU(inplace=True)) on a
+    scaled activation: autograd clones the original input before silu_
+    writes over it, and the backward's only request of the activation's
+    size besides the other nodes' gradients is silu_backward's output."""
+    x = torch.zeros(size, 1024, device="cuda", requires_grad=True)
+    g = torch.empty(size, 1024, device="cuda")
+
+    def step():
+        torch.nn.functional.silu(x * 2.0, inplace=True).backward(g)
+        x.grad = None
+    return step
+
+
 def convolution(size):
     """Two convolutions, forward and backward. The input needs no gradient,
     so the first's backward wants grad_weight and grad_bias only; the

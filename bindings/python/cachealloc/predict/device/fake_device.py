@@ -26,7 +26,7 @@ import types
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from . import plain_tensor, script_support
+from . import backend_kernels, plain_tensor, script_support
 from ..kernels import gpu_model, sdpa_dispatch
 from .cpu_side import CpuSide
 from .recorder import PredictionRefused, Recording, RecordingMode
@@ -240,8 +240,6 @@ class FakeCudaDevice:
         # linear's bias add: in place as for plain tensors (plain_tensor.py).
         self._set(torch.nn.functional, "linear",
                   self.recording.rules.linear(torch.nn.functional.linear))
-        # SiLU's backward: the fused kernel, as for plain tensors (plain_tensor.py).
-        self._set(torch.nn.functional, "silu", plain_tensor.silu(torch.nn.functional.silu))
         # torch.tensor(data, device="cuda") builds the data on the CPU and then
         # moves it; with only_lift_cpu_tensors off (FakeTensorMode sets it only
         # when torch.cuda.is_available() is False, and here it says True) the
@@ -251,6 +249,9 @@ class FakeCudaDevice:
         # RecordingMode sees: one storage of the data's size, as on a GPU.
         self._lift_cpu = torch._C._only_lift_cpu_tensors()
         torch._C._set_only_lift_cpu_tensors(True)
+        # A CPU build decomposes ops a CUDA build runs whole (backend_kernels.py).
+        self._cuda_dispatch = backend_kernels.CudaBuildDispatch()
+        self._cuda_dispatch.install()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
         self.fake_mode.__enter__()
         if self.cpu_side is not None:
@@ -269,6 +270,7 @@ class FakeCudaDevice:
         self.rec_mode.__exit__(*exc)
         self.fake_mode.__exit__(*exc)
         torch._C._set_only_lift_cpu_tensors(self._lift_cpu)
+        self._cuda_dispatch.remove()
         from torch._subclasses.fake_tensor import FakeTensor
         if FakeTensor in self._foreach_types:
             self._foreach_types.remove(FakeTensor)

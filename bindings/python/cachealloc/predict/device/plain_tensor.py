@@ -26,19 +26,11 @@ more tensor than the GPU does:
   that. A same-shaped add inside a backward formula (rare: torch's backward
   kernels are fused ops) would be taken for an accumulation too.
 
-A third place picks another formula rather than another add:
-
-- SiLU's backward (derivatives.yaml): torch uses the twice-differentiable
-  formula grad * sigmoid * (1 + x * (1 - sigmoid)) when grad mode is on or
-  the input is a tensor subclass, else the fused silu_backward kernel, whose
-  only request is grad_input. A GPU backward (grad mode off, plain tensors)
-  takes the kernel; the fake run took the formula (five temporaries of the
-  activation's size, then the result), where the H200 recording of the
-  Llama MLP shows one request. Modelled: F.silu (not in place, input
-  needing a gradient) is wrapped (fake_device.py) in an autograd function
-  that saves the input, as SiluBackward0 does, and whose backward makes
-  the kernel's one output (no values: the fake device has none). A
-  second-order gradient through it (create_graph=True) is not supported.
+SiLU's backward, once a third rule here, is no longer one: the fake run
+took silu_backward's composite formula because a CPU build of torch lacks
+its CUDA kernel, not because of grad mode or subclasses; a CPU build now
+gets a CUDA build's dispatch (backend_kernels.py), and the op reaches the
+fake device whole, as on a GPU.
 """
 from __future__ import annotations
 
@@ -141,33 +133,6 @@ class PlainTensorRules:
         if self._owned(a):
             return 0
         return None
-
-
-class _SiluWithKernelBackward(torch.autograd.Function):
-    """silu whose backward is the fused kernel, as for a plain tensor."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(x)
-        return aten.silu.default(x)
-
-    @staticmethod
-    def backward(ctx, grad):
-        # silu_backward itself reaches the recorder decomposed into the
-        # formula's ops under FakeTensorMode; the kernel's one request is its
-        # output, shaped and laid out like grad (a TensorIterator output).
-        ctx.saved_tensors
-        return aten.empty_like.default(grad)
-
-
-def silu(original):
-    """F.silu with the GPU's backward (the third rule above)."""
-    def silu(input, inplace=False):
-        if (inplace or not isinstance(input, torch.Tensor) or input.device.type != "cuda"
-                or not input.requires_grad or not torch.is_grad_enabled()):
-            return original(input, inplace=inplace)
-        return _SiluWithKernelBackward.apply(input)
-    return silu
 
 
 def run_inplace(args, target):
