@@ -130,6 +130,10 @@ def gpu_main(ns) -> None:
     torch.cuda.synchronize()
     snap = torch.cuda.memory._snapshot()
     torch.cuda.memory._record_memory_history(enabled=None)
+    if ns.snapshot:     # the whole history, for the lab (cachealloc compare)
+        import pickle
+        with gzip.open(ns.snapshot, "wb") as fh:
+            pickle.dump(snap, fh)
     trace = snap["device_traces"][0]
     # Number the history's requests as the counters do, then label each.
     owner = {}
@@ -140,6 +144,7 @@ def gpu_main(ns) -> None:
             owner[("f", n)] = label
     a, f = base
     reqs = []
+    streams = []    # each request's CUDA stream (0: the default), beside `requests`
     sizes = {}
     for e in trace:
         if e["action"] == "alloc":
@@ -149,6 +154,9 @@ def gpu_main(ns) -> None:
         elif e["action"] == "free_requested":
             reqs.append(["f", sizes.pop(e["addr"], 0), owner.get(("f", f))])
             f += 1
+        else:
+            continue
+        streams.append(e.get("stream", 0))
     calls = collections.Counter(label for label, _, _ in slicer.calls)
     out = {"format": FORMAT, "name": name, "builder": ns.builder, "batch": ns.batch,
            "steps": ns.steps, "torch": torch.__version__,
@@ -156,7 +164,10 @@ def gpu_main(ns) -> None:
            "device": torch.cuda.get_device_name(0),
            "capability": list(torch.cuda.get_device_capability(0)),
            "seconds": round(time.time() - t0, 2),
-           "calls": dict(calls), "requests": reqs}
+           "calls": dict(calls), "requests": reqs, "streams": streams,
+           "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF", ""),
+           "max_memory_allocated": torch.cuda.max_memory_allocated(),
+           "max_memory_reserved": torch.cuda.max_memory_reserved()}
     os.makedirs(ns.out, exist_ok=True)
     path = os.path.join(ns.out, f"{name}_b{ns.batch}.json.gz")
     with gzip.open(path, "wt") as fh:
@@ -295,6 +306,7 @@ def main() -> None:
     g.add_argument("--batch", type=int, required=True)
     g.add_argument("--steps", type=int, default=3)
     g.add_argument("--name")
+    g.add_argument("--snapshot", help="also write the allocator snapshot (pickle.gz) here")
     g.add_argument("--out", required=True, help="folder for NAME_bBATCH.json.gz")
     c = sub.add_parser("compare", help="on a CPU: align one probe with the fake run")
     c.add_argument("probe")
