@@ -22,7 +22,7 @@ int main() {
                             ("advise_page_bench_" + std::to_string(::getpid()) + ".html"))
                                .string();
   const auto start = std::chrono::steady_clock::now();
-  write_output_file(path, build_advise_page(in, std::nullopt, true, advice), "HTML report");
+  write_output_file(path, build_advise_page(in, std::nullopt, true, SegmentPlacement::kFirstFit, advice), "HTML report");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto bytes = std::filesystem::file_size(path);

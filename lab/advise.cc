@@ -62,6 +62,7 @@ class Search {
 void Search::evaluate(AdviseCandidate& c) const {
   MinMemoryOptions mm;
   mm.address_hints = options_.address_hints;
+  mm.placement = options_.placement;
   mm.deadline = options_.deadline;
   c.min = find_min_memory(stream_, c.config, mm);
   c.seconds = c.min.seconds;
@@ -72,6 +73,7 @@ void Search::evaluate(AdviseCandidate& c) const {
   WhatIfOptions w;
   w.memory_limit = options_.memory_limit;
   w.address_hints = options_.address_hints;
+  w.placement = options_.placement;
   w.series_points = 1;
   w.deadline = options_.deadline;
   const WhatIfResult r = run_whatif(stream_, c.config, w);

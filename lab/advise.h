@@ -34,6 +34,7 @@ struct AdviseOptions {
   // garbage_collection_threshold is not searched.
   std::optional<size_t> device_memory;
   bool address_hints = true;            // see WhatIfOptions
+  SegmentPlacement placement = SegmentPlacement::kFirstFit;  // see WhatIfOptions
   // Every candidate runs under this placement policy (policy_registry.h).
   std::string policy = "native";
   unsigned threads = 0;                 // 0: every core the machine has

@@ -21,6 +21,7 @@ MinMemoryResult find_min_memory(const RequestStream& stream, const LabConfig& co
   WhatIfOptions probe_options;
   probe_options.device_memory = options.device_memory;
   probe_options.address_hints = options.address_hints;
+  probe_options.placement = options.placement;
   probe_options.stop_at_first_oom = true;
   probe_options.series_points = 1;
   probe_options.deadline = options.deadline;

@@ -36,6 +36,7 @@ namespace cachealloc {
 struct MinMemoryOptions {
   size_t device_memory = WhatIfDevice::kDefaultCapacity;  // simulated bytes
   bool address_hints = true;  // see WhatIfOptions
+  SegmentPlacement placement = SegmentPlacement::kFirstFit;  // see WhatIfOptions
   // Called after each probe with (limit bytes, whether it ran without OOM).
   std::function<void(size_t, bool)> progress;
   // Every probe stops there (WhatIfOptions::deadline; throws WhatIfTimeout).

@@ -37,7 +37,7 @@ class Replay {
          bool record_history)
       : stream_(stream),
         options_(options),
-        device_(options.device_memory),
+        device_(options.device_memory, options.placement),
         engine_(stream.device, config.config, device_, make_policy(config.policy)),
         history_([this] { return now_us_; }),
         live_(stream.slots, nullptr) {

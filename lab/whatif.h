@@ -35,6 +35,8 @@ struct WhatIfOptions {
   // Offer the device the recorded segment address of each request (native
   // policy only; see WhatIfDevice). Off: plain first fit.
   bool address_hints = true;
+  // Where a segment goes when no hint applies (WhatIfDevice).
+  SegmentPlacement placement = SegmentPlacement::kFirstFit;
   size_t series_points = 1000;      // time-series buckets (max per bucket)
   bool stop_at_first_oom = false;   // for min-memory probes (fallbacks go on)
   // > 0: describe the moment reserved first peaked (largest live blocks, up

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <stdexcept>
 
 namespace cachealloc {
 
@@ -13,6 +14,17 @@ bool WhatIfDevice::range_free(uintptr_t address, size_t bytes) const {
   return !memory_.overlaps(address, bytes);
 }
 
+SegmentPlacement parse_segment_placement(const std::string& text) {
+  if (text == "first-fit") return SegmentPlacement::kFirstFit;
+  if (text == "top-down") return SegmentPlacement::kTopDown;
+  throw std::invalid_argument("unknown segment placement '" + text +
+                              "' (known: first-fit, top-down)");
+}
+
+const char* segment_placement_name(SegmentPlacement placement) {
+  return placement == SegmentPlacement::kTopDown ? "top-down" : "first-fit";
+}
+
 uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
   if (!memory_.has_room(bytes)) return 0;
   const size_t size = memory_.footprint(bytes);
@@ -21,30 +33,48 @@ uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
     at = hint_address_;
     ++hints_taken_;
   } else {
-    // First fit, as SimulatedDevice: the lowest gap that holds `size`,
-    // searched from the furthest cursor that applies (no gap of `size`
-    // bytes starts below it).
-    uintptr_t start = kBase;
-    for (const FitCursor& c : cursors_)
-      if (c.size <= size) start = std::max(start, c.from);
-    // Reservations lie above kBase + 2 x capacity: the search meets none
-    // before it passes the device's end.
-    const uintptr_t candidate = memory_.first_fit(start, size, 1);
-    const bool fits = candidate != 0 && candidate + size <= kBase + memory_.capacity();
-    // Every gap below `candidate` is smaller than `size`; placing the
-    // segment there moves that bound past it.
-    const uintptr_t from = fits ? candidate + size : candidate;
-    auto same = std::find_if(cursors_.begin(), cursors_.end(),
-                             [size](const FitCursor& c) { return c.size == size; });
-    if (same != cursors_.end()) cursors_.erase(same);
-    else if (cursors_.size() == kMaxCursors) cursors_.erase(cursors_.begin());
-    cursors_.push_back(FitCursor{size, from});
-    if (!fits) return 0;  // fragmented
-    at = candidate;
+    at = placement_ == SegmentPlacement::kTopDown ? top_down(size) : first_fit(size);
+    if (at == 0) return 0;  // fragmented
   }
   hint_address_ = 0;
   memory_.add_segment(at, bytes);
   return at;
+}
+
+uintptr_t WhatIfDevice::top_down(size_t size) const {
+  // Gaps from the device's end downward: [previous segment's end, gap_end).
+  // Segments and the end are on the grid and `size` is a footprint, so the
+  // answer is too. O(segments) per call; device calls are rare.
+  const SimulatedMemory::Extents& segments = memory_.segments();
+  uintptr_t gap_end = kBase + memory_.capacity();
+  for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
+    const uintptr_t gap_start = it->first + memory_.footprint(it->second);
+    if (gap_end >= gap_start && gap_end - gap_start >= size) return gap_end - size;
+    gap_end = it->first;
+  }
+  return gap_end - kBase >= size ? gap_end - size : 0;
+}
+
+uintptr_t WhatIfDevice::first_fit(size_t size) {
+  // First fit, as SimulatedDevice: the lowest gap that holds `size`,
+  // searched from the furthest cursor that applies (no gap of `size`
+  // bytes starts below it).
+  uintptr_t start = kBase;
+  for (const FitCursor& c : cursors_)
+    if (c.size <= size) start = std::max(start, c.from);
+  // Reservations lie above kBase + 2 x capacity: the search meets none
+  // before it passes the device's end.
+  const uintptr_t candidate = memory_.first_fit(start, size, 1);
+  const bool fits = candidate != 0 && candidate + size <= kBase + memory_.capacity();
+  // Every gap below `candidate` is smaller than `size`; placing the
+  // segment there moves that bound past it.
+  const uintptr_t from = fits ? candidate + size : candidate;
+  auto same = std::find_if(cursors_.begin(), cursors_.end(),
+                           [size](const FitCursor& c) { return c.size == size; });
+  if (same != cursors_.end()) cursors_.erase(same);
+  else if (cursors_.size() == kMaxCursors) cursors_.erase(cursors_.begin());
+  cursors_.push_back(FitCursor{size, from});
+  return fits ? candidate : 0;
 }
 
 void WhatIfDevice::release(int device, uintptr_t address, size_t bytes) {

@@ -14,6 +14,15 @@
 //   - Cross-stream events that complete one by one when the replay says so
 //     (when the trace recorded the matching free_completed).
 //
+// Placement without a usable hint: first fit (the lowest gap that holds the
+// segment), or top down (the highest gap that holds it, the segment at its
+// top). The CUDA driver mostly hands out segments downward (each new one
+// below the last, benchmarks/predict/driver_placement.py); what the engine
+// sees of that is the order of segment addresses, which decides best-fit
+// ties among equal-size free blocks. Top down reproduces that order where
+// nothing outside the allocator takes address space (docs/prediction.md,
+// "Segment placement"); first fit stays the lab's default.
+//
 // Expandable segments (expandable_segments:True): address ranges are
 // reserved above the device's segments (from kBase + 2 x capacity, first
 // fit, no memory used); mapped pages use the capacity as segments do.
@@ -28,12 +37,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "allocator/sim/simulated_backend.h"
 #include "allocator/sim/simulated_device.h"
 
 namespace cachealloc {
+
+enum class SegmentPlacement { kFirstFit, kTopDown };
+
+// "first-fit" / "top-down"; throws std::invalid_argument naming the text.
+SegmentPlacement parse_segment_placement(const std::string& text);
+const char* segment_placement_name(SegmentPlacement placement);
 
 class WhatIfDevice : public SimulatedBackend {
  public:
@@ -42,8 +58,10 @@ class WhatIfDevice : public SimulatedBackend {
   static constexpr uintptr_t kBase = SimulatedDevice::kDefaultBase;
   static constexpr size_t kAlignment = SimulatedDevice::kAlignment;  // 2 MiB
 
-  explicit WhatIfDevice(size_t capacity = kDefaultCapacity)
-      : SimulatedBackend("what-if device", capacity / kAlignment * kAlignment, kAlignment) {
+  explicit WhatIfDevice(size_t capacity = kDefaultCapacity,
+                        SegmentPlacement placement = SegmentPlacement::kFirstFit)
+      : SimulatedBackend("what-if device", capacity / kAlignment * kAlignment, kAlignment),
+        placement_(placement) {
     memory_.hold_events(true);
   }
 
@@ -65,6 +83,11 @@ class WhatIfDevice : public SimulatedBackend {
   // device and free.
   bool range_free(uintptr_t address, size_t bytes) const;
 
+  // First fit / top down of `size` bytes (a footprint: a multiple of
+  // kAlignment); 0 when no gap holds it.
+  uintptr_t first_fit(size_t size);
+  uintptr_t top_down(size_t size) const;
+
   // Where a first fit of `size` bytes (aligned) may start its search.
   // Invariant: no gap (maximal free range) of at least `size` bytes starts
   // below `from`. So a search for any size >= `size` may start there too.
@@ -74,6 +97,7 @@ class WhatIfDevice : public SimulatedBackend {
   };
   static constexpr size_t kMaxCursors = 8;  // the sizes used last
   std::vector<FitCursor> cursors_;         // oldest first
+  SegmentPlacement placement_;
   uintptr_t hint_address_ = 0;
   size_t hint_bytes_ = 0;
   size_t hints_taken_ = 0;

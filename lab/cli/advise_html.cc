@@ -113,7 +113,8 @@ std::string render_advise_html(const AdviseReport& report) {
 }
 
 std::string build_advise_page(const LabInput& in, std::optional<size_t> memory_limit,
-                              bool address_hints, const Advice& a) {
+                              bool address_hints, SegmentPlacement placement,
+                              const Advice& a) {
   std::vector<size_t> rows{a.baseline};
   if (a.recommended != a.baseline) rows.push_back(a.recommended);
   std::vector<WhatIfResult> results;
@@ -122,6 +123,7 @@ std::string build_advise_page(const LabInput& in, std::optional<size_t> memory_l
     WhatIfOptions w;
     w.memory_limit = memory_limit;
     w.address_hints = address_hints;
+    w.placement = placement;
     w.peak_blocks = 10;
     results.push_back(run_whatif(in.stream, a.ranked[row].config, w));
     labels.push_back((row == a.baseline ? "trace's own: " : "recommended: ") + a.ranked[row].label());

@@ -33,7 +33,8 @@ std::string render_advise_html(const AdviseReport& report);
 // recommendation in full (series, reserved peak) under `memory_limit`,
 // then renders. What `advise --html` spends beyond the search.
 std::string build_advise_page(const LabInput& input, std::optional<size_t> memory_limit,
-                              bool address_hints, const Advice& advice);
+                              bool address_hints, SegmentPlacement placement,
+                              const Advice& advice);
 
 // min-memory's page: every config's minimum, to one scale.
 std::string render_min_memory_html(const LabInput& input, const std::vector<MinMemoryResult>& results);

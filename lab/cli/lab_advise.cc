@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kAdviseUsage =
     "usage: cachealloc advise TRACE [--memory-limit BYTES] [--device-memory BYTES]\n"
     "                         [--recorded-limit BYTES] [--html OUT.html] [--json]\n"
-    "                         [--threads N] [--device N] [--no-address-hints]\n"
+    "                         [--threads N] [--device N] [--no-address-hints] [--placement P]\n"
     "                         [--policy NAME]\n"
     "                         [--quiet | --progress]\n"
     "\n"
@@ -51,6 +51,7 @@ constexpr const char* kAdviseUsage =
     "  --threads N          replay on N threads (default: every core)\n"
     "  --device N           which device's trace (default: the only one)\n"
     "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --placement P        first-fit (default) or top-down (see compare)\n"
     "  --policy NAME        run every candidate under this placement policy\n"
     "                       (see compare; default native)\n"
     "  --quiet / --progress never / always report progress on stderr\n"
@@ -171,7 +172,9 @@ void print_table(const LabInput& in, const AdviseArgs& args, const Advice& a) {
 double write_html(const LabInput& in, const AdviseArgs& args, const Advice& a) {
   const auto start = std::chrono::steady_clock::now();
   set_activity("replaying for and writing " + *args.html);
-  write_output_file(*args.html, build_advise_page(in, args.memory_limit, args.common.address_hints, a),
+  write_output_file(*args.html,
+                    build_advise_page(in, args.memory_limit, args.common.address_hints,
+                                      args.common.placement, a),
                     "HTML report");
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -185,6 +188,7 @@ int run_advise(const AdviseArgs& args) {
   options.memory_limit = args.memory_limit;
   options.device_memory = args.device_memory;
   options.address_hints = args.common.address_hints;
+  options.placement = args.common.placement;
   options.policy = args.common.policy;
   if (args.threads) options.threads = static_cast<unsigned>(std::min<size_t>(*args.threads, 256));
   if (progress.enabled()) options.progress = [&](const std::string& line) { progress.note(line); };

@@ -33,7 +33,7 @@ constexpr const char* kCompareUsage =
     "                          [--recorded-limit BYTES] [--device N]\n"
     "                          [--peak-blocks N] [--series-points N]\n"
     "                          [--snapshot-entries N] [--check-invariants]\n"
-    "                          [--no-address-hints] [--policy NAME]\n"
+    "                          [--no-address-hints] [--placement P] [--policy NAME]\n"
     "                          [--quiet | --progress]\n"
     "\n"
     "Replays the requests recorded in TRACE (a snapshot pickle, .pickle or\n"
@@ -69,6 +69,8 @@ constexpr const char* kCompareUsage =
     "  --check-invariants   check the engine after every request (slow)\n"
     "  --no-address-hints   place segments first fit only, not where the trace\n"
     "                       recorded them (the engine breaks ties by address)\n"
+    "  --placement P        where a segment goes without a hint: first-fit\n"
+    "                       (default) or top-down, as the CUDA driver mostly does\n"
     "  --policy NAME        placement policy of every config naming none: native\n"
     "                       (default), stitch, unmap_on_free (docs/policies.md)\n"
     "  --quiet / --progress never / always report progress on stderr (default:\n"
@@ -232,6 +234,7 @@ int run_compare(const CompareArgs& args) {
     options.snapshot_entries = args.snapshot_dir ? args.snapshot_entries : 0;
     options.check_invariants = args.check_invariants;
     options.address_hints = common.address_hints;
+    options.placement = common.placement;
     const std::string which = "config " + std::to_string(i + 1) + "/" +
                               std::to_string(common.confs.size()) + " '" + config.label() + "'";
     if (progress.enabled())
@@ -271,6 +274,7 @@ int run_compare(const CompareArgs& args) {
                     n(st.deferred_frees) + ", \"unmatched_frees\": " + n(st.unmatched_frees) +
                     ", \"memory_limit\": " + (args.memory_limit ? n(*args.memory_limit) : "null") +
                     ", \"address_hints\": " + (common.address_hints ? "true" : "false") +
+                    ", \"placement\": \"" + segment_placement_name(common.placement) + "\"" +
                     ", \"html\": " + (args.html ? json_string(*args.html) : "null") +
                     ", \"configs\": [";
     for (size_t i = 0; i < results.size(); ++i)

@@ -24,7 +24,7 @@ namespace {
 constexpr const char* kMinMemoryUsage =
     "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json] [--html OUT]\n"
     "                             [--recorded-limit BYTES] [--device N]\n"
-    "                             [--no-address-hints] [--policy NAME]\n"
+    "                             [--no-address-hints] [--placement P] [--policy NAME]\n"
     "                             [--quiet | --progress]\n"
     "\n"
     "For each --conf (as in `cachealloc compare`; default: trace), finds the\n"
@@ -38,6 +38,7 @@ constexpr const char* kMinMemoryUsage =
     "  --recorded-limit B   the limit TRACE was recorded under (see compare)\n"
     "  --device N           which device's trace (default: the only one)\n"
     "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --placement P        first-fit (default) or top-down (see compare)\n"
     "  --policy NAME        placement policy (see compare; default native)\n"
     "  --quiet / --progress never / always report progress on stderr\n"
     "\n"
@@ -55,6 +56,7 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
     const LabConfig config = parse_lab_config(text, in.stream.recorded_config, args.policy);
     MinMemoryOptions options;
     options.address_hints = args.address_hints;
+    options.placement = args.placement;
     if (progress.enabled())
       options.progress = [&](size_t limit, bool clean) {
         progress.note("'" + config.label() + "': limit " + std::to_string(limit) + " bytes " +

@@ -24,6 +24,13 @@ LabCommonArgs parse_lab_args(const std::string& command, const std::vector<std::
   });
   app.add_flag("--json", c.json);
   app.add_flag_callback("--no-address-hints", [&c] { c.address_hints = false; });
+  app.add_option_function<std::string>("--placement", [&c](const std::string& text) {
+    try {
+      c.placement = parse_segment_placement(text);
+    } catch (const std::invalid_argument& e) {
+      throw LabUsageError(std::string("--placement: ") + e.what());
+    }
+  });
   app.add_flag("--quiet", c.input.quiet);
   app.add_flag("--progress", c.input.progress);
   app.add_option("--policy", c.policy);

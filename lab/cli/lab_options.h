@@ -9,18 +9,22 @@
 
 #include "lab/cli/command_line.h"
 #include "lab/cli/lab_input.h"
+#include "lab/whatif_device.h"
 
 namespace cachealloc {
 
 // TRACE and the shared options:
 //   --conf TEXT (repeatable), --recorded-limit BYTES, --device N, --json,
-//   --no-address-hints, --quiet, --progress, --policy NAME.
+//   --no-address-hints, --placement P, --quiet, --progress, --policy NAME.
 struct LabCommonArgs {
   std::string trace;
   std::vector<std::string> confs;  // in order given; {"trace"} when none
   LabInputOptions input;           // --device, --recorded-limit, --quiet, --progress
   bool json = false;
   bool address_hints = true;  // false with --no-address-hints
+  // --placement first-fit|top-down (WhatIfDevice): where segments go
+  // without a hint.
+  SegmentPlacement placement = SegmentPlacement::kFirstFit;
   // --policy NAME: the placement policy of every config that names none
   // (allocator/policy/policy_registry.h); checked here, so an unknown name
   // is a usage error naming the known ones.

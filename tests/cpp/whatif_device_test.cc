@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 #include "allocator/config/config.h"
@@ -94,6 +95,36 @@ TEST(WhatIfDevice, FirstFitPlacesEverySegmentAsAFullScanWould) {
     ASSERT_EQ(got, reference.allocate(bytes, hint)) << "step " << step << ", " << bytes << " bytes";
     if (got != 0) live.emplace_back(got, bytes);
   }
+}
+
+TEST(WhatIfDevice, TopDownPlacesEachSegmentAtTheTopOfTheHighestGapThatHoldsIt) {
+  // Without releases: each segment right below the previous one, from the
+  // device's end down (the CUDA driver's usual order). With releases: the
+  // highest gap that holds the segment, at that gap's top; a hint still
+  // wins; a full device refuses.
+  constexpr size_t kCapacity = 64 * kAlign;
+  const uintptr_t end = WhatIfDevice::kBase + kCapacity;
+  WhatIfDevice device(kCapacity, SegmentPlacement::kTopDown);
+  const uintptr_t a = device.allocate(0, 3 * kAlign, 0);
+  const uintptr_t b = device.allocate(0, kAlign + 1, 0);  // footprint 2 pages
+  const uintptr_t c = device.allocate(0, kAlign, 0);
+  EXPECT_EQ(a, end - 3 * kAlign);
+  EXPECT_EQ(b, a - 2 * kAlign);
+  EXPECT_EQ(c, b - kAlign);
+  device.release(0, a, 3 * kAlign);  // a 3-page gap at the top
+  EXPECT_EQ(device.allocate(0, 4 * kAlign, 0), c - 4 * kAlign);  // too big for it
+  EXPECT_EQ(device.allocate(0, kAlign, 0), end - kAlign);         // its top page
+  const uintptr_t hinted = WhatIfDevice::kBase + 5 * kAlign;
+  device.offer_address(hinted, kAlign);
+  EXPECT_EQ(device.allocate(0, kAlign, 0), hinted);
+  EXPECT_EQ(device.allocate(0, kCapacity, 0), 0u);  // more than is free
+}
+
+TEST(WhatIfDevice, PlacementNamesParseAndUnknownOnesAreRefused) {
+  EXPECT_EQ(parse_segment_placement("top-down"), SegmentPlacement::kTopDown);
+  EXPECT_EQ(parse_segment_placement("first-fit"), SegmentPlacement::kFirstFit);
+  EXPECT_STREQ(segment_placement_name(SegmentPlacement::kTopDown), "top-down");
+  EXPECT_THROW(parse_segment_placement("sideways"), std::invalid_argument);
 }
 
 TEST(WhatIfDevice, PagesAfterAHoleTooSmallForThemAreStillPlacedInLogTime) {
