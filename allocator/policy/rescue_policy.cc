@@ -19,14 +19,17 @@ void RescuePolicy::shape_config(AllocatorConfig& config) const {
 
 Block* RescuePolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
   const PrivatePool* owner = r.pool->owner();
-  // No limit, or a MemPool with its own allocator: native's miss, as is.
+  // No limit, or a MemPool with its own allocator: native's miss, as is
+  // (without a limit the pages it needs; nothing is mapped ahead, so
+  // reserved stays at or below native's 20 MiB pages').
   if (!engine.limit().is_set() || (owner && owner->segment_source)) return engine.native_alloc(r);
-  // Under a limit: native's search for room, the limit checked by
-  // before_map against the pages really mapped (native's check counts the
-  // request's whole-segment size). While the limit has room, a large-pool
-  // miss maps up to a whole kLargeBuffer (native's 20 MiB page) as native
-  // would, so growth takes as few mappings as native's; the last pages
-  // before the limit go one by one.
+  // Under a limit: native's search for room (the lowest gap of the
+  // stream's range), the limit checked by before_map against the pages
+  // really mapped (native's check counts the request's whole-segment
+  // size). While the limit has room, a large-pool miss maps up to a whole
+  // kLargeBuffer (native's 20 MiB page) as native would, so growth near the
+  // limit takes no more mappings than native's; the last pages before the
+  // limit go one by one.
   MissRequest m = r;
   if (!r.pool->is_small()) {
     const size_t reserved = engine.reserved_bytes();
@@ -51,6 +54,10 @@ bool RescuePolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, 
   if (engine.routing()) return false;
   reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed);
   return engine.reserved_bytes() + bytes <= allowed;
+}
+
+bool RescuePolicy::release_on_empty_cache(const Block* free_block) const {
+  return free_block->pool->is_small() || free_block->size >= kLargeBuffer;
 }
 
 size_t RescuePolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target) {

@@ -18,10 +18,15 @@
 //   - Pages: 2 MiB in both pools (native's large pool: 20 MiB), so a hole
 //     strands at most 2 MiB at each end. Everything else of the config is
 //     the user's (max_split_size, rounding, garbage collection).
-//   - Hits, splits, frees, empty_cache: native's (the default hooks). No
-//     page is ever unmapped outside a miss that would pass the limit, the
-//     OOM path and empty_cache, so a step that repeats one already run makes
-//     no device call: its misses were mapped in an earlier step and stay.
+//   - Hits, splits, frees: native's (the default hooks). No page is ever
+//     unmapped outside a miss that would pass the limit, the OOM path and
+//     empty_cache, so a step that repeats one already run makes no device
+//     call: its misses were mapped in an earlier step and stay.
+//   - empty_cache: a large-pool free block is unmapped only when it is at
+//     least kLargeBuffer (20 MiB), as native's pages allow; smaller free runs
+//     (whose 2 MiB pages native could not release) stay mapped and serve the
+//     next step without a device call. The small pool, and the OOM path and
+//     a released private pool everywhere, release every whole free page.
 //   - Miss without a limit: native's search (lowest gap of the stream's
 //     range with room), the pages it needs mapped.
 //   - Miss under a limit: the same search, checked against the pages it
@@ -54,6 +59,7 @@ class RescuePolicy : public PlacementPolicy {
   Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
   bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
                   size_t bytes) override;
+  bool release_on_empty_cache(const Block* free_block) const override;
 
  private:
   // Unmaps whole free pages of cached blocks of the default pools until at
