@@ -18,7 +18,8 @@ native's best, one of native expandable segments, and one of the policy
 calls + retries in all, mappings + unmappings in the trace's second half (native expandable
 segments beside them: native's best on the GPU for most strand workloads) (by allocations; the
 strand traces hold 8 steps, step 1 at the full size, so the second half is
-steps 5-8), and OOMs.
+steps 5-8), the MiB those calls mapped and unmapped (on the GPU every page is
+a driver call of its own), and OOMs.
 """
 import argparse
 import pathlib
@@ -46,9 +47,12 @@ def replay(cli, path, conf, policy, limit):
     allocs = [i for i, e in enumerate(events) if e["action"] == "alloc"]
     half = allocs[len(allocs) // 2] if allocs else len(events)
     late = sum(1 for e in events[half:] if e["action"] in CALLS)
+    # On the GPU every page is a driver call of its own (cuMemCreate +
+    # cuMemMap, or cuMemUnmap + cuMemRelease): bytes moved tell the pages.
+    late_mib = sum(e["size"] for e in events[half:] if e["action"] in CALLS) / (1 << 20)
     # Retries are not in the device trace: the whole run's count.
     return {"calls": out["device_allocs"] + out["device_frees"] + out["retries"],
-            "late": late, "ooms": out["ooms"], "retries": out["retries"],
+            "late": late, "late_mib": late_mib, "ooms": out["ooms"], "retries": out["retries"],
             "reserved": out["peak_reserved"]}
 
 
@@ -67,9 +71,11 @@ def main():
         ap.error(f"--traces: {a.traces} holds no *.pickle.gz traces")
     print(f"| trace | limit (MiB) | native's best config | calls + retries: native's best | expandable | "
           f"{a.policy} | maps + unmaps in the second half: native's best | expandable | {a.policy} | OOMs: native's best "
-          f"| expandable | {a.policy} |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          f"| expandable | {a.policy} | MiB mapped + unmapped in the second half: native's best | expandable | "
+          f"{a.policy} |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     sums = {"best": 0, "exp": 0, "policy": 0}
+    mib = {"best": 0.0, "exp": 0.0, "policy": 0.0}
     for name, path, meta in found:
         limit, total = policy_table.recorded_limit(meta)
         rec = ["--recorded-limit", limit] if limit else []
@@ -82,11 +88,14 @@ def main():
             p = replay(cli, path, "", a.policy, lim)
             for k, r in (("best", b), ("exp", e), ("policy", p)):
                 sums[k] += r["late"]
+                mib[k] += r["late_mib"]
             print(f"| {name} | {lim / (1 << 20):,.0f} | `{best['line'] or 'defaults'}` | {b['calls']} | "
                   f"{e['calls']} | {p['calls']} | {b['late']} | {e['late']} | {p['late']} | {b['ooms']} | "
-                  f"{e['ooms']} | {p['ooms']} |")
+                  f"{e['ooms']} | {p['ooms']} | {b['late_mib']:,.0f} | {e['late_mib']:,.0f} | {p['late_mib']:,.0f} |")
     print(f"\nsecond-half mappings + unmappings summed over the rows: native's best {sums['best']}, "
-          f"native expandable {sums['exp']}, {a.policy} {sums['policy']}")
+          f"native expandable {sums['exp']}, {a.policy} {sums['policy']}; MiB moved: native's best "
+          f"{mib['best']:,.0f}, native expandable {mib['exp']:,.0f}, {a.policy} {mib['policy']:,.0f} "
+          f"(pages: native's large pool 20 MiB, {a.policy}'s 2 MiB; small pools 2 MiB)")
     return 0
 
 
