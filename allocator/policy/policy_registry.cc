@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "allocator/base/errors.h"
+#include "allocator/policy/rescue_policy.h"
 #include "allocator/policy/stitch_policy.h"
 #include "allocator/policy/unmap_on_free_policy.h"
 
@@ -17,6 +18,7 @@ const std::vector<std::pair<std::string, Factory>>& registry() {
   static const auto* const table = new std::vector<std::pair<std::string, Factory>>{
       {"native", [] { return nullptr; }},
       {"stitch", [] { return std::make_unique<StitchPolicy>(); }},
+      {"rescue", [] { return std::make_unique<RescuePolicy>(); }},
       {"unmap_on_free", [] { return std::make_unique<UnmapOnFreePolicy>(); }},
   };
   return *table;

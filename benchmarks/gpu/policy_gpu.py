@@ -2,7 +2,7 @@
 """A placement policy on the GPU beside native, in one run (issue 36).
 
     python benchmarks/gpu/policy_gpu.py ab [--policy stitch] [--rounds 2] [--steps 20]
-        [--workloads gpt2,resnet50,encoder,multistream,graph]
+        [--workloads gpt2,resnet50,encoder,multistream,graph] [--serve [--kinds K,..] [--json P]]
     python benchmarks/gpu/policy_gpu.py largest [--policy stitch] [--limit-gib 38]
         [--workload gpt2] [--lo 16] [--hi 40]
 
@@ -17,6 +17,17 @@ gpt2 (GPT-2 small, bf16, batch 8, seq 1024; needs transformers), resnet50
 multistream (two streams: a side stream computes on tensors the main stream
 made, record_stream before they are freed), graph (an MLP step captured in a
 CUDA graph and replayed, with eager steps around it).
+
+`ab --serve`: the issue-48 form. One persistent process per allocator
+(`--kinds`, default native,native_expandable,policy), all set up and
+warmed up first; then `--rounds` rounds, each running `--steps` steps in
+every process one after another (the order rotating), so that each
+round's ratio compares steps taken moments apart. Prints per allocator the
+median over rounds of its per-round median step time, and the policy's
+per-round ratio to native's best of the two natives (the lower peak
+reserved): median, min and max. `--json PATH` writes every figure.
+`--device cpu` runs the same plumbing on CPU tensors (tests; no step is a
+GPU step there, and the natives do not differ).
 
 `largest`: the largest batch of a workload that trains (3 steps, no OOM)
 under a memory limit (set_per_process_memory_fraction = limit / total), one
@@ -142,6 +153,155 @@ def child(kind: str, policy: str, workload: str, batch: int, steps: int, warmup:
     return out
 
 
+def setup_kind(kind: str, policy: str, device: str) -> None:
+    """PYTORCH_CUDA_ALLOC_CONF and cachealloc for this kind; before CUDA is touched."""
+    if kind == "native_expandable":
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    else:
+        os.environ.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if kind in ("cachealloc", "policy") and device == "cuda":
+        sys.path.insert(0, str(ROOT / "bindings" / "python"))
+        import cachealloc
+
+        cachealloc.install(policy=policy if kind == "policy" else "native")
+
+
+def cpu_step(batch: int):
+    """A small MLP training step on the CPU: serve's plumbing without a GPU."""
+    import torch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x = torch.randn(batch, 64)
+
+    def step():
+        model(x).square().mean().backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step
+
+
+def serve(kind: str, policy: str, workload: str, batch: int, warmup: int, device: str) -> None:
+    """Timing worker: set up, warm up, print {"ready": true}; per stdin line
+    "run N" run N steps and print {"step_ms": [...]}; "stats" prints the
+    peaks; "quit" or EOF ends."""
+    setup_kind(kind, policy, device)
+    import torch
+
+    cuda = device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    try:
+        step = build_step(workload, batch) if cuda else cpu_step(batch)
+        for _ in range(warmup):
+            step()
+        sync()
+    except Exception as e:  # noqa: BLE001 - reported to the driver
+        print(json.dumps({"ready": False, "message": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
+        return
+    print(json.dumps({"ready": True}), flush=True)
+    for line in sys.stdin:
+        cmd = line.split()
+        if not cmd or cmd[0] == "quit":
+            break
+        if cmd[0] == "stats":
+            st = torch.cuda.memory_stats() if cuda else {}
+            print(json.dumps({"peak_reserved": st.get("reserved_bytes.all.peak", -1),
+                              "peak_allocated": st.get("allocated_bytes.all.peak", -1),
+                              "device_allocs": st.get("num_device_alloc", -1),
+                              "device_frees": st.get("num_device_free", -1),
+                              "retries": st.get("num_alloc_retries", -1)}), flush=True)
+            continue
+        times = []
+        try:
+            for _ in range(int(cmd[1])):
+                sync()
+                t0 = time.perf_counter()
+                step()
+                sync()
+                times.append((time.perf_counter() - t0) * 1e3)
+        except Exception as e:  # noqa: BLE001
+            print(json.dumps({"message": f"{type(e).__name__}: {str(e)[:300]}"}), flush=True)
+            return
+        print(json.dumps({"step_ms": times}), flush=True)
+
+
+def ab_serve(a) -> None:
+    """ab with persistent processes and alternating rounds (see the docstring)."""
+    sys.path.insert(0, str(ROOT / "benchmarks" / "strand"))
+    from measure import Worker  # a line-reading process with timeouts
+
+    kinds = a.kinds.split(",")
+    for k in kinds:
+        if k not in KINDS:
+            raise SystemExit(f"--kinds: unknown kind {k!r}: known kinds are {', '.join(KINDS)}")
+    if "policy" not in kinds or not {"native", "native_expandable"} & set(kinds):
+        raise SystemExit("--kinds: needs policy and at least one of native, native_expandable")
+    logs = pathlib.Path(a.json).parent if a.json else pathlib.Path(".")
+    results = {"policy": a.policy, "rounds": a.rounds, "steps": a.steps, "warmup": a.warmup,
+               "kinds": kinds, "device": a.device, "workloads": {}}
+    for w in a.workloads.split(","):
+        batch = BATCH.get(w, 16)
+        R = results["workloads"][w] = {"batch": batch, "rounds": {k: [] for k in kinds}, "errors": {}}
+        workers = {}
+        try:
+            for k in kinds:  # set up side by side; timed one at a time below
+                cmd = [sys.executable, __file__, "child", "--serve", "--kind", k, "--policy", a.policy,
+                       "--workload", w, "--batch", str(batch), "--warmup", str(a.warmup),
+                       "--device", a.device, "--steps", str(a.steps)]
+                workers[k] = Worker(cmd, logs / f"ab_{w}_{k}.log")
+            live = []
+            for k, wk in workers.items():
+                ans = wk.read(a.timeout)
+                if ans and ans.get("ready"):
+                    live.append(k)
+                else:
+                    R["errors"][k] = ans or {"message": "no answer"}
+            for r in range(a.rounds):
+                order = live[r % len(live):] + live[:r % len(live)] if live else []
+                for k in order:
+                    workers[k].send(f"run {a.steps}")
+                    ans = workers[k].read(a.timeout)
+                    if not ans or "step_ms" not in ans:
+                        R["errors"][k] = ans or {"message": "no answer"}
+                        live.remove(k)
+                        continue
+                    R["rounds"][k].append(statistics.median(ans["step_ms"]))
+            R["stats"] = {}
+            for k in live:
+                workers[k].send("stats")
+                R["stats"][k] = workers[k].read(a.timeout) or {}
+        finally:
+            for wk in workers.values():
+                wk.stop()
+        natives = [k for k in ("native", "native_expandable") if k in R["stats"]]
+        best = min(natives, key=lambda k: (R["stats"][k].get("peak_reserved", -1), natives.index(k))) \
+            if natives else None
+        R["native_best"] = best
+        rs = [p / b for p, b in zip(R["rounds"].get("policy", []), R["rounds"].get(best, [])) if b > 0]
+        if rs:
+            R["ratio"] = {"median": statistics.median(rs), "min": min(rs), "max": max(rs), "n": len(rs)}
+        print(f"\n{w} (batch {batch}), {len(rs)} alternating rounds x {a.steps} steps; policy = {a.policy}")
+        print(f"  {'allocator':22s} {'step ms':>9s} {'peak reserved MiB':>18s} {'peak allocated MiB':>19s}"
+              f" {'dev allocs':>10s} {'dev frees':>9s} {'retries':>7s}")
+        for k in kinds:
+            st, ts = R["stats"].get(k, {}), R["rounds"].get(k, [])
+            name = f"cachealloc {a.policy}" if k == "policy" else k
+            med = f"{statistics.median(ts):9.3f}" if ts else f"{'-':>9s}"
+            print(f"  {name:22s} {med} {st.get('peak_reserved', -1) / 2**20:18.1f} "
+                  f"{st.get('peak_allocated', -1) / 2**20:19.1f} {st.get('device_allocs', -1):10d} "
+                  f"{st.get('device_frees', -1):9d} {st.get('retries', -1):7d}")
+        for k, e in R["errors"].items():
+            print(f"  {k}: failed: {e.get('message', e)}")
+        if rs:
+            pr, br = R["stats"]["policy"].get("peak_reserved", -1), R["stats"][best].get("peak_reserved", -1)
+            print(f"  {a.policy} / {best} (native's lower peak): step time per round median "
+                  f"{R['ratio']['median']:.4f} (min {R['ratio']['min']:.4f}, max {R['ratio']['max']:.4f}), "
+                  f"peak reserved {pr / br if br > 0 else float('nan'):.4f}")
+        if a.json:
+            pathlib.Path(a.json).write_text(json.dumps(results, indent=1))
+
+
 def spawn(kind, policy, workload, batch, steps, warmup, fraction=None) -> dict:
     cmd = [sys.executable, __file__, "child", "--kind", kind, "--policy", policy, "--workload",
            workload, "--batch", str(batch), "--steps", str(steps), "--warmup", str(warmup)]
@@ -237,12 +397,20 @@ def main() -> None:
     c.add_argument("--steps", type=int, default=20)
     c.add_argument("--warmup", type=int, default=3)
     c.add_argument("--fraction", type=float)
+    c.add_argument("--serve", action="store_true", help="a persistent timing worker (ab --serve)")
+    c.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     b = sub.add_parser("ab")
     b.add_argument("--policy", default="stitch")
     b.add_argument("--workloads", default="gpt2,resnet50,encoder,multistream,graph")
     b.add_argument("--rounds", type=int, default=2)
     b.add_argument("--steps", type=int, default=20)
     b.add_argument("--warmup", type=int, default=3)
+    b.add_argument("--serve", action="store_true",
+                   help="persistent processes, alternating rounds (the issue-48 form)")
+    b.add_argument("--kinds", default="native,native_expandable,policy", help="with --serve")
+    b.add_argument("--json", default="", help="with --serve: write the figures here")
+    b.add_argument("--timeout", type=float, default=300, help="with --serve: seconds per answer")
+    b.add_argument("--device", default="cuda", choices=["cuda", "cpu"], help="with --serve")
     l = sub.add_parser("largest")
     l.add_argument("--policy", default="stitch")
     l.add_argument("--workload", default="gpt2")
@@ -257,8 +425,12 @@ def main() -> None:
         if a.policy not in cachealloc.policies():
             p.error(f"--policy: unknown policy {a.policy!r}: known policies are "
                     f"{', '.join(cachealloc.policies())}")
-    if a.cmd == "child":
+    if a.cmd == "child" and a.serve:
+        serve(a.kind, a.policy, a.workload, a.batch, a.warmup, a.device)
+    elif a.cmd == "child":
         print(json.dumps(child(a.kind, a.policy, a.workload, a.batch, a.steps, a.warmup, a.fraction)))
+    elif a.cmd == "ab" and a.serve:
+        ab_serve(a)
     elif a.cmd == "ab":
         ab(a)
     else:

@@ -6,6 +6,7 @@ processes (child.py), side by side on one GPU within a memory budget
 
     python benchmarks/strand/measure.py --out DIR [--limit-gib 6] [--budget 480]
         [--workloads a,b] [--policies stitch,unmap_on_free] [--rounds 5]
+        [--reuse OLD/strand.json]
 
 Per workload, in this order of priority (native first, then our policies,
 then timing; `--budget` seconds in all):
@@ -27,6 +28,14 @@ then timing; `--budget` seconds in all):
     steps in every process one process after another (the order rotates);
     the per-round ratio to native classic and to native's best, median and
     spread.
+
+`--reuse OLD.json[,...]`: native's measurements of an earlier run (same
+limit and grain) stand in for steps 1-3's native part: the physical size,
+the trace and advise's line, and native classic, expandable and advised
+(their largest sizes, peaks and probes) are taken from the last file that
+measured the workload, and only our policies are searched; the timing (4)
+still runs native beside them in this run. Workloads none of the files
+measured are measured in full.
 
 Native's best: of classic, expandable and advised, the largest size, then
 the lower peak reserved there. A workload strands memory under native when
@@ -164,9 +173,27 @@ class Driver:
         return out
 
     # -- one workload ----------------------------------------------------
+    def reused(self, name, grain):
+        """The workload's native measurements from --reuse files (the last
+        file that has a physical size and a native best for it), or None."""
+        found = None
+        for path in self.a.reuse.split(",") if self.a.reuse else []:
+            W = json.loads(pathlib.Path(path).read_text()).get("workloads", {}).get(name)
+            if not W or (W.get("physical") or {}).get("value") is None or not W.get("native_best"):
+                continue
+            if W.get("limit") != self.limit or W.get("grain") != grain:
+                raise SystemExit(f"measure: --reuse {path}: {name} was measured under limit "
+                                 f"{W.get('limit')} and grain {W.get('grain')}, this run uses "
+                                 f"{self.limit} and {grain}")
+            found = (path, W)
+        return found
+
     def workload(self, name):
         spec = suite.spec(name)
         grain = spec.grain(self.a.device)
+        old = self.reused(name, grain)
+        if old is not None:
+            return self.policies_only(name, *old)
         start = spec.tiny * 4 if self.cpu else spec.start_cuda
         start = max(grain, start // grain * grain)
         W = {"unit": spec.unit, "grain": grain, "limit": self.limit, "probes": {}, "kinds": {}}
@@ -213,6 +240,28 @@ class Driver:
         if "advised_same_as" in W:
             W["kinds"]["advised"] = dict(W["kinds"].get(W["advised_same_as"], {}),
                                          same_as=W["advised_same_as"])
+        W["native_best"] = native_best(W)
+        self.save()
+
+    def policies_only(self, name, path, old):
+        """Native's part from an earlier run (--reuse); our policies searched
+        and their open peaks measured here, as workload() does."""
+        keep = ("unit", "grain", "limit", "physical", "trace", "advise", "advised_same_as")
+        W = {k: old[k] for k in keep if k in old}
+        W["reused_from"] = str(path)
+        W["kinds"] = {k: v for k, v in (old.get("kinds") or {}).items() if k in NATIVE}
+        W["probes"] = {k: v for k, v in (old.get("probes") or {}).items() if k in NATIVE + ["physical"]}
+        with self.lock:
+            self.res["workloads"][name] = W
+        P = W["physical"]["value"]
+        conf = (W["kinds"].get("advised") or {}).get("conf", "")
+        kinds = ["policy:" + p for p in self.policies]
+        with cf.ThreadPoolExecutor(max_workers=max(1, 2 * len(kinds))) as ex:
+            futs = [ex.submit(self.kind_largest, name, W, k, P, conf) for k in kinds]
+            if not self.a.no_open:
+                futs += [ex.submit(self.open_peaks, name, W, k, P, conf) for k in kinds]
+            for f in futs:
+                f.result()
         W["native_best"] = native_best(W)
         self.save()
 
@@ -459,6 +508,9 @@ def parse(argv=None):
     p.add_argument("--warmup", type=int, default=3, help="untimed steps before the rounds")
     p.add_argument("--no-timing", action="store_true")
     p.add_argument("--no-open", action="store_true", help="skip the peaks at the physical size without the limit")
+    p.add_argument("--reuse", default="",
+                   help="comma-separated strand.json files of earlier runs: their native measurements "
+                        "stand in for this run's (only our policies are searched)")
     return p.parse_args(argv)
 
 

@@ -22,6 +22,7 @@ TEST(PolicyRegistry, KnowsNativeFirstAndMakesNoObjectForIt) {
   EXPECT_EQ(make_policy(""), nullptr);
   EXPECT_EQ(make_policy("stitch")->name(), "stitch");
   EXPECT_EQ(make_policy("unmap_on_free")->name(), "unmap_on_free");
+  EXPECT_EQ(make_policy("rescue")->name(), "rescue");
 }
 
 TEST(PolicyRegistry, AnUnknownNameIsRefusedNamingTheKnownOnes) {
@@ -30,7 +31,7 @@ TEST(PolicyRegistry, AnUnknownNameIsRefusedNamingTheKnownOnes) {
     FAIL() << "no error";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()),
-              "unknown policy 'gmlake': known policies are native, stitch, unmap_on_free");
+              "unknown policy 'gmlake': known policies are native, stitch, rescue, unmap_on_free");
   }
   EXPECT_FALSE(is_policy_name("gmlake"));
   EXPECT_TRUE(is_policy_name("stitch"));
@@ -225,6 +226,130 @@ TEST(StitchPolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {
   h.engine.free(b);
   h.engine.free(c);
   h.engine.release_pool(pool);
+  h.engine.check_invariants();
+}
+
+// rescue: native's expandable segments (2 MiB pages) until a request would
+// pass the limit (allocator/policy/rescue_policy.h).
+TEST(RescuePolicy, WithoutALimitItGrowsAsNativeAndARepeatedStepMakesNoDeviceCall) {
+  Harness h("", 8 * kGiB, "rescue");
+  Harness native("expandable_segments:True", 8 * kGiB);
+  auto step = [](Harness& x) {
+    Block* a = x.engine.malloc(100 * kMiB, kStreamA);
+    Block* c = x.engine.malloc(10 * kMiB, kStreamA);
+    x.engine.free(a);
+    Block* b = x.engine.malloc(200 * kMiB, kStreamA);  // fits nowhere below c: maps above it
+    x.engine.free(b);
+    x.engine.free(c);
+  };
+  step(h);
+  step(native);
+  // a's free pages stay mapped, as native's: 100 + 10 + 200 MiB in 2 MiB
+  // pages (native's 20 MiB pages: c takes a whole page, b grows from it).
+  EXPECT_EQ(h.engine.reserved_bytes(), 310 * kMiB);
+  EXPECT_EQ(native.engine.reserved_bytes(), 320 * kMiB);
+  EXPECT_EQ(h.stats().num_device_free, 0);
+  const auto maps = h.stats().num_device_alloc;
+  step(h);  // the same step again: every request a hit
+  EXPECT_EQ(h.stats().num_device_alloc, maps);
+  EXPECT_EQ(h.stats().num_device_free, 0);
+  EXPECT_EQ(h.engine.reserved_bytes(), 310 * kMiB);
+  h.engine.check_invariants();
+}
+
+TEST(RescuePolicy, UnderALimitAMissIsCheckedAgainstThePagesItMaps) {
+  // a (22 MiB) leaves 18 MiB free at the top of its second 20 MiB page; b
+  // (30 MiB) needs 12 MiB more. Native checks reserved (40) + b's whole
+  // size (30) against 60 MiB, refuses, can release nothing (the free 18
+  // MiB share a page with a) and raises. rescue maps the 12 MiB.
+  Harness native("expandable_segments:True", 8 * kGiB);
+  native.engine.set_memory_limit(60 * kMiB);
+  Block* na = native.engine.malloc(22 * kMiB, kStreamA);
+  EXPECT_EQ(native.engine.reserved_bytes(), 40 * kMiB);
+  EXPECT_THROW(native.engine.malloc(30 * kMiB, kStreamA), OutOfMemoryError);
+  native.engine.free(na);
+
+  Harness h("", 8 * kGiB, "rescue");
+  h.engine.set_memory_limit(60 * kMiB);
+  Block* a = h.engine.malloc(22 * kMiB, kStreamA);  // maps ahead to 40 MiB, as native's pages
+  EXPECT_EQ(h.engine.reserved_bytes(), 40 * kMiB);
+  Block* b = h.engine.malloc(30 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 52 * kMiB);
+  EXPECT_EQ(h.stats().num_device_alloc, 2);
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  EXPECT_EQ(h.stats().num_ooms, 0);
+  h.engine.check_invariants();
+  h.engine.free(a);
+  h.engine.free(b);
+}
+
+TEST(RescuePolicy, UnderALimitItUnmapsTheLargestFreeBlocksInsteadOfEmptyingTheCache) {
+  Harness h("", 8 * kGiB, "rescue");
+  h.engine.set_memory_limit(200 * kMiB);
+  Block* a = h.engine.malloc(60 * kMiB, kStreamA);  // [0, 60)
+  Block* c = h.engine.malloc(10 * kMiB, kStreamA);  // [60, 70), 10 MiB free above (ahead)
+  Block* d = h.engine.malloc(40 * kMiB, kStreamA);  // [70, 110)
+  Block* e = h.engine.malloc(30 * kMiB, kStreamA);  // [110, 140), 10 MiB free above
+  EXPECT_EQ(h.engine.reserved_bytes(), 150 * kMiB);
+  h.engine.free(a);  // free: 60 MiB at 0, 40 MiB at 70, 10 MiB at 140
+  h.engine.free(d);
+  // 100 MiB fits only on top (grown from the 10 MiB free there): 90 MiB
+  // more passes the limit by 40; a's 60 MiB (the largest free block) go in
+  // one call, d's 40 MiB stay mapped and cached. Native: release all, retry.
+  Block* f = h.engine.malloc(100 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 180 * kMiB);
+  EXPECT_EQ(h.engine.largest_cached_block(), 40 * kMiB);
+  EXPECT_EQ(h.stats().num_device_free, 1);
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  h.engine.check_invariants();
+  // d's run serves a request of its size without a device call.
+  const auto maps = h.stats().num_device_alloc;
+  Block* g = h.engine.malloc(40 * kMiB, kStreamA);
+  EXPECT_EQ(h.stats().num_device_alloc, maps);
+  // More than reclaiming can give: native's OOM path, then the OOM.
+  EXPECT_THROW(h.engine.malloc(100 * kMiB, kStreamA), OutOfMemoryError);
+  EXPECT_LE(h.engine.reserved_bytes(), 200 * kMiB);
+  h.engine.check_invariants();
+  for (Block* x : {c, e, f, g}) h.engine.free(x);
+  h.engine.check_invariants();
+}
+
+TEST(RescuePolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {
+  Harness h("", 8 * kGiB, "rescue");
+  h.engine.set_memory_limit(150 * kMiB);
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  Block* c = h.engine.malloc(10 * kMiB, kStreamA);
+  h.engine.free(a);  // 100 MiB free that a reclaim would take
+  const PoolId pool{1, 1};
+  h.engine.begin_allocate_to_pool(pool, [](StreamId) { return true; });  // a graph captures
+  EXPECT_THROW(h.engine.malloc(60 * kMiB, kStreamA), OutOfMemoryError);
+  EXPECT_EQ(h.stats().num_device_free, 0);  // unmapping waits for a stream: not now
+  h.engine.end_allocate_to_pool(pool);
+  h.engine.release_pool(pool);
+  Block* b = h.engine.malloc(60 * kMiB, kStreamA);  // after the capture: a's pages serve
+  EXPECT_EQ(h.stats().num_alloc_retries, 0);
+  h.engine.check_invariants();
+  h.engine.free(b);
+  h.engine.free(c);
+}
+
+TEST(RescuePolicy, EmptyCacheKeepsLargeFreeRunsUnder20MiBMapped) {
+  Harness h("", 8 * kGiB, "rescue");
+  Block* a = h.engine.malloc(10 * kMiB, kStreamA);
+  Block* live = h.engine.malloc(50 * kMiB, kStreamA);
+  Block* z = h.engine.malloc(40 * kMiB, kStreamA);
+  EXPECT_EQ(h.engine.reserved_bytes(), 100 * kMiB);  // 2 MiB pages, nothing ahead
+  h.engine.free(a);
+  h.engine.free(z);
+  const auto unmaps = h.stats().num_device_free;
+  h.engine.empty_cache();
+  // z's 40 MiB go (one call); a's 10 MiB, which native's 20 MiB pages could
+  // not release, stay mapped and serve the next step.
+  EXPECT_EQ(h.engine.reserved_bytes(), 60 * kMiB);
+  EXPECT_EQ(h.stats().num_device_free, unmaps + 1);
+  h.engine.free(live);
+  h.engine.empty_cache();
+  EXPECT_EQ(h.engine.reserved_bytes(), 0u);
   h.engine.check_invariants();
 }
 

@@ -533,6 +533,8 @@ const Scenario kScenarios[] = {
     {"", 4 * kGiB, 0, 4, 5, false, false, "stitch", 100'000},
     {"", 4 * kGiB, 3 * kGiB, 3, 6, false, true, "stitch", 100'000},
     {"", 3 * kGiB, 0, 3, 7, false, false, "unmap_on_free", 60'000},
+    {"", 4 * kGiB, 3 * kGiB, 3, 8, false, false, "rescue", 100'000},
+    {"max_split_size_mb:64", 4 * kGiB, 3 * kGiB, 3, 9, true, true, "rescue", 100'000},
 };
 static_assert(4 * kOpsPerConfig >= 1'000'000);
 
@@ -544,6 +546,8 @@ TEST(Randomized, MemoryPoolsUnderALimit) { RunScenario(kScenarios[4]); }
 TEST(RandomizedPolicy, StitchFourStreams) { RunScenario(kScenarios[5]); }
 TEST(RandomizedPolicy, StitchMemoryPoolsUnderALimit) { RunScenario(kScenarios[6]); }
 TEST(RandomizedPolicy, UnmapOnFree) { RunScenario(kScenarios[7]); }
+TEST(RandomizedPolicy, RescueUnderALimit) { RunScenario(kScenarios[8]); }
+TEST(RandomizedPolicy, RescueMemoryPoolsUnderALimit) { RunScenario(kScenarios[9]); }
 
 }  // namespace
 }  // namespace cachealloc::testing

@@ -265,7 +265,7 @@ Outcome run_pipeline(std::string_view bytes, const PipelineOptions& o) {
         wo.snapshot_entries = o.keep_frames ? 1000 : 0;
         // Placement policies replay the same inputs (docs/policies.md).
         for (const char* conf : {"trace", "expandable_segments:True", "policy:stitch",
-                                 "policy:unmap_on_free"})
+                                 "policy:unmap_on_free", "policy:rescue"})
           run_whatif(stream, parse_lab_config(conf, trace.config), wo);
       }
     } catch (const TraceFormatError&) {

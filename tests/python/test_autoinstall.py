@@ -89,7 +89,7 @@ def test_cachealloc_run_sets_the_placement_policy(site_env, torch_installed):
     r = _run(site_env, sys.executable, "-m", "cachealloc.cli", "run", "--policy", "gmlake", "--",
              sys.executable, "-c", "pass")
     assert r.returncode == 2
-    assert "known policies are native, stitch, unmap_on_free" in r.stderr
+    assert "known policies are native, stitch, rescue, unmap_on_free" in r.stderr
 
 
 def test_without_the_switch_the_hook_does_nothing(site_env, torch_installed):

@@ -14,7 +14,7 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("CACHEALLOC_BUILD", REPO / "build"))
 
-KNOWN = "known policies are native, stitch, unmap_on_free"
+KNOWN = "known policies are native, stitch, rescue, unmap_on_free"
 
 
 def lab(cli, *args):
@@ -69,7 +69,7 @@ def test_an_unknown_policy_is_refused_naming_the_known_ones(cli, traces_dir, com
 
 def test_init_takes_a_policy_and_refuses_an_unknown_one(ca):
     assert ca.policy() == "native"
-    assert ca.policies() == ["native", "stitch", "unmap_on_free"]
+    assert ca.policies() == ["native", "stitch", "rescue", "unmap_on_free"]
     ca.init("", "simulated:8589934592", policy="stitch")
     assert ca.policy() == "stitch"
     a = ca._malloc(100 << 20)

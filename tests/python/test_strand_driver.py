@@ -64,6 +64,35 @@ def test_driver_on_cpu(tmp_path):
     md = (out / "strand.md").read_text()
     assert "| kv_generation | KV tokens |" in md and "## Step time" in md
 
+    # A second run reusing this one's native measurements (--reuse): only the
+    # policy is searched; native's kinds are copied, yet timed again here.
+    out2 = tmp_path / "res2"
+    cmd2 = [c if c != str(out) else str(out2) for c in cmd]
+    cmd2[cmd2.index("--policies") + 1] = "rescue"
+    p = subprocess.run(cmd2 + ["--reuse", str(out / "strand.json")], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    res2 = json.loads((out2 / "strand.json").read_text())
+    W2 = res2["workloads"]["kv_generation"]
+    assert W2["reused_from"] == str(out / "strand.json")
+    assert W2["physical"] == W["physical"] and W2["probes"]["physical"] == W["probes"]["physical"]
+    for kind in ("classic", "expandable"):
+        assert W2["kinds"][kind] == W["kinds"][kind] and W2["probes"][kind] == W["probes"][kind]
+    assert "policy:stitch" not in W2["kinds"]
+    k = W2["kinds"]["policy:rescue"]
+    assert k["largest"]["probes"][0][0] == phys["value"] and k["at_physical"]["size"] == phys["value"]
+    assert W2["native_best"] == W["native_best"]
+    T2 = res2["timing"]["kv_generation"]
+    assert T2["kinds"] == [k for k in ("classic", "expandable", "policy:rescue")
+                           if W2["kinds"][k]["largest"]["value"]]
+    assert all(len(v) == 2 for v in T2["rounds"].values()), T2
+    # Measurements of another limit are refused, naming the file.
+    cmd3 = list(cmd2)
+    cmd3[cmd3.index("--limit-gib") + 1] = repr(2 * limit / 2**30)
+    p = subprocess.run(cmd3 + ["--reuse", str(out / "strand.json")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode != 0 and "was measured under limit" in p.stderr, p.stderr[-2000:]
+
 
 def test_driver_refuses_unknown_workload(tmp_path):
     p = subprocess.run([sys.executable, str(STRAND / "measure.py"), "--device", "cpu", "--out",

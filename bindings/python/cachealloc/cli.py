@@ -87,7 +87,7 @@ cachealloc run [--conf STR] [--backend NAME] [--policy NAME] [--snapshot-dir DIR
     process it starts (e.g. cachealloc run -- torchrun --nproc-per-node 8 train.py).
     --conf: PYTORCH_CUDA_ALLOC_CONF syntax (default: that variable);
     --backend: cuda (default), async, simulated[:BYTES[:DEVICES]];
-    --policy: placement policy, native (default), stitch or unmap_on_free
+    --policy: placement policy, native (default), stitch, rescue or unmap_on_free
     (docs/policies.md; sets CACHEALLOC_POLICY);
     --snapshot-dir: run directory; every rank records history and writes its
     snapshot into DIR/rank-NNNNN/ at exit (read it with cachealloc report DIR);
@@ -104,7 +104,7 @@ def run(args: List[str]) -> int:
                                      description="Run a command with cachealloc switched on.")
     parser.add_argument("--conf", help="allocator config, PYTORCH_CUDA_ALLOC_CONF syntax")
     parser.add_argument("--backend", help="cuda, async or simulated[:BYTES[:DEVICES]]")
-    parser.add_argument("--policy", help="placement policy: native, stitch or unmap_on_free")
+    parser.add_argument("--policy", help="placement policy: native, stitch, rescue or unmap_on_free")
     parser.add_argument("--snapshot-dir", help="run directory for every rank's snapshot")
     parser.add_argument("--oom-snapshot", metavar="DIR",
                         help="directory for a snapshot and a diagnosis at each OOM")

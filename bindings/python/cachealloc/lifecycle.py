@@ -28,7 +28,7 @@ def init(conf: Optional[str] = None, backend: Optional[str] = None,
     backend: None/"cuda" (cudaMalloc), "async" (cudaMallocAsync),
     "simulated[:BYTES[:DEVICES]]" (no GPU; for tests and the replay lab).
     policy: the placement policy by name, "native" (PyTorch 2.11's
-    decisions), "stitch" or "unmap_on_free" (docs/policies.md); None: the
+    decisions), "stitch", "rescue" or "unmap_on_free" (docs/policies.md); None: the
     CACHEALLOC_POLICY environment variable, else native. Not a conf key.
     Raises CacheallocError for a bad config, backend or policy (an unknown
     policy is refused naming the known ones), or when blocks are still

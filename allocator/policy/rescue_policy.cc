@@ -1,0 +1,91 @@
+#include "allocator/policy/rescue_policy.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "allocator/engine/blocks/size_policy.h"
+#include "allocator/engine/expandable/expandable_segment.h"
+#include "allocator/engine/port/policy_engine.h"
+
+namespace cachealloc {
+
+void RescuePolicy::shape_config(AllocatorConfig& config) const {
+  config.expandable_segments = true;
+  // 2 MiB pages in the large pool too: a hole between live blocks keeps at
+  // most one partly used page mapped at each end, where native's 20 MiB
+  // pages keep up to 20 MiB each.
+  config.large_segment_size = kSmallBuffer;
+}
+
+Block* RescuePolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
+  const PrivatePool* owner = r.pool->owner();
+  // No limit, or a MemPool with its own allocator: native's miss, as is
+  // (without a limit the pages it needs; nothing is mapped ahead, so
+  // reserved stays at or below native's 20 MiB pages').
+  if (!engine.limit().is_set() || (owner && owner->segment_source)) return engine.native_alloc(r);
+  // Under a limit: native's search for room (the lowest gap of the
+  // stream's range), the limit checked by before_map against the pages
+  // really mapped (native's check counts the request's whole-segment
+  // size). While the limit has room, a large-pool miss maps up to a whole
+  // kLargeBuffer (native's 20 MiB page) as native would, so growth near the
+  // limit takes no more mappings than native's; the last pages before the
+  // limit go one by one.
+  MissRequest m = r;
+  if (!r.pool->is_small()) {
+    const size_t reserved = engine.reserved_bytes();
+    const size_t allowed = engine.limit().allowed_bytes();
+    const size_t room = allowed > reserved ? (allowed - reserved) / kSmallBuffer * kSmallBuffer : 0;
+    const size_t ahead = (r.size + kLargeBuffer - 1) / kLargeBuffer * kLargeBuffer;
+    m.size = std::max(r.size, std::min(ahead, room));
+  }
+  if (Block* b = engine.map_for(m)) return b;
+  return m.size == r.size ? nullptr : engine.map_for(r);
+}
+
+bool RescuePolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
+                              size_t bytes) {
+  (void)segment;
+  const MemoryLimit& limit = engine.limit();
+  // Without a limit: native's miss (on_miss), nothing to check.
+  if (!limit.is_set()) return true;
+  const size_t allowed = limit.allowed_bytes();
+  if (engine.reserved_bytes() + bytes <= allowed) return true;
+  // A graph may be capturing: no unmapping (it waits for a stream).
+  if (engine.routing()) return false;
+  reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed);
+  return engine.reserved_bytes() + bytes <= allowed;
+}
+
+bool RescuePolicy::release_on_empty_cache(const Block* free_block) const {
+  return free_block->pool->is_small() || free_block->size >= kLargeBuffer;
+}
+
+size_t RescuePolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target) {
+  struct Candidate {
+    Block* block;
+    size_t pages;  // whole free page bytes inside it
+  };
+  std::vector<Candidate> candidates;
+  engine.for_each_free_block([&](Block* b) {
+    if (!b->expandable) return;
+    if (b->address + b->size == start || b->address == start + bytes) return;  // joined
+    const size_t pages = PolicyEngine::whole_page_bytes(*engine.segment_of(b->address), b->address,
+                                                        b->size);
+    if (pages > 0) candidates.push_back({b, pages});
+  });
+  // Most pages first: the fewest unmap calls for the bytes needed. Ties by
+  // address, so the order does not depend on the index's.
+  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.pages != b.pages ? a.pages > b.pages : a.block->address < b.block->address;
+  });
+  size_t reclaimed = 0;
+  for (const Candidate& c : candidates) {
+    if (reclaimed >= target) break;
+    // All of its whole pages (one call either way): headroom for the next
+    // misses, which then map without unmapping.
+    reclaimed += engine.unmap_top_pages(c.block, c.pages);
+  }
+  return reclaimed;
+}
+
+}  // namespace cachealloc

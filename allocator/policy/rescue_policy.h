@@ -1,0 +1,71 @@
+// "rescue": native's expandable segments in every step that fits, and page
+// work only where a request would otherwise fail. Built for issue 48: keep
+// native's speed (no device call per repeated step once warm) and recover
+// the memory native strands under a memory limit.
+//
+// Where native's expandable segments strand memory under a limit (the strand
+// suite's traces, docs/fragmentation.md):
+//   - partly used pages: a large block's range is mapped in 20 MiB pages, so
+//     every free hole between live blocks keeps the partial pages at its two
+//     ends mapped, and the OOM path cannot release them;
+//   - the limit check: native refuses a miss when reserved + the request's
+//     whole-segment size passes the limit, even when the free block at the
+//     top of the range already holds most of it and only a few pages are
+//     missing; its OOM path then unmaps every free page of every block (the
+//     next steps map them all again) and retries once.
+//
+// The rules:
+//   - Pages: 2 MiB in both pools (native's large pool: 20 MiB), so a hole
+//     strands at most 2 MiB at each end. Everything else of the config is
+//     the user's (max_split_size, rounding, garbage collection).
+//   - Hits, splits, frees: native's (the default hooks). No page is ever
+//     unmapped outside a miss that would pass the limit, the OOM path and
+//     empty_cache, so a step that repeats one already run makes no device
+//     call: its misses were mapped in an earlier step and stay.
+//   - empty_cache: a large-pool free block is unmapped only when it is at
+//     least kLargeBuffer (20 MiB), as native's pages allow; smaller free runs
+//     (whose 2 MiB pages native could not release) stay mapped and serve the
+//     next step without a device call. The small pool, and the OOM path and
+//     a released private pool everywhere, release every whole free page.
+//   - Miss without a limit: native's search (lowest gap of the stream's
+//     range with room), the pages it needs mapped.
+//   - Miss under a limit: the same search, checked against the pages it
+//     really maps (reserved + new pages <= limit). When they do not fit,
+//     whole free pages of other cached blocks are unmapped first (before_map),
+//     largest blocks first (fewest calls), each block giving all its whole
+//     pages (the rest of the limit is then headroom for the next misses),
+//     until the mapping fits; never those of the free blocks the mapping
+//     joins. Only when that is not enough does native's OOM path run (wait
+//     for stream events, unmap every free page, retry once, else raise).
+//   - While a private pool is routed to (a CUDA graph may capture), nothing
+//     is unmapped (unmapping waits for a stream): the miss maps or fails as
+//     native's. A MemPool with its own allocator gets whole segments from it.
+//
+// Costs: the hit path is the engine's out-of-line one (a virtual call per
+// malloc), no device call. A miss that reclaims scans the default pools'
+// free blocks (O(free blocks)) and makes one unmap call per block it takes
+// pages from. Invariants: the engine's; reserved never passes the limit;
+// only whole pages inside free blocks are unmapped.
+#pragma once
+
+#include "allocator/engine/port/placement_policy.h"
+
+namespace cachealloc {
+
+class RescuePolicy : public PlacementPolicy {
+ public:
+  std::string_view name() const override { return "rescue"; }
+  void shape_config(AllocatorConfig& config) const override;
+  Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
+  bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
+                  size_t bytes) override;
+  bool release_on_empty_cache(const Block* free_block) const override;
+
+ private:
+  // Unmaps whole free pages of cached blocks of the default pools until at
+  // least `target` bytes went (fewer if the cache has fewer), never inside
+  // the free blocks touching [start, start + bytes). Returns the bytes.
+  size_t reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target);
+};
+
+}  // namespace cachealloc
