@@ -11,8 +11,12 @@
 #                       (2.11), no GPU visible (benchmarks/zoo/predict.py);
 #   GPU, alone, last:   the OOM recorder's step-time cost (ab_train.py
 #                       --oom-recorder), if time is left.
-# Knobs: PRED_HALF (validation), PRED_JOBS (8), HOLDOUT (the holdout setups),
-# TESTS_K (the pytest -k of the GPU tests), DEADLINE (570 s in all).
+# Knobs: PRED_HALF (validation), PRED_JOBS (8), HOLDOUT (the holdout setups;
+# empty: no holdout truth), TESTS_K (the pytest -k of the GPU tests; empty:
+# none), PROBE_ROWS (non-empty: scripts/gpu_probe_rows.sh's op probes of
+# those rows too, into the same tar), OOM_COST (0: skip the recorder's
+# cost), DEADLINE (570 s in all). The holdout rows are predicted too when
+# the committed holdout truth exists.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
@@ -22,15 +26,17 @@ DEADLINE=${DEADLINE:-570}
 t0=$SECONDS
 left() { echo $(( DEADLINE - (SECONDS - t0) )); }
 stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
-pack() { tar czf "$OUT/gpu_turn46.tgz" -C /tmp turn46 2>/dev/null; }
+pack() { tar czf "$OUT/gpu_turn46.tgz" -C /tmp turn46 $([ -d /tmp/probe_rows ] && echo probe_rows) 2>/dev/null; }
 trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
-# The glue against this torch (the GPU tests and ab_train run through it).
-TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-(cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-  && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) >"$R/glue.log" 2>&1 \
-  || stamp "glue build failed"
-stamp "glue built"
+if [ -n "${TESTS_K-x}" ] || [ "${OOM_COST:-1}" != 0 ]; then
+  # The glue against this torch (the GPU tests and ab_train run through it).
+  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
+    && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) >"$R/glue.log" 2>&1 \
+    || stamp "glue build failed"
+  stamp "glue built"
+fi
 # CPU, torch 2.11, no GPU visible, one thread per prediction:
 #   1. the tuning rows' peaks (the zoo's tuning half and the H200 workloads
 #      the band also holds), 2. the band data made again from them alone
@@ -53,21 +59,33 @@ stamp "glue built"
       > "$R/tuning_errors.log" 2>&1
   cp bindings/python/cachealloc/predict/answer/data/tuning_errors.json "$R/"
   stamp "band data made again rc=$?"
+  HT=benchmarks/results/zoo_session22_H100/holdout_truth_H100.json
+  if [ -f $HT ]; then
+    timeout $(( $(left) - 15 )) python3 benchmarks/zoo/predict.py --truth $HT \
+        --out "$R/zoo_pred_holdout_torch2.11.json" --jobs 4 --timeout 200 > "$R/zoo_pred_holdout.log" 2>&1 &
+  fi
   timeout $(( $(left) - 15 )) python3 benchmarks/zoo/predict.py --truth tests/data/predict/zoo_truth.json \
-      --half ${PRED_HALF:-validation} --out "$R/zoo_pred_torch2.11.json" --jobs 12 --timeout 200 > "$R/zoo_pred.log" 2>&1
-  stamp "zoo predictions (torch 2.11 CPU) rc=$?" ) &
+      --half ${PRED_HALF:-validation} --out "$R/zoo_pred_torch2.11.json" --jobs 10 --timeout 200 > "$R/zoo_pred.log" 2>&1
+  stamp "zoo predictions (torch 2.11 CPU) rc=$?"; wait ) &
 # GPU: the holdout truth.
-HOLDOUT=${HOLDOUT:-qwen3_bf16ac_sdpa,gpt_neox_fp16_sdpa,tv_densenet121_bf16ac}
-( timeout $(( $(left) - 40 )) python3 benchmarks/zoo/record.py run --out $R/holdout --setups "$HOLDOUT" \
+HOLDOUT=${HOLDOUT-qwen3_bf16ac_sdpa,gpt_neox_fp16_sdpa,tv_densenet121_bf16ac}
+[ -n "$HOLDOUT" ] && ( timeout $(( $(left) - 40 )) python3 benchmarks/zoo/record.py run --out $R/holdout --setups "$HOLDOUT" \
     --cpus 4 --gpu-gib 44 --deadline $(( $(left) - 60 )) > "$R/holdout.log" 2>&1
   stamp "holdout truth rc=$?" ) &
+# GPU: op probes of zoo rows (one process at a time).
+if [ -n "${PROBE_ROWS:-}" ]; then
+  PROBE_ROWS="$PROBE_ROWS" timeout $(( $(left) - 60 )) bash scripts/gpu_probe_rows.sh > "$R/probe_rows.log" 2>&1
+  stamp "probes rc=$?"
+fi
 # GPU: issue 47's tests.
-timeout $(( $(left) - 150 )) python3 -m pytest -v -rs tests/gpu -k "${TESTS_K:-test_plugin or test_torch_api or test_policy_gpu}" \
-  > "$R/gpu_tests.log" 2>&1
-stamp "gpu tests rc=$? $(tail -1 $R/gpu_tests.log)"
+TESTS_K=${TESTS_K-test_plugin or test_torch_api or test_policy_gpu}
+if [ -n "$TESTS_K" ]; then
+  timeout $(( $(left) - 150 )) python3 -m pytest -v -rs tests/gpu -k "$TESTS_K" > "$R/gpu_tests.log" 2>&1
+  stamp "gpu tests rc=$? $(tail -1 $R/gpu_tests.log)"
+fi
 wait
 # GPU, alone: the recorder's cost, with what time is left.
-if [ "$(left)" -gt 60 ]; then
+if [ "${OOM_COST:-1}" != 0 ] && [ "$(left)" -gt 60 ]; then
   timeout $(( $(left) - 10 )) python3 benchmarks/ab_train.py --workload transformer --oom-recorder --rounds 5 --steps 20 \
     > "$R/ab_oom_recorder.log" 2>&1
   stamp "ab_train rc=$?"

@@ -33,6 +33,38 @@ def err_pct(pred, meas):
     return 100.0 * (pred - meas) / meas
 
 
+def residual_pct(pred, alt, meas, items=(0, 0)):
+    """The error left outside what band.py widens every answer by besides
+    the class band: the segment-placement spread (alt: the other placement's
+    figure) and the known unmodelled items' bounds (items: (low, high)
+    bytes, high None for no bound). 0 when the GPU's figure lies in
+    [min(pred, alt) - low, max(pred, alt) + high], else the signed distance
+    to the nearer end, in % of the GPU's; the class band is made of that."""
+    if pred is None or not meas:
+        return err_pct(pred, meas)
+    lo, hi = sorted((pred, pred if alt is None else alt))
+    lo -= items[0]
+    if items[1] is None:
+        return 100.0 * (lo - meas) / meas if meas < lo else 0.0
+    hi += items[1]
+    if meas < lo:
+        return 100.0 * (lo - meas) / meas
+    if meas > hi:
+        return 100.0 * (hi - meas) / meas
+    return 0.0
+
+
+def _items(items, quantity):
+    """(low, high) bytes the answer's unmodelled items widen `quantity` by
+    (high None: unbounded); (0, 0) for none or an older prediction file."""
+    low, high = 0, 0
+    for it in items or []:
+        a, b = it.get(quantity) or (0, 0)
+        low += a or 0
+        high = None if high is None or b is None else high + b
+    return low, high
+
+
 def rows(truth: dict, pred: dict):
     """One row per (setup, config, batch) measured: the figures and errors."""
     for n, R in truth["setups"].items():
@@ -48,6 +80,10 @@ def rows(truth: dict, pred: dict):
                        "gpu_reserved": t.get("max_memory_reserved") if ok else None,
                        "pred_allocated": pc.get("peak_allocated"),
                        "pred_reserved": pc.get("peak_reserved"),
+                       "alt_allocated": (pc.get("placement_alt") or {}).get("peak_allocated"),
+                       "alt_reserved": (pc.get("placement_alt") or {}).get("peak_reserved"),
+                       "items_allocated": _items(p.get("band_items"), "allocated"),
+                       "items_reserved": _items(p.get("band_items"), "reserved"),
                        "band_allocated": (pc.get("band") or {}).get("peak_allocated"),
                        "band_reserved": (pc.get("band") or {}).get("peak_reserved"),
                        "benchmark": "cudnn_benchmark" in (R.get("regime") or []),
@@ -57,7 +93,8 @@ def rows(truth: dict, pred: dict):
 def tuning_errors(truth: dict, pred: dict) -> dict:
     """Per class: the largest |error| over the tuning rows, and the band."""
     out = {"about": "largest |error| per class over the TUNING half only (benchmarks/zoo/"
-                    "compare.py); band = max(that x 1.25, 0.5 %) (issue 46)",
+                    "compare.py), outside the segment-placement spread each answer is widened "
+                    "by; band = max(that x 1.25, 0.5 %) (issue 46)",
            "truth": {"device": truth["device"], "torch": truth["torch"],
                      "libraries": truth.get("libraries")},
            "predicted_with_torch": pred.get("torch"), "classes": {}}
@@ -66,8 +103,10 @@ def tuning_errors(truth: dict, pred: dict) -> dict:
             continue
         C = out["classes"].setdefault(r["class"], {"rows": 0, "rows_without_prediction": [],
                                                    "allocated": None, "reserved": None})
-        ea = err_pct(r["pred_allocated"], r["gpu_allocated"])
-        er = err_pct(r["pred_reserved"], r["gpu_reserved"])
+        ea = residual_pct(r["pred_allocated"], r["alt_allocated"], r["gpu_allocated"],
+                          r["items_allocated"])
+        er = residual_pct(r["pred_reserved"], r["alt_reserved"], r["gpu_reserved"],
+                          r["items_reserved"])
         if ea is None or er is None:
             C["rows_without_prediction"].append(f"{r['setup']} {r['conf']} b{r['batch']}")
             continue

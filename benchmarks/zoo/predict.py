@@ -39,6 +39,8 @@ def _keep(answer: dict) -> dict:
             "limit": answer.get("limit"), "steps": answer.get("steps", rec.get("steps")),
             "seconds": answer.get("seconds"), "record_seconds": answer.get("record_seconds"),
             "torch": rec.get("torch"),
+            "band_items": [{k: it.get(k) for k in ("what", "allocated", "reserved", "need")}
+                           for it in (answer.get("band") or {}).get("items") or []],
             "not_modelled": [m for m in answer.get("modelled", []) if "NOT MODELLED" in m]}
 
 
@@ -53,9 +55,9 @@ def task(args) -> None:
         a = predict.fits(target, gpu, size=args.batch, steps=truth["steps"], advise=False)
     elif args.kind == "peaks":  # the peaks alone: no min-memory search, no replay at a limit
         from cachealloc import lab
-        from cachealloc.predict.answer.search import NATIVE_CONFIGS
+        from cachealloc.predict.answer.search import NATIVE_CONFIGS, PLACEMENT
         rec = predict.record(target, gpu, steps=truth["steps"], size=args.batch)
-        rows = lab.compare(rec.trace, list(NATIVE_CONFIGS.values()))
+        rows = lab.compare(rec.trace, list(NATIVE_CONFIGS.values()), placement=PLACEMENT)
         a = {"configs": {name: {"peak_allocated": r["peak_allocated"], "peak_reserved": r["peak_reserved"]}
                          for name, r in zip(NATIVE_CONFIGS, rows)},
              "recording": rec.summary, "modelled": rec.summary.get("modelled", []),

@@ -25,7 +25,7 @@ TEST(AdvisePageScale, TenMillionEventPageIsAtMostFiveMegabytes) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("advise_page_scale_" + std::to_string(::getpid()) + ".html"))
                                .string();
-  write_output_file(path, build_advise_page(in, std::nullopt, true, advice), "HTML report");
+  write_output_file(path, build_advise_page(in, std::nullopt, true, SegmentPlacement::kFirstFit, advice), "HTML report");
   const auto bytes = std::filesystem::file_size(path);
   std::filesystem::remove(path);
   std::printf("10M-event advise page: %ju bytes (%zu requests, %zu rows)\n",

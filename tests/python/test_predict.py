@@ -313,6 +313,7 @@ def test_cpu_build_gets_the_cuda_builds_dispatch():
     d.install()
     try:
         assert "aten::silu_backward" in d.ops
+        assert "aten::native_channel_shuffle" not in d.ops   # no CUDA kernel on a CUDA build
         assert all(has(op, "CUDA") for op in d.ops)
     finally:
         d.remove()

@@ -70,7 +70,8 @@ def _conf_args(confs: Sequence[str]) -> list:
 
 def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None, *,
             html=None, snapshot_dir=None, recorded_limit: Optional[int] = None,
-            policy: Optional[str] = None, series_points: Optional[int] = None) -> list:
+            policy: Optional[str] = None, series_points: Optional[int] = None,
+            placement: Optional[str] = None) -> list:
     """Replays the trace's requests under each config; one dict per config.
 
     memory_limit: bytes each replay may reserve (None: unlimited); requests
@@ -82,6 +83,9 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
     placement policy of every config that names none (--policy; default
     native; docs/policies.md). series_points: also return memory over time
     in about that many buckets of consecutive requests ("series").
+    placement: where a segment goes when the trace gives no address,
+    "first-fit" (the default) or "top-down" (--placement; the CUDA driver
+    mostly places segments downward: docs/prediction.md).
 
     Each dict holds, in bytes unless said: conf, label, policy,
     peak_reserved, peak_allocated, allocated_at_peak,
@@ -109,28 +113,32 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
         args += ["--snapshot-dir", os.fspath(snapshot_dir)]
     if series_points is not None:
         args += ["--series-points", str(int(series_points))]
-    return _run(args + _policy_args(policy))["configs"]
+    return _run(args + _policy_args(policy, placement))["configs"]
 
 
-def _policy_args(policy: Optional[str]) -> list:
-    return [] if policy is None else ["--policy", str(policy)]
+def _policy_args(policy: Optional[str], placement: Optional[str] = None) -> list:
+    args = [] if policy is None else ["--policy", str(policy)]
+    return args + ([] if placement is None else ["--placement", str(placement)])
 
 
 def min_memory(trace_path, confs: Sequence[str], *,
-               recorded_limit: Optional[int] = None, policy: Optional[str] = None) -> dict:
+               recorded_limit: Optional[int] = None, policy: Optional[str] = None,
+               placement: Optional[str] = None) -> dict:
     """Smallest memory limit (bytes) at which the trace's requests run
     without OOM, per config: {conf: bytes}. Exact: verified at the limit and
-    one byte below (see `cachealloc min-memory --help`). policy: as for
-    compare()."""
+    one byte below (see `cachealloc min-memory --help`). policy, placement:
+    as for compare()."""
     args = ["min-memory", os.fspath(trace_path), *_conf_args(confs)]
     if recorded_limit is not None:
         args += ["--recorded-limit", str(int(recorded_limit))]
-    return {row["conf"]: row["min_memory"] for row in _run(args + _policy_args(policy))["configs"]}
+    return {row["conf"]: row["min_memory"]
+            for row in _run(args + _policy_args(policy, placement))["configs"]}
 
 
 def advise(trace_path, memory_limit: Optional[int] = None, *,
            device_memory: Optional[int] = None, recorded_limit: Optional[int] = None,
-           html=None, threads: Optional[int] = None, policy: Optional[str] = None) -> dict:
+           html=None, threads: Optional[int] = None, policy: Optional[str] = None,
+           placement: Optional[str] = None) -> dict:
     """Which PYTORCH_CUDA_ALLOC_CONF the traced run should use (see
     `cachealloc advise --help`): native's settings searched by replay,
     ranked by the smallest memory without an OOM, then OOMs under
@@ -147,7 +155,8 @@ def advise(trace_path, memory_limit: Optional[int] = None, *,
     own minimum), "notes", "seconds", and "configs", best first, each with
     label, line, min_memory, peak_reserved, ooms, device_allocs,
     device_frees, probes (bytes where sizes). policy: every candidate runs
-    under this placement policy (default native)."""
+    under this placement policy (default native); placement: as for
+    compare()."""
     args = ["advise", os.fspath(trace_path)]
     for flag, value in (("--memory-limit", memory_limit), ("--device-memory", device_memory),
                         ("--recorded-limit", recorded_limit), ("--threads", threads)):
@@ -155,7 +164,7 @@ def advise(trace_path, memory_limit: Optional[int] = None, *,
             args += [flag, str(int(value))]
     if html is not None:
         args += ["--html", os.fspath(html)]
-    return _run(args + _policy_args(policy))
+    return _run(args + _policy_args(policy, placement))
 
 
 # memory_stats counters that a trace cannot always show, each with why.

@@ -18,6 +18,12 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   grouped-query head ratio, cuDNN RNNs. The class band is
   symmetric; an item widens the side it can err on (a missing workspace
   only makes the GPU need more).
+- Widened by the segment-placement spread, per config: the replay puts
+  cudaMalloc's segments top down (search.PLACEMENT), the driver's usual
+  order but not its rule; the same replay with first fit gives other peaks
+  where best fit's ties among equal-size blocks matter (checkpointed steps:
+  up to 13 % of classic's peak reserved). The band reaches the other
+  rule's figure on its side (spread()).
 
 Bands are bytes: (low, high) around each figure; None for high when an item
 has no bound (then the answer cannot say "fits").
@@ -230,12 +236,43 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
     out = {"class": cls, "why": why, "allocated_pct": cb["allocated_pct"],
            "reserved_pct": cb["reserved_pct"], "rows": cb["rows"], "set_by": cb["set_by"],
            "source": data.get("path"), "items": items, "configs": {}}
+    out["placement"] = {}
     for name, c in configs.items():
+        d = placement_spread(c)
+        if any(d.values()):
+            out["placement"][name] = d
         out["configs"][name] = {
-            "peak_allocated": widen(c["peak_allocated"], cb["allocated_pct"], items, "allocated"),
-            "peak_reserved": widen(c["peak_reserved"], cb["reserved_pct"], items, "reserved"),
-            "min_memory": widen(c.get("min_memory"), cb["reserved_pct"], items, "need")}
+            "peak_allocated": spread(widen(c["peak_allocated"], cb["allocated_pct"], items,
+                                           "allocated"), d["peak_allocated"]),
+            "peak_reserved": spread(widen(c["peak_reserved"], cb["reserved_pct"], items,
+                                          "reserved"), d["peak_reserved"]),
+            "min_memory": spread(widen(c.get("min_memory"), cb["reserved_pct"], items, "need"),
+                                 d["min_memory"])}
     return out
+
+
+def placement_spread(config: dict) -> dict:
+    """{quantity: the other placement's figure minus this one's, bytes} for
+    peak_allocated, peak_reserved and min_memory (0 where either is
+    unknown)."""
+    alt = config.get("placement_alt") or {}
+    return {q: (alt[q] - config[q]) if alt.get(q) is not None and config.get(q) is not None else 0
+            for q in ("peak_allocated", "peak_reserved", "min_memory")}
+
+
+def widest_need_spread(configs: Dict[str, dict]) -> int:
+    """The need's placement spread of largest size among the configs (the
+    advisor's own config was replayed with one placement only)."""
+    return max((placement_spread(c)["min_memory"] for c in configs.values()), key=abs, default=0)
+
+
+def spread(band: list, d: int) -> list:
+    """band [low, high] reaching d bytes above (d > 0) or -d below the
+    figure, on top of what it already spans."""
+    low, high = band
+    if d > 0:
+        return [low, _add(high, d)]
+    return [low - d, high]
 
 
 def widen(value, pct: float, items: list, quantity: str) -> list:

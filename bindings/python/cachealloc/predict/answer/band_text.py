@@ -50,7 +50,15 @@ def band_line(a: dict) -> str:
             f"reserved: {origin('reserved')}; sources in --json)")
     if b["items"]:
         text += f"; widened by {len(b['items'])} unmodelled item(s), listed below"
+    for name, d in sorted((b.get("placement") or {}).items()):
+        text += (f"; {name}: segments placed first fit instead of top down give peak reserved "
+                 f"{_signed(d['peak_reserved'])}, the need {_signed(d['min_memory'])} (the band "
+                 "reaches them: the driver's placement is not modelled)")
     return text
+
+
+def _signed(n: int) -> str:
+    return ("+" if n >= 0 else "-") + amount(abs(n))
 
 
 def steps_line(a: dict) -> Optional[str]:

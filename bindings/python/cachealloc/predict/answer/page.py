@@ -26,7 +26,7 @@ from ... import lab
 from ..device.peak_makeup import KINDS
 from . import svg_chart as sc
 from .report import size_text
-from .search import NATIVE_CONFIGS
+from .search import NATIVE_CONFIGS, PLACEMENT
 
 # The error band, read here only. Each config row -- answer["configs"][name]
 # for one size, answer["probes"][str(size)][name] for --largest -- may carry
@@ -274,7 +274,7 @@ def over_time(a: dict) -> Optional[List[dict]]:
             if names:
                 got = lab.compare(trace, [NATIVE_CONFIGS[n] for n in names],
                                   memory_limit=a["limit"] if at_limit else None,
-                                  series_points=SERIES_POINTS)
+                                  series_points=SERIES_POINTS, placement=PLACEMENT)
                 for name, row in zip(names, got):
                     rows[name] = dict(row, at_limit=at_limit)
     except (lab.LabError, OSError):

@@ -17,13 +17,16 @@ composite formula (sigmoid, 1 - sigmoid, x * that, + 1, two products: five
 activation-sized temporaries) beside its CPU and CUDA kernels (one output).
 The versions were not the cause; the builds were.
 
-The rule: on a build without CUDA, every aten op that has a
-CompositeImplicitAutograd kernel *and* a CPU kernel (a composite op with
-backend kernels; on a CUDA build such an op has its CUDA kernel too) gets a
-CUDA registration, so the dispatch table is the CUDA build's. The
-registered kernel is never meant to run: fake tensors are handled at the
-Python key, above the backend; if it does run, it raises naming the op.
-Registrations live while the fake device is entered (install/remove).
+The rule: on a build without CUDA, the ops that the GPU's torch build has
+both a CompositeImplicitAutograd and a CUDA kernel for (CUDA_COMPOSITES,
+read off torch 2.11.0+cu130 by scripts/gpu_probe_rows.sh's dispatch facts)
+get a CUDA registration, so the dispatch table is the CUDA build's. Not
+"composite with a CPU kernel": native_channel_shuffle has a CPU kernel and
+no CUDA one (a CUDA build decomposes it too), and _fused_rms_norm a CUDA
+kernel and no CPU one. The registered kernel is never meant to run: fake
+tensors are handled at the Python key, above the backend; if it does run,
+it raises naming the op. Registrations live while the fake device is
+entered (install/remove).
 
 Units: none. Invariant: on a CUDA build nothing is registered.
 """
@@ -39,6 +42,14 @@ def _has(op: str, key: str) -> bool:
         return bool(torch._C._dispatch_has_kernel_for_dispatch_key(op, key))
     except RuntimeError:
         return False
+
+
+# aten ops with a CompositeImplicitAutograd and a CUDA kernel in the GPU's
+# torch build, by torch major.minor (the kernel models follow 2.11).
+CUDA_COMPOSITES = {
+    "2.11": ("aten::_fused_rms_norm", "aten::mish_backward", "aten::silu_backward"),
+}
+MODELS_TORCH = "2.11"
 
 
 def composite_ops_with_backend_kernels() -> List[str]:
@@ -70,7 +81,9 @@ class CudaBuildDispatch:
     def install(self) -> None:
         if torch.backends.cuda.is_built() or self._lib is not None:
             return
-        ops = [op for op in composite_ops_with_backend_kernels() if not _has(op, "CUDA")]
+        known = set(torch._C._dispatch_get_all_op_names())
+        ops = [op for op in CUDA_COMPOSITES[MODELS_TORCH]
+               if op in known and _has(op, "CompositeImplicitAutograd") and not _has(op, "CUDA")]
         if not ops:
             return
         lib = torch.library.Library("aten", "IMPL")
