@@ -48,13 +48,14 @@ def unpack(rev: str) -> str:
     return out
 
 
-def run(tree: str, setup: str, kind: str, batch: int, fraction) -> dict:
+def run(tree: str, setup: str, kind: str, batch: int, fraction, ahead: bool = False) -> dict:
     """One task of tree's benchmarks/zoo/predict.py: {"wall", "figures"} or {"error"}."""
     cmd = [sys.executable, os.path.join(tree, "benchmarks", "zoo", "predict.py"), "task",
            "--truth", TRUTH, "--setup", setup, "--kind", kind, "--batch", str(batch)]
     if fraction is not None:
         cmd += ["--fraction", repr(fraction)]
-    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "bindings", "python"))
+    env = dict(os.environ, PYTHONPATH=os.path.join(tree, "bindings", "python"),
+               CACHEALLOC_PREDICT_AHEAD="1" if ahead else "0")
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t
@@ -76,6 +77,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--no-largest", dest="largest", action="store_false")
     ap.add_argument("--out", help="also write the figures to OUT/speed_zoo.json")
+    ap.add_argument("--ahead", action="store_true",
+                    help="this checkout's searches with a second worker recording ahead "
+                         "(CACHEALLOC_PREDICT_AHEAD=1: on when a core is idle at the start)")
     args = ap.parse_args()
     truth = json.load(open(TRUTH))
     print(f"cores: {os.cpu_count()}; load average (1, 5, 15 min) at start: "
@@ -99,7 +103,8 @@ def main() -> None:
             got = {n: [] for n in trees}
             for _ in range(args.repeat):
                 for name, tree in trees.items():       # interleaved: load drifts hit both
-                    got[name].append(run(tree, setup, kind, batch, fraction))
+                    got[name].append(run(tree, setup, kind, batch, fraction,
+                                         args.ahead and name == "new"))
             errors = [r["error"] for rs in got.values() for r in rs if "error" in r]
             if errors:
                 print(f"{setup:40} {label:8} {batch:5d} error: {errors[0]}", flush=True)

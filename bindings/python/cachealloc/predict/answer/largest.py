@@ -8,8 +8,8 @@ its band's high side fits, and whose replay at the limit fits). The answer
 Sizes are assumed to need monotonically more memory; the search doubles
 from `start` until the physical limit fails, then bisects each criterion,
 recording each probed size once (one worker process serves every probe;
-with a core to spare a second one records the likely next size meanwhile,
-Ahead, which changes the time and not the answer).
+on request a second one records the likely next size meanwhile, Ahead,
+which changes the time and not the answer).
 Two probes of different sizes that record the same requests mean the size
 does not reach the step: an error (SizeNotReaching) saying how the size was
 passed. A criterion still met at --max is reported as "at least" --max.
@@ -68,8 +68,12 @@ def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_siz
             timeout=DEFAULT_TIMEOUT, ahead: Optional[bool] = None) -> dict:
     """mode and timeout as for fits(); timeout covers the whole search.
     ahead: record the likely next size in a second worker meanwhile
-    (Ahead; default: when a core is idle, the load average of the last
-    minute at most the cores less one). The answer is the same either way."""
+    (Ahead). The answer is the same either way. Default: off, unless the
+    environment's CACHEALLOC_PREDICT_AHEAD is 1, and then only when a core
+    is idle (the load average of the last minute at most the cores less
+    one): on the shared 2-core machine at load 4 it made a search slower
+    (92 s against 64 s), and its gain on an idle machine is not measured
+    yet (docs/prediction.md, "Speed")."""
     t0 = time.perf_counter()
     budget = Budget(timeout)
     limit = gpu.usable(memory_fraction)
@@ -87,7 +91,8 @@ def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_siz
     session = new_session()
     if ahead is None:
         cores = os.cpu_count() or 1
-        ahead = cores >= 2 and os.getloadavg()[0] <= cores - 1
+        ahead = (os.environ.get("CACHEALLOC_PREDICT_AHEAD") == "1" and cores >= 2
+                 and os.getloadavg()[0] <= cores - 1)
     spare = None
     try:
         spare = Ahead(session, new_session) if ahead else None
