@@ -87,6 +87,23 @@ def test_largest_is_exact_on_a_known_step(tmp_path):
     assert 0 < ans["largest_fitting"] < 32 and ans["verdict"] == "fits"
 
 
+def test_largest_recorded_ahead_is_the_sequential_answer(tmp_path):
+    """A second worker recording the likely next size (largest.Ahead)
+    changes the time, not the answer: the same sizes probed, the same
+    figures, as one worker recording them one after another."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu(None, memory=64 << 20, context_bytes=0)
+    answers = [predict.largest(f"{STEPS / 'steps.py'}:blocks", gpu, steps=2, start=5, max_size=64,
+                               workdir=tmp_path / str(ahead), ahead=ahead)
+               for ahead in (False, True)]
+    keys = ("verdict", "largest", "largest_within_band", "largest_fitting", "probes",
+            "shown_size", "settings", "at_least", "band", "mode")
+    sequential, ahead = ({k: a[k] for k in keys} for a in answers)
+    assert sequential == ahead and sequential["largest"]["physical"] == 32
+    # Each worker kept its own folder (its log and traces).
+    assert (tmp_path / "True" / "worker1" / "worker.log").exists()
+
+
 def test_unmodified_script_through_the_command(tmp_path):
     page = tmp_path / "answer.html"
     proc = _predict_cmd("--gpu", "A100-40GB", "--steps", "2", "--size", "64", "--batch-arg=--batch-size",

@@ -7,7 +7,9 @@ its band's high side fits, and whose replay at the limit fits). The answer
 
 Sizes are assumed to need monotonically more memory; the search doubles
 from `start` until the physical limit fails, then bisects each criterion,
-recording each probed size once (one worker process serves every probe).
+recording each probed size once (one worker process serves every probe;
+on request a second one records the likely next size meanwhile, Ahead,
+which changes the time and not the answer).
 Two probes of different sizes that record the same requests mean the size
 does not reach the step: an error (SizeNotReaching) saying how the size was
 passed. A criterion still met at --max is reported as "at least" --max.
@@ -17,6 +19,7 @@ ends the search with PredictionRefused (failure kind "timeout").
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Callable, Dict, Optional
@@ -24,6 +27,7 @@ from typing import Callable, Dict, Optional
 from ..gpus import Gpu
 from . import band
 from .budget import DEFAULT_TIMEOUT, Budget
+from .ahead import Ahead
 from .record import Session
 from .search import NATIVE_CONFIGS, _facts, _judge, fallback_lines, measure, mode_of
 
@@ -61,19 +65,43 @@ class Progress:
 def largest(target, gpu: Gpu, *, memory_fraction=None, steps=3, start=1, max_size=1 << 20,
             batch_arg=None, batch_env=None, workdir=None, progress: Optional[Progress] = None,
             no_optimizer_step=False, tuning: Optional[str] = None, mode="cpu-init",
-            timeout=DEFAULT_TIMEOUT) -> dict:
-    """mode and timeout as for fits(); timeout covers the whole search."""
+            timeout=DEFAULT_TIMEOUT, ahead: Optional[bool] = None) -> dict:
+    """mode and timeout as for fits(); timeout covers the whole search.
+    ahead: record the likely next size in a second worker meanwhile
+    (Ahead). The answer is the same either way. Default: off, unless the
+    environment's CACHEALLOC_PREDICT_AHEAD is 1, and then only when a core
+    is idle (the load average of the last minute at most the cores less
+    one): on the shared 2-core machine at load 4 it made a search slower
+    (92 s against 64 s), and its gain on an idle machine is not measured
+    yet (docs/prediction.md, "Speed")."""
     t0 = time.perf_counter()
     budget = Budget(timeout)
     limit = gpu.usable(memory_fraction)
     progress = progress or Progress(False)
-    session = Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
-                      workdir=workdir, no_optimizer_step=no_optimizer_step, mode=mode)
+
+    started = []
+
+    def new_session():
+        # Each worker its own folder: its log and traces are its own.
+        where = workdir if not started or workdir is None else os.path.join(
+            workdir, f"worker{len(started)}")
+        started.append(where)
+        return Session(target, gpu, steps=steps, batch_arg=batch_arg, batch_env=batch_env,
+                       workdir=where, no_optimizer_step=no_optimizer_step, mode=mode)
+    session = new_session()
+    if ahead is None:
+        cores = os.cpu_count() or 1
+        ahead = (os.environ.get("CACHEALLOC_PREDICT_AHEAD") == "1" and cores >= 2
+                 and os.getloadavg()[0] <= cores - 1)
+    spare = None
     try:
-        search = _Search(session, gpu, limit, band.load(tuning), progress, budget)
+        spare = Ahead(session, new_session) if ahead else None
+        search = _Search(session, gpu, limit, band.load(tuning), progress, budget, spare)
         answer = search.run(start, max_size)
     finally:
         session.close()
+        if spare is not None:
+            spare.close()
     answer.update({"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,
                    "context_bytes_assumed": gpu.context_bytes, "steps_requested": steps,
                    "no_optimizer_step": no_optimizer_step, "seconds": time.perf_counter() - t0})
@@ -91,25 +119,35 @@ def how_passed(session: Session, size: int) -> str:
 class _Search:
     BIG = float(2 ** 62)      # over() of a need that cannot be met (min_memory None, no bound)
 
-    def __init__(self, session, gpu, limit, data, progress, budget: Optional[Budget] = None):
+    def __init__(self, session, gpu, limit, data, progress, budget: Optional[Budget] = None,
+                 ahead: Optional[Ahead] = None):
         self.session, self.gpu, self.limit, self.data, self.progress = session, gpu, limit, data, progress
         self.budget = budget or Budget(None)
+        self.ahead = ahead
         self.probes: Dict[int, dict] = {}     # size -> measure()'s configs, banded
         self.summaries: Dict[int, dict] = {}  # size -> the recording's summary
         self.bands: Dict[int, dict] = {}      # size -> band.bands less its per-config part
         self.traces: Dict[int, str] = {}      # size -> the recording's trace (the page's shown size)
 
-    def probe(self, size: int) -> dict:
+    def probe(self, size: int, hint: Optional[int] = None) -> dict:
+        """size's measures, recorded now (or taken from the second worker,
+        Ahead); hint: the size the search will likely ask for next."""
         if size not in self.probes:
             n = len(self.probes)
             self.progress.update(n + 1, max(n + 2, 2 * n.bit_length() + 4), f"size={size}")
             self.budget.check(f"before size {size} was recorded")
-            rec = self.session.record(size, timeout=self.budget.left())
+            if hint in self.probes:
+                hint = None
+            rec = (self.ahead.record(size, hint, self.budget.left())
+                   if self.ahead is not None else self.session.record(size, timeout=self.budget.left()))
             self.budget.check(f"after size {size} was recorded, before its replay")
             m = measure(rec.trace, self.limit)
             self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
             self.probes[size], self.summaries[size] = m, rec.summary
             self.traces[size] = str(rec.trace)
+            if self.ahead is not None and not Ahead.affordable(rec.summary):
+                self.session = self.ahead.close_spare()
+                self.ahead = None
             self._check_reaches(size)
         return self.probes[size]
 
@@ -156,7 +194,9 @@ class _Search:
                 mid = guess
             else:               # no usable line (or it keeps creeping): halve
                 edge_steps = 0
-            self.probe(mid)
+            # Next, most often: mid + 1 (the guess is the line's last size
+            # that fits, so it usually does).
+            self.probe(mid, mid + 1 if mid + 1 < hi else None)
             if ok(mid):
                 lo = mid
             else:
@@ -198,7 +238,7 @@ class _Search:
         hi_bad = None
         size = max(1, start)
         while size <= max_size:
-            self.probe(size)
+            self.probe(size, 2 * size if 2 * size <= max_size else None)
             if not physical(size):
                 hi_bad = size
                 break
@@ -249,3 +289,4 @@ class _Search:
         answer.update(mode_of(self.summaries.values()))   # every probe's mode, not the shown one's
         answer["recording"], answer["trace"] = self.summaries[shown], self.traces[shown]
         return answer
+

@@ -318,6 +318,7 @@ class Session:
         os.close(req_read)
         self._reply = os.fdopen(read_fd, "r")
         self._requests = os.fdopen(req_write, "w")
+        self.busy = None        # the request start() sent and wait() has not taken
 
     def record(self, size: int, timeout: Optional[float] = None) -> Recorded:
         """One size; timeout: seconds for it and any traced re-run together."""
@@ -330,6 +331,13 @@ class Session:
 
     def _record(self, size: int, timeout: Optional[float], deadline: Optional[float],
                 traced: bool = False):
+        self.start(size, timeout, deadline, traced)
+        return self.wait()
+
+    def start(self, size: int, timeout: Optional[float], deadline: Optional[float],
+              traced: bool = False) -> None:
+        """Sends one recording's request; wait() takes its answer. One
+        request at a time (busy while it runs)."""
         _, script, extra = _request(self.target, size, self.batch_arg, self.batch_env)
         suffix = "-traced" if traced else ""
         trace = self.workdir / f"predicted-s{size}{suffix}.pickle"
@@ -348,6 +356,12 @@ class Session:
         start = self.log_path.stat().st_size     # this recording's output starts here
         self._requests.write(json.dumps(req) + "\n")
         self._requests.flush()
+        self.busy = (size, timeout, deadline, trace, summary, stack, start)
+
+    def wait(self):
+        """(Recorded, its output's tail) of the request start() sent."""
+        size, timeout, deadline, trace, summary, stack, start = self.busy
+        self.busy = None
         left = None if deadline is None else max(0.0, deadline - time.time())
         ready, _, _ = select.select([self._reply], [], [], _grace(left))
         if not ready:
@@ -363,7 +377,15 @@ class Session:
         log_tail = tail(self.log_path, start)
         return _result(status, summary, trace, log_tail, timeout), log_tail
 
+    def seen(self, rec: Recorded, log_tail: str, size: int, timeout: Optional[float],
+             deadline: Optional[float]) -> Recorded:
+        """record()'s check of a recording start()/wait() made."""
+        return _seen(rec, log_tail, self.no_optimizer_step,
+                     lambda: self._record(size, timeout, deadline, True))
+
     def close(self) -> None:
+        if self.busy is not None:       # a recording no one will take: not waited for
+            _kill(self.proc)
         if self.proc.poll() is None:
             try:
                 self._requests.close()

@@ -4,8 +4,6 @@ worker writes `failure` into its summary (worker.py); answer/record.py
 raises it again in the caller's process."""
 from __future__ import annotations
 
-import torch
-
 
 class PredictionRefused(RuntimeError):
     """The step does something the fake device cannot predict, or could not

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 from typing import Dict, Iterable, Tuple
 
-from .recorder import ALLOC
-
 KINDS = ("parameters", "gradients", "optimizer_state", "activations", "workspaces")
 _ROUND = 512  # native's kMinBlockSize: every request is a multiple of it
 
@@ -36,6 +34,7 @@ def at_peak(events: Iterable[Tuple[int, int, int, int]], tags: Dict[int, str]) -
     reached its peak, "total": bytes, and one entry per KINDS}. tags: {id:
     kind} for ids not "activations". One pass; the running sums per kind
     are copied at each new maximum."""
+    from .recorder import ALLOC     # here: the answer layer imports KINDS without torch
     live: Dict[int, Tuple[str, int]] = {}
     sums = dict.fromkeys(KINDS, 0)
     total = best_total = 0
