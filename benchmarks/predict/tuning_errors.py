@@ -36,19 +36,47 @@ def _minor(version: str) -> str:
     return ".".join(str(version).split("+")[0].split(".")[:2])
 
 
-def _pct(pred, meas, alt=None):
-    """The error in %; with alt (the other segment placement's figure),
-    only what lies outside [pred, alt] (band.py widens by that spread)."""
+def _pct(pred, meas, alt=None, others=()):
+    """The error in %, of the prediction (the figure the band scales); with
+    alt (the other segment placement's figure), only what lies outside
+    [pred, alt] (band.py widens by that spread); with others (the same
+    step's figure in other native processes: the GPU's own spread,
+    truth_spread.py), the farthest GPU figure counts: the band must hold
+    every process's."""
     if pred is None or not meas:
         return None
-    if alt is not None:
-        lo, hi = sorted((pred, alt))
-        pred = lo if meas < lo else hi if meas > hi else meas
-    return round(100.0 * (pred - meas) / meas, 4)
+    lo, hi = sorted((pred, pred if alt is None else alt))
+    g_lo, g_hi = min((meas, *others)), max((meas, *others))
+    over, under = max(0, lo - g_lo), max(0, g_hi - hi)
+    if over == 0 and under == 0:
+        return 0.0
+    return round(100.0 * (over if over >= under else -under) / pred, 4)
 
 
-def pair_rows(truth_path: str, pred_path: str):
-    """(rows, classes {workload: class}, ops {op: set(workloads)}, cpu torch)."""
+def spread_runs(paths) -> dict:
+    """{(workload, config, batch): [(allocated, reserved), ...]} from other
+    record_truth.py runs of the same workloads (truth_spread.py's run
+    folders): their truth figures, and their MemTracker harness's native
+    classic figures, which differ from the truth harness's by the driver's
+    placement (docs/prediction.md, the GPU's own spread)."""
+    out = {}
+    for path in paths:
+        for w, R in json.load(open(path))["workloads"].items():
+            for conf, by_batch in (R.get("truth") or {}).items():
+                for b, t in by_batch.items():
+                    if t.get("ok", True) and t.get("max_memory_reserved"):
+                        out.setdefault((w, conf, b), []).append(
+                            (t["max_memory_allocated"], t["max_memory_reserved"]))
+            for b, t in (R.get("memtracker") or {}).items():
+                if isinstance(t, dict) and t.get("max_memory_reserved") and not t.get("alloc_conf"):
+                    out.setdefault((w, "classic", b), []).append(
+                        (t["max_memory_allocated"], t["max_memory_reserved"]))
+    return out
+
+
+def pair_rows(truth_path: str, pred_path: str, spread=None):
+    """(rows, classes {workload: class}, ops {op: set(workloads)}, cpu torch).
+    spread: spread_runs()'s other GPU figures of the same rows."""
     truth, pred = json.load(open(truth_path)), json.load(open(pred_path))
     source = f"{os.path.relpath(truth_path)} vs {os.path.relpath(pred_path)}"
     rows, classes, ops = [], {}, {}
@@ -66,20 +94,23 @@ def pair_rows(truth_path: str, pred_path: str):
                 t, c = R["truth"][conf][b], p["configs"][conf]
                 if not t.get("ok", True):
                     continue
+                others = (spread or {}).get((w, conf, b), [])
+                alt = c.get("placement_alt") or {}
                 rows.append({"workload": w, "policy": conf, "batch": int(b),
                              "allocated_error_pct": _pct(c["peak_allocated"], t.get("max_memory_allocated"),
-                                                         (c.get("placement_alt") or {}).get("peak_allocated")),
+                                                         alt.get("peak_allocated"), [a for a, _ in others]),
                              "reserved_error_pct": _pct(c["peak_reserved"], t.get("max_memory_reserved"),
-                                                        (c.get("placement_alt") or {}).get("peak_reserved")),
+                                                        alt.get("peak_reserved"), [r for _, r in others]),
+                             "gpu_runs": 1 + len(others),
                              "gpu": truth.get("device"), "torch_gpu": truth.get("torch"),
                              "torch_cpu": pred.get("torch"), "source": source})
     return rows, classes, ops, pred.get("torch")
 
 
-def build(pairs, reported, excluded) -> dict:
+def build(pairs, reported, excluded, spread=None) -> dict:
     rows, classes, ops, cpu = [], {}, {}, {}
     for truth_path, pred_path in pairs:
-        r, c, o, torch_cpu = pair_rows(truth_path, pred_path)
+        r, c, o, torch_cpu = pair_rows(truth_path, pred_path, spread)
         rows += r
         classes.update(c)
         for op, ws in o.items():
@@ -110,6 +141,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pair", action="append", default=[], help="TRUTH.json:PRED.json")
     ap.add_argument("--zoo-errors", help="benchmarks/zoo/compare.py --tuning-errors JSON")
+    ap.add_argument("--truth-runs", action="append", default=[],
+                    help="another record_truth.py run of the pairs' workloads (the GPU's own "
+                         "spread: truth_spread.py's DIR/rN/predict_truth_H200.json); repeatable")
     ap.add_argument("--reported", help="JSON list of rows measured elsewhere")
     ap.add_argument("--exclude", action="append", default=[], help="WORKLOAD=why (kept, not counted)")
     ap.add_argument("--out", required=True)
@@ -122,7 +156,7 @@ def main() -> None:
         from cachealloc.predict.answer.band import from_zoo
         reported += from_zoo(json.load(open(args.zoo_errors)), os.path.relpath(args.zoo_errors))["rows"]
     excluded = dict(e.split("=", 1) for e in args.exclude)
-    data = build(pairs, reported, excluded)
+    data = build(pairs, reported, excluded, spread_runs(args.truth_runs))
     if args.zoo_errors:
         # The zoo's tuning half counts as checked under the torch it was
         # predicted with (compare.py records it).

@@ -39,18 +39,16 @@ def residual_pct(pred, alt, meas, items=(0, 0)):
     figure) and the known unmodelled items' bounds (items: (low, high)
     bytes, high None for no bound). 0 when the GPU's figure lies in
     [min(pred, alt) - low, max(pred, alt) + high], else the signed distance
-    to the nearer end, in % of the GPU's; the class band is made of that."""
+    to the nearer end, in % of the prediction (the class band is a share of
+    the predicted figure: band.widen); the class band is made of that."""
     if pred is None or not meas:
         return err_pct(pred, meas)
     lo, hi = sorted((pred, pred if alt is None else alt))
     lo -= items[0]
-    if items[1] is None:
-        return 100.0 * (lo - meas) / meas if meas < lo else 0.0
-    hi += items[1]
     if meas < lo:
-        return 100.0 * (lo - meas) / meas
-    if meas > hi:
-        return 100.0 * (hi - meas) / meas
+        return 100.0 * (lo - meas) / pred
+    if items[1] is not None and meas > hi + items[1]:
+        return 100.0 * (hi + items[1] - meas) / pred
     return 0.0
 
 

@@ -260,10 +260,12 @@ def placement_spread(config: dict) -> dict:
             for q in ("peak_allocated", "peak_reserved", "min_memory")}
 
 
-def widest_need_spread(configs: Dict[str, dict]) -> int:
-    """The need's placement spread of largest size among the configs (the
-    advisor's own config was replayed with one placement only)."""
-    return max((placement_spread(c)["min_memory"] for c in configs.values()), key=abs, default=0)
+def need_spreads(configs: Dict[str, dict]) -> tuple:
+    """(the most negative, the most positive) placement spread of the need
+    among the configs, bytes (0 where none): the advisor's own config was
+    replayed with one placement only, so its need takes both sides."""
+    ds = [placement_spread(c)["min_memory"] for c in configs.values()]
+    return min([0, *ds]), max([0, *ds])
 
 
 def spread(band: list, d: int) -> list:

@@ -50,10 +50,12 @@ def band_line(a: dict) -> str:
             f"reserved: {origin('reserved')}; sources in --json)")
     if b["items"]:
         text += f"; widened by {len(b['items'])} unmodelled item(s), listed below"
+    names = {"peak_allocated": "peak allocated", "peak_reserved": "peak reserved",
+             "min_memory": "the need"}
     for name, d in sorted((b.get("placement") or {}).items()):
-        text += (f"; {name}: segments placed first fit instead of top down give peak reserved "
-                 f"{_signed(d['peak_reserved'])}, the need {_signed(d['min_memory'])} (the band "
-                 "reaches them: the driver's placement is not modelled)")
+        moved = ", ".join(f"{names[q]} {_signed(v)}" for q, v in d.items() if v)
+        text += (f"; {name}: segments placed first fit instead of top down give {moved} (the "
+                 "band reaches them: the driver's placement is not modelled)")
     return text
 
 

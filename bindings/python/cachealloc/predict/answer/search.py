@@ -118,9 +118,10 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
                 "headline": adv["headline"], "reason": adv.get("reason"),
                 "configs": sorted(adv["configs"], key=lambda r: (
                     r["min_memory"] is None, r["min_memory"] or 0, r["line"]))}
-        best["band"] = band.spread(
+        below, above = band.need_spreads(configs)
+        best["band"] = band.spread(band.spread(
             band.widen(best["min_memory"], bands["reserved_pct"], bands["items"], "need"),
-            band.widest_need_spread(configs))
+            below), above)
         best["verdict"] = band.judge(best["min_memory"], best["min_memory"] is not None and
                                      best["min_memory"] <= limit, best["band"], limit)
         best["why"] = advisor.why(best, best_row, adv, configs)
