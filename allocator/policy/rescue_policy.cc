@@ -1,11 +1,11 @@
 #include "allocator/policy/rescue_policy.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "allocator/engine/blocks/size_policy.h"
 #include "allocator/engine/expandable/expandable_segment.h"
 #include "allocator/engine/port/policy_engine.h"
+#include "allocator/policy/page_donors.h"
 
 namespace cachealloc {
 
@@ -61,29 +61,12 @@ bool RescuePolicy::release_on_empty_cache(const Block* free_block) const {
 }
 
 size_t RescuePolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target) {
-  struct Candidate {
-    Block* block;
-    size_t pages;  // whole free page bytes inside it
-  };
-  std::vector<Candidate> candidates;
-  engine.for_each_free_block([&](Block* b) {
-    if (!b->expandable) return;
-    if (b->address + b->size == start || b->address == start + bytes) return;  // joined
-    const size_t pages = PolicyEngine::whole_page_bytes(*engine.segment_of(b->address), b->address,
-                                                        b->size);
-    if (pages > 0) candidates.push_back({b, pages});
-  });
-  // Most pages first: the fewest unmap calls for the bytes needed. Ties by
-  // address, so the order does not depend on the index's.
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.pages != b.pages ? a.pages > b.pages : a.block->address < b.block->address;
-  });
   size_t reclaimed = 0;
-  for (const Candidate& c : candidates) {
+  for (const PageDonor& d : page_donors(engine, start, bytes)) {
     if (reclaimed >= target) break;
     // All of its whole pages (one call either way): headroom for the next
     // misses, which then map without unmapping.
-    reclaimed += engine.unmap_top_pages(c.block, c.pages);
+    reclaimed += engine.unmap_top_pages(d.block, d.pages);
   }
   return reclaimed;
 }

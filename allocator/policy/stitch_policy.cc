@@ -1,11 +1,11 @@
 #include "allocator/policy/stitch_policy.h"
 
 #include <algorithm>
-#include <vector>
 
 #include "allocator/engine/blocks/size_policy.h"
 #include "allocator/engine/expandable/expandable_segment.h"
 #include "allocator/engine/port/policy_engine.h"
+#include "allocator/policy/page_donors.h"
 
 namespace cachealloc {
 
@@ -87,27 +87,8 @@ bool StitchPolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, 
 
 size_t StitchPolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes,
                              size_t target) {
-  struct Candidate {
-    Block* block;
-    size_t pages;  // whole free page bytes inside it
-  };
-  std::vector<Candidate> candidates;
-  engine.for_each_free_block([&](Block* b) {
-    if (!b->expandable) return;
-    // The free blocks the mapping is about to join stay.
-    if (b->address + b->size == start || b->address == start + bytes) return;
-    const ExpandableSegment* seg = engine.segment_of(b->address);
-    const size_t pages = PolicyEngine::whole_page_bytes(*seg, b->address, b->size);
-    if (pages > 0) candidates.push_back({b, pages});
-  });
-  // Most pages first: the fewest unmap calls for the bytes needed. Ties by
-  // address, so the order does not depend on the index's.
-  std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-    return a.pages != b.pages ? a.pages > b.pages : a.block->address < b.block->address;
-  });
-
   size_t reclaimed = 0;
-  for (const Candidate& c : candidates) {
+  for (const PageDonor& c : page_donors(engine, start, bytes)) {
     if (reclaimed >= target) break;
     const ExpandableSegment* seg = engine.segment_of(c.block->address);
     const size_t page = seg->page_bytes();
