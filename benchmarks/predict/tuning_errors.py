@@ -27,6 +27,10 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "bindings", "python"))
+from cachealloc.predict.answer.band import from_zoo, residual_pct  # noqa: E402
+
 FORMAT = "cachealloc-predict-tuning-errors/1"
 KERNEL_MODELS_TORCH = "2.11"
 CONFS = ("classic", "expandable")
@@ -37,20 +41,15 @@ def _minor(version: str) -> str:
 
 
 def _pct(pred, meas, alt=None, others=()):
-    """The error in %, of the prediction (the figure the band scales); with
-    alt (the other segment placement's figure), only what lies outside
-    [pred, alt] (band.py widens by that spread); with others (the same
-    step's figure in other native processes: the GPU's own spread,
-    truth_spread.py), the farthest GPU figure counts: the band must hold
-    every process's."""
+    """The error in %, of the prediction; with alt (the other segment
+    placement's figure), only what lies outside [pred, alt] (band.py widens
+    by that spread); with others (the same step's figure in other native
+    processes: the GPU's own spread, truth_spread.py), the farthest GPU
+    figure counts (band.residual_pct)."""
     if pred is None or not meas:
         return None
     lo, hi = sorted((pred, pred if alt is None else alt))
-    g_lo, g_hi = min((meas, *others)), max((meas, *others))
-    over, under = max(0, lo - g_lo), max(0, g_hi - hi)
-    if over == 0 and under == 0:
-        return 0.0
-    return round(100.0 * (over if over >= under else -under) / pred, 4)
+    return round(residual_pct(pred, (lo, hi), [meas, *others]), 4)
 
 
 def spread_runs(paths) -> dict:
@@ -151,9 +150,6 @@ def main() -> None:
     pairs = [tuple(p.split(":", 1)) for p in args.pair]
     reported = json.load(open(args.reported)) if args.reported else []
     if args.zoo_errors:
-        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
-                                        "bindings", "python"))
-        from cachealloc.predict.answer.band import from_zoo
         reported += from_zoo(json.load(open(args.zoo_errors)), os.path.relpath(args.zoo_errors))["rows"]
     excluded = dict(e.split("=", 1) for e in args.exclude)
     data = build(pairs, reported, excluded, spread_runs(args.truth_runs))

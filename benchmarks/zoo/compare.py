@@ -20,7 +20,10 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "predict"))
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "bindings", "python"))
+
 from compare import _mib, _pct  # noqa: E402  (benchmarks/predict/compare.py)
+from cachealloc.predict.answer import band  # noqa: E402
 
 CONFS = ("classic", "expandable")
 BAND_FACTOR = 1.25
@@ -37,19 +40,12 @@ def residual_pct(pred, alt, meas, items=(0, 0)):
     """The error left outside what band.py widens every answer by besides
     the class band: the segment-placement spread (alt: the other placement's
     figure) and the known unmodelled items' bounds (items: (low, high)
-    bytes, high None for no bound). 0 when the GPU's figure lies in
-    [min(pred, alt) - low, max(pred, alt) + high], else the signed distance
-    to the nearer end, in % of the prediction (the class band is a share of
-    the predicted figure: band.widen); the class band is made of that."""
+    bytes, high None for no bound); band.residual_pct's rule."""
     if pred is None or not meas:
         return err_pct(pred, meas)
     lo, hi = sorted((pred, pred if alt is None else alt))
-    lo -= items[0]
-    if meas < lo:
-        return 100.0 * (lo - meas) / pred
-    if items[1] is not None and meas > hi + items[1]:
-        return 100.0 * (hi + items[1] - meas) / pred
-    return 0.0
+    covered = (lo - items[0], None if items[1] is None else hi + items[1])
+    return band.residual_pct(pred, covered, [meas])
 
 
 def _items(items, quantity):

@@ -85,6 +85,22 @@ def from_zoo(zoo: dict, path) -> dict:
             "checked_ops": {}, "cpu_torch_checked": {}, "note": zoo.get("about")}
 
 
+def residual_pct(pred: int, covered: tuple, gpu) -> float:
+    """A tuning row's error as the class band must cover it: how far the
+    GPU's figures (every process measured) lie outside `covered`, the
+    bytes range [low, high] the answer's own widening already spans (its
+    placement spread and unmodelled items; high None: no bound), in % of
+    the prediction (the band is a share of the predicted figure: widen()).
+    Signed: + where the prediction is over, - under; 0 inside. The farther
+    side wins, so the band holds every process's figure."""
+    low, high = covered
+    over = max(0, low - min(gpu))
+    under = 0 if high is None else max(0, max(gpu) - high)
+    if over == 0 and under == 0:
+        return 0.0
+    return 100.0 * (over if over >= under else -under) / pred
+
+
 def _worst(rows, field):
     """(|error| %, the row) of the largest |error| among rows with the field."""
     have = [r for r in rows if r.get(field) is not None]
