@@ -16,18 +16,9 @@
 # installed. Fails if any step does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCACHEALLOC_BUILD_BENCHMARKS=OFF
-        -DCACHEALLOC_WITH_TORCH=OFF "${launcher[@]}")
-step() {  # step NAME COMMAND...: runs it, prints its wall time
-  local name=$1 t0=$SECONDS
-  shift
-  "$@"
-  echo "nightly: $name took $((SECONDS - t0)) s"
-}
-jobs=$(nproc)
+STEP_LABEL=nightly
+# shellcheck source=scripts/sanitizer_env.sh
+source scripts/sanitizer_env.sh
 
 cmake -S . -B build-asan "${common[@]}" -DCACHEALLOC_SANITIZE=ON >/dev/null
 test_targets=$(sed -n 's/^build \(tests\/cpp\/[A-Za-z0-9_]*\) .*CXX_EXECUTABLE_LINKER.*/\1/p' \

@@ -14,19 +14,9 @@
 # does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
-# Paths relative to the checkout, so any clone shares ccache's entries.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
-common=(-G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS=-O1 -DCACHEALLOC_BUILD_BENCHMARKS=OFF
-        -DCACHEALLOC_WITH_TORCH=OFF "${launcher[@]}")
-step() {  # step NAME COMMAND...: runs it, prints its wall time
-  local name=$1 t0=$SECONDS
-  shift
-  "$@"
-  echo "sanitize_ci: $name took $((SECONDS - t0)) s"
-}
-jobs=$(nproc)
+STEP_LABEL=sanitize_ci
+# shellcheck source=scripts/sanitizer_env.sh
+source scripts/sanitizer_env.sh
 
 # 1. ThreadSanitizer.
 cmake -S . -B build-tsan "${common[@]}" -DCACHEALLOC_TSAN=ON >/dev/null
