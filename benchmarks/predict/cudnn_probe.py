@@ -146,10 +146,24 @@ def classify(events, bias_bytes: int = 0):
     return workspaces, own
 
 
-def probe(workload: str, batch: int, dtype, steps: int, entries: dict) -> int:
+def _zoo_step(name: str, batch: int):
+    """A zoo setup's step (benchmarks/zoo/setups.py) at `batch`, with
+    cudnn.benchmark off whatever its regime says: the table holds the
+    heuristics' plans (benchmark mode's workspaces depend on free memory)."""
+    sys.path.insert(0, os.path.dirname(HERE))
+    from zoo import setups
+    step = setups.WORKLOADS[name](batch, device="cuda")
+    torch.backends.cudnn.benchmark = False
+    return step
+
+
+def probe(workload: str, batch: int, dtype, steps: int, entries: dict, zoo: bool = False) -> int:
     sys.path.insert(0, HERE)
-    import workloads
-    step = workloads.WORKLOADS[workload](batch, device="cuda", dtype=dtype)
+    if zoo:
+        step = _zoo_step(workload, batch)
+    else:
+        import workloads
+        step = workloads.WORKLOADS[workload](batch, device="cuda", dtype=dtype)
     torch.cuda.synchronize()
     torch.cuda.memory._record_memory_history(enabled="all", stacks="python",
                                              max_entries=2_000_000, clear_history=True)
@@ -222,6 +236,10 @@ def main() -> None:
     ap.add_argument("--benchmark", action="store_true", help="torch.backends.cudnn.benchmark=True")
     ap.add_argument("--deterministic", action="store_true")
     ap.add_argument("--no-tf32", action="store_true", help="torch.backends.cudnn.allow_tf32=False")
+    ap.add_argument("--zoo", action="store_true",
+                    help="--workloads names zoo setups (benchmarks/zoo/setups.py), each with its own "
+                         "dtype and layout (--dtypes ignored), cudnn.benchmark forced off; "
+                         "--batches may be NAME:BATCHES;NAME:BATCHES")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         sys.exit("cudnn_probe.py needs a CUDA GPU")
@@ -237,11 +255,15 @@ def main() -> None:
              "source": "benchmarks/predict/cudnn_probe.py " + " ".join(sys.argv[1:]),
              "workloads": {}, "entries": {}}
     t0 = time.time()
+    # Per-workload batches ("NAME:1,2;NAME2:4-8"), or one range for all.
+    per = dict(part.split(":", 1) for part in args.batches.split(";") if ":" in part)
+    if per and set(args.workloads.split(",")) - set(per):
+        sys.exit(f"--batches names no batches for {sorted(set(args.workloads.split(',')) - set(per))}")
     for w in args.workloads.split(","):
-        for dt in args.dtypes.split(","):
-            dtype = getattr(torch, dt)
-            for b in _batches(args.batches):
-                n = probe(w, b, dtype, args.steps, table["entries"])
+        for dt in (["zoo"] if args.zoo else args.dtypes.split(",")):
+            dtype = None if args.zoo else getattr(torch, dt)
+            for b in _batches(per[w] if per else args.batches):
+                n = probe(w, b, dtype, args.steps, table["entries"], zoo=args.zoo)
                 table["workloads"].setdefault(f"{w}/{dt}", []).append(b)
                 torch.cuda.empty_cache()
                 table["seconds"] = round(time.time() - t0, 1)

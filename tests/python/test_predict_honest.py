@@ -225,16 +225,44 @@ def test_judge():
 
 
 def test_workspace_bound_of_a_missing_convolution():
-    """op bytes from the key's shapes; the ratio is the largest in the
-    bundled tables (backward 4.33: the 1x1 (9, 2048, 7, 7) backward)."""
+    """op bytes from the key's shapes; the ratio is its shape class's
+    largest measured x 1.25, never above the largest in the bundled tables
+    (backward 4.33: the 1x1 (9, 2048, 7, 7) backward)."""
     from cachealloc.predict.answer import workspace_bound as wb
     key = ("fwd|in=2,3,32,32|w=16,3,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
            "|bias=1|flags=0,0,1")
     assert wb.op_bytes(key) == 4 * (2 * 3 * 32 * 32 + 16 * 3 * 3 * 3 + 2 * 16 * 32 * 32)
     r = wb.ratios()
     assert r["bwd"] == pytest.approx(37748736 / 8710144) and 1.9 < r["fwd"] < r["bwd"]
-    assert wb.bound(key) == math.ceil(r["fwd"] * wb.op_bytes(key))
+    assert wb.shape_class(key) == ("fwd", "spatial", "float32", "contiguous")
+    cls, n = wb.measured()[wb.shape_class(key)]
+    assert n >= wb.MIN_KEYS
+    assert wb.bound(key) == math.ceil(min(r["fwd"], wb.MARGIN * cls) * wb.op_bytes(key))
     assert wb.bound("fwd|garbage") is None
+
+
+def test_workspace_bound_levels(tmp_path, monkeypatch):
+    """A table given for the run (CACHEALLOC_CUDNN_TABLE) counts too: the
+    same convolution measured at another batch bounds it (x 1.25); a class
+    with fewer than MIN_KEYS keys falls back to its direction and kind of
+    convolution, then to the widest ratio."""
+    import json
+    from cachealloc.predict.answer import workspace_bound as wb
+    from cachealloc.predict.kernels import cudnn_workspace
+    dw = ("bwd|in={b},64,56,56|w=64,1,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=64|t=0|float16"
+          "|fmt=channels_last|mask=110|flags=0,0,1")
+    table = {"format": cudnn_workspace.FORMAT, "gpu": {"name": "X", "capability": [9, 0]},
+             "entries": {dw.format(b=8): {"workspaces": [[1, 1 << 20]]}}}
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(table))
+    before = wb.ratio(dw.format(b=32))
+    assert before[1].startswith("bwd, all tables") and before[0] == wb.ratios()["bwd"]
+    monkeypatch.setenv(cudnn_workspace.ENV, str(path))
+    r, level = wb.ratio(dw.format(b=32))
+    assert level.startswith("the same convolution at 1 other batch")
+    assert r == pytest.approx(wb.MARGIN * (1 << 20) / wb.op_bytes(dw.format(b=8)))
+    other = dw.replace("w=64,1,3,3", "w=64,1,5,5").replace("p=1,1", "p=2,2")
+    assert wb.ratio(other.format(b=8))[1].startswith("bwd, all tables")  # 1 key < MIN_KEYS
 
 
 def test_unmodelled_items_widen_the_band(tmp_path):

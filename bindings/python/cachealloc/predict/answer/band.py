@@ -175,10 +175,13 @@ def unmodelled(summary: dict, gpu, peak_allocated: int) -> list:
         items.append({
             "what": what, "calls": sum(keys.values()), "keys": len(keys),
             "example": next(iter(keys)),
-            "detail": ("each taken to need a workspace of at most "
-                       f"{workspace_bound.ratios()['bwd']:.2f} (backward) / "
-                       f"{workspace_bound.ratios()['fwd']:.2f} (forward) x its tensors' bytes, the "
-                       "largest ratio in the measured tables; one runs at a time (allocated, need: "
+            "detail": ("each taken to need a workspace of at most its shape class's largest "
+                       "measured ratio to its tensors' bytes x 1.25 (class: direction, "
+                       "depthwise/grouped/pointwise/spatial, dtype, layout; else direction and "
+                       "kind; else the largest ratio in the measured tables, "
+                       f"{workspace_bound.ratios()['bwd']:.2f} backward / "
+                       f"{workspace_bound.ratios()['fwd']:.2f} forward; the largest here: "
+                       f"{_largest_class(keys)}); one runs at a time (allocated, need: "
                        "the largest), each may leave a cached segment (reserved: their sum)"
                        + ("; benchmark mode tries several plans, and one whose workspace does "
                           "not fit is skipped, not an OOM; the peaks torch reports include the "
@@ -223,6 +226,14 @@ def unmodelled(summary: dict, gpu, peak_allocated: int) -> list:
                       "beyond parameters, gradients and optimizer state",
             "allocated": _both(b), "need": _both(b), "reserved": _both(b)})
     return items
+
+
+def _largest_class(keys) -> str:
+    """The missing key with the largest bound, with the level its ratio
+    came from (workspace_bound.ratio)."""
+    best = max(keys, key=lambda k: workspace_bound.bound(k) or 0)
+    r, level = workspace_bound.ratio(best)
+    return f"{r:.2f} x from {level}"
 
 
 def _head_ratio(what: str):

@@ -3,30 +3,47 @@
 The table (kernels/cudnn_workspace.py) holds the workspaces cuDNN's
 heuristics chose for the convolutions measured; a call it lacks gets no
 workspace in the recording, so the true peak may be higher by what cuDNN
-would have asked. The bound: the largest ratio, over every entry of the
-bundled tables, of the entry's largest workspace to its op's bytes (input +
-weight + output, as the key's shapes and dtype give them), taken per
-direction (forward, backward), times the missing call's op bytes.
+would have asked. The bound is a ratio times the missing call's op bytes
+(input + weight + output, as the key's shapes and dtype give them), the
+ratio read off every entry of the bundled tables and of the table the run
+was given (--cudnn-table / CACHEALLOC_CUDNN_TABLE): largest workspace / op
+bytes, by shape class:
 
-Measured (kernels/data/cudnn_H200_torch2.11*.json, 669 entries of ResNet-50
-and ViT convolutions, fp32, batches 1-16): forward 1.95, backward 4.33
-(a 1x1 backward of a (9, 2048, 7, 7) input: 37.7 MB for 8.7 MB of tensors).
-RATIO_FLOOR keeps those figures (rounded down) when no table can be read. This is a bound
-from the shapes measured so far, not a guarantee for shapes unlike them
-(depthwise and grouped convolutions, other dtypes): docs/prediction.md says
-so, and the zoo's probe runs turn such keys into table entries.
+0. the same convolution at other batch sizes (every field of the key but
+   the input's first dimension), when a table has it: its largest ratio
+   x MARGIN (a user's probe at a few batches then bounds every batch);
+1. its class: direction (fwd, bwd), kind of convolution (depthwise:
+   one input channel per group; grouped; pointwise: 1x1 kernel; spatial),
+   dtype and memory format: the class's largest ratio x MARGIN, when at
+   least MIN_KEYS keys of the class were measured;
+2. else its direction and kind of convolution, the same way;
+3. else its direction's largest ratio in all tables (no margin: the
+   largest measured anywhere; RATIO_FLOOR when no table can be read).
+
+A class bound never exceeds level 3's. Measured before the zoo
+(kernels/data/cudnn_H200_torch2.11*.json, 669 entries of ResNet-50 and ViT
+convolutions, fp32, batches 1-16): forward 1.95, backward 4.33 (a 1x1
+backward of a (9, 2048, 7, 7) input: 37.7 MB for 8.7 MB of tensors). The
+zoo's tuning half adds depthwise and channels_last convolutions in 16-bit
+dtypes (benchmarks/predict/cudnn_probe.py --zoo). These are bounds from
+the shapes measured, not a guarantee for shapes unlike them:
+docs/prediction.md gives how they held on the validation half's probes.
 """
 from __future__ import annotations
 
 import functools
 import json
 import math
+import os
+import re
 from typing import Dict, Optional
 
-from ..kernels.cudnn_workspace import DATA
+from ..kernels.cudnn_workspace import DATA, ENV
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 RATIO_FLOOR = {"fwd": 1.9, "bwd": 4.3}
+MARGIN = 1.25      # a class's bound: its largest measured ratio x this (the band's margin)
+MIN_KEYS = 3       # keys a class needs measured before its own ratio is used
 
 
 def parse_key(key: str) -> Optional[dict]:
@@ -70,23 +87,85 @@ def op_bytes(key: str) -> Optional[int]:
     return elem * (math.prod(inp) + math.prod(w) + math.prod([inp[0], out_c] + out_sp))
 
 
-@functools.lru_cache(maxsize=1)
-def ratios() -> Dict[str, float]:
-    """Largest workspace / op bytes per direction over the bundled tables
-    (at least RATIO_FLOOR)."""
-    best = dict(RATIO_FLOOR)
-    for path in sorted(DATA.glob("cudnn_*.json")):
+def shape_class(key: str) -> Optional[tuple]:
+    """(direction, kind of convolution, dtype, memory format) of a key."""
+    k = parse_key(key)
+    if k is None:
+        return None
+    try:
+        w, groups = [int(v) for v in k["w"].split(",")], int(k["g"])
+    except ValueError:
+        return None
+    if groups > 1:
+        conv = "depthwise" if len(w) > 1 and w[1] == 1 else "grouped"
+    else:
+        conv = "pointwise" if all(n == 1 for n in w[2:]) else "spatial"
+    return (k["kind"], conv, k["dtype"], k.get("fmt", "contiguous"))
+
+
+def any_batch(key: str) -> str:
+    """The key with its input's batch dimension replaced by '*'."""
+    return re.sub(r"\|in=\d+,", "|in=*,", key, count=1)
+
+
+def measured() -> Dict[tuple, tuple]:
+    """{level key: (largest ratio, distinct keys)} over the bundled tables
+    and the run's own (CACHEALLOC_CUDNN_TABLE), for the levels: the same
+    convolution at any batch (("*", any_batch(key))), the whole class (4
+    fields), (direction, kind of convolution), (direction,). A key measured
+    in several tables counts once, with its largest ratio."""
+    extra = os.environ.get(ENV) or ""
+    return _measured("" if extra.lower() == "none" else extra)
+
+
+@functools.lru_cache(maxsize=4)
+def _measured(extra: str) -> Dict[tuple, tuple]:
+    per_key: Dict[str, float] = {}
+    paths = sorted(DATA.glob("cudnn_*.json")) + ([extra] if extra else [])
+    for path in paths:
         try:
-            entries = json.loads(path.read_text()).get("entries") or {}
-        except (OSError, ValueError):
+            with open(path) as f:
+                entries = json.load(f).get("entries") or {}
+        except (OSError, ValueError, AttributeError):
             continue
         for key, e in entries.items():
+            if not isinstance(e, dict) or e.get("unstable"):
+                continue
             sizes = [b for _, b in (e.get("workspaces") or []) + (e.get("first") or [])]
             nbytes = op_bytes(key)
-            if sizes and nbytes:
-                kind = key.split("|", 1)[0]
-                best[kind] = max(best.get(kind, 0.0), max(sizes) / nbytes)
-    return best
+            if nbytes and shape_class(key):
+                per_key[key] = max(per_key.get(key, 0.0), max(sizes, default=0) / nbytes)
+    out: Dict[tuple, tuple] = {}
+    for key, r in per_key.items():
+        c = shape_class(key)
+        for level in (("*", any_batch(key)), c, c[:2], c[:1]):
+            best, n = out.get(level, (0.0, 0))
+            out[level] = (max(best, r), n + 1)
+    return out
+
+
+def ratios() -> Dict[str, float]:
+    """Largest workspace / op bytes per direction over the bundled tables
+    (at least RATIO_FLOOR): level 3, the widest bound."""
+    m = measured()
+    return {d: max(RATIO_FLOOR[d], m.get((d,), (0.0, 0))[0]) for d in RATIO_FLOOR}
+
+
+def ratio(key: str) -> tuple:
+    """(ratio, the level it came from in words) for a missing key's bound."""
+    c = shape_class(key)
+    widest = ratios()
+    if c is None:
+        return max(widest.values()), "any convolution"
+    top = widest.get(c[0], max(widest.values()))
+    r, n = measured().get(("*", any_batch(key)), (0.0, 0))
+    if n:
+        return min(top, MARGIN * r), f"the same convolution at {n} other batch size(s)"
+    for level in (c, c[:2]):
+        r, n = measured().get(level, (0.0, 0))
+        if n >= MIN_KEYS:
+            return min(top, MARGIN * r), " ".join(level) + f" ({n} keys measured)"
+    return top, f"{c[0]}, all tables"
 
 
 def bound(key: str) -> Optional[int]:
@@ -95,4 +174,4 @@ def bound(key: str) -> Optional[int]:
     nbytes = op_bytes(key)
     if nbytes is None:
         return None
-    return int(math.ceil(ratios().get(key.split("|", 1)[0], max(RATIO_FLOOR.values())) * nbytes))
+    return int(math.ceil(ratio(key)[0] * nbytes))

@@ -88,7 +88,7 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
         if override.lower() == "none":
             return None, f"{ENV}=none"
         return load_table(override), f"{ENV}={override}"
-    best, best_rank = None, None
+    ranked = []
     for path in sorted(DATA.glob("cudnn_*.json")):
         t = load_table(path)
         if tuple(t["gpu"].get("capability", ())) != tuple(gpu.capability):
@@ -97,10 +97,19 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
         # recorded) over one read off a history.
         rank = (t["gpu"].get("name") == gpu.product, _minor(t.get("torch", "")) == _minor(torch_version),
                 t.get("cudnn") is not None)
-        if best_rank is None or rank > best_rank:
-            best, best_rank = t, rank
-    if best is None:
+        ranked.append((rank, path.name, t))
+    if not ranked:
         return None, f"no bundled table for compute capability {gpu.capability[0]}.{gpu.capability[1]}"
+    # The best-ranked table, with the keys only the others measured (each
+    # key from the best-ranked table that has it): tables of one
+    # capability cover different models (ResNet-50/ViT, the zoo's tuning half).
+    ranked.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    best = dict(ranked[0][2], entries=dict(ranked[0][2]["entries"]))
+    for _, name, t in ranked[1:]:
+        added = {k: e for k, e in t["entries"].items() if k not in best["entries"]}
+        if added:
+            best["entries"].update(added)
+            best["path"] = best["path"] + f" + {len(added)} keys of {name}"
     return best, "bundled table for compute capability {}.{}".format(*gpu.capability)
 
 
