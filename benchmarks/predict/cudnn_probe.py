@@ -48,7 +48,7 @@ FORMAT = "cachealloc-cudnn-workspaces/1"
 def _load_key_module():
     """cudnn_key.py by path: the cachealloc package (and its native library)
     need not be built on the GPU machine."""
-    path = os.path.join(ROOT, "bindings", "python", "cachealloc", "predict", "cudnn_key.py")
+    path = os.path.join(ROOT, "bindings", "python", "cachealloc", "predict", "kernels", "cudnn_key.py")
     spec = importlib.util.spec_from_file_location("cudnn_key", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -204,7 +204,7 @@ def compare_bundled(table: dict) -> None:
     same GPU (e.g. the one read off recorded histories)."""
     import glob
     for path in sorted(glob.glob(os.path.join(ROOT, "bindings", "python", "cachealloc", "predict",
-                                              "data", "cudnn_*.json"))):
+                                              "kernels", "data", "cudnn_*.json"))):
         with open(path) as f:
             other = json.load(f)
         if other.get("gpu", {}).get("capability") != table["gpu"]["capability"]:
