@@ -17,12 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bindings", "python"))
 from cachealloc.predict.answer import workspace_bound as wb  # noqa: E402
 from cachealloc.predict.kernels import cudnn_workspace  # noqa: E402
+
+
+def any_batch(key: str) -> str:
+    """The key with its input's batch dimension replaced by '*'."""
+    return re.sub(r"\|in=\d+,", "|in=*,", key, count=1)
 
 
 def largest(e: dict) -> int:
@@ -43,7 +49,7 @@ def check(entries: dict, table_path: str = None) -> dict:
         if table_path:
             # the same convolution at the table's other batches only
             others = {k: v for k, v in entries.items()
-                      if k != key and wb.any_batch(k) == wb.any_batch(key)}
+                      if k != key and any_batch(k) == any_batch(key)}
             if not others:
                 continue
             r = wb.MARGIN * max(largest(v) / wb.op_bytes(k) for k, v in others.items())
@@ -89,7 +95,8 @@ def main() -> None:
     text = (table(check(entries), f"{os.path.basename(args.probe)}: bound from the bundled "
                                   "tables (a model nobody probed)") + "\n\n"
             + table(check(entries, args.probe), "the same convolution at the probe's other "
-                                                "batch (after a probe of the model)") + "\n")
+                                                "batch (a rule tried on the tuning probes and not used: "
+                                                "workspace_bound.py)") + "\n")
     print(text)
     if args.md:
         with open(args.md, "w") as f:

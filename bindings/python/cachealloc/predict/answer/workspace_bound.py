@@ -9,9 +9,6 @@ ratio read off every entry of the bundled tables and of the table the run
 was given (--cudnn-table / CACHEALLOC_CUDNN_TABLE): largest workspace / op
 bytes, by shape class:
 
-0. the same convolution at other batch sizes (every field of the key but
-   the input's first dimension), when a table has it: its largest ratio
-   x MARGIN (a user's probe at a few batches then bounds every batch);
 1. its class: direction (fwd, bwd), kind of convolution (depthwise:
    one input channel per group; grouped; pointwise: 1x1 kernel; spatial),
    dtype and memory format: the class's largest ratio x MARGIN, when at
@@ -20,7 +17,11 @@ bytes, by shape class:
 3. else its direction's largest ratio in all tables (no margin: the
    largest measured anywhere; RATIO_FLOOR when no table can be read).
 
-A class bound never exceeds level 3's. Measured before the zoo
+A class bound never exceeds level 3's. Not used: the same convolution's
+ratio at other batch sizes. cuDNN's heuristics switch plans with the batch
+(a 1x1 backward with no workspace at batch 64 takes 8 MiB at 128), so on
+the zoo's tuning probes that bound held for 215 of 264 keys only
+(benchmarks/zoo/workspace_check.py). Measured before the zoo
 (kernels/data/cudnn_H200_torch2.11*.json, 669 entries of ResNet-50 and ViT
 convolutions, fp32, batches 1-16): forward 1.95, backward 4.33 (a 1x1
 backward of a (9, 2048, 7, 7) input: 37.7 MB for 8.7 MB of tensors). The
@@ -35,7 +36,6 @@ import functools
 import json
 import math
 import os
-import re
 from typing import Dict, Optional
 
 from ..kernels.cudnn_workspace import DATA, ENV
@@ -103,16 +103,10 @@ def shape_class(key: str) -> Optional[tuple]:
     return (k["kind"], conv, k["dtype"], k.get("fmt", "contiguous"))
 
 
-def any_batch(key: str) -> str:
-    """The key with its input's batch dimension replaced by '*'."""
-    return re.sub(r"\|in=\d+,", "|in=*,", key, count=1)
-
-
 def measured() -> Dict[tuple, tuple]:
     """{level key: (largest ratio, distinct keys)} over the bundled tables
-    and the run's own (CACHEALLOC_CUDNN_TABLE), for the levels: the same
-    convolution at any batch (("*", any_batch(key))), the whole class (4
-    fields), (direction, kind of convolution), (direction,). A key measured
+    and the run's own (CACHEALLOC_CUDNN_TABLE), for the levels: the whole
+    class (4 fields), (direction, kind of convolution), (direction,). A key measured
     in several tables counts once, with its largest ratio."""
     extra = os.environ.get(ENV) or ""
     return _measured("" if extra.lower() == "none" else extra)
@@ -138,7 +132,7 @@ def _measured(extra: str) -> Dict[tuple, tuple]:
     out: Dict[tuple, tuple] = {}
     for key, r in per_key.items():
         c = shape_class(key)
-        for level in (("*", any_batch(key)), c, c[:2], c[:1]):
+        for level in (c, c[:2], c[:1]):
             best, n = out.get(level, (0.0, 0))
             out[level] = (max(best, r), n + 1)
     return out
@@ -158,9 +152,6 @@ def ratio(key: str) -> tuple:
     if c is None:
         return max(widest.values()), "any convolution"
     top = widest.get(c[0], max(widest.values()))
-    r, n = measured().get(("*", any_batch(key)), (0.0, 0))
-    if n:
-        return min(top, MARGIN * r), f"the same convolution at {n} other batch size(s)"
     for level in (c, c[:2]):
         r, n = measured().get(level, (0.0, 0))
         if n >= MIN_KEYS:
