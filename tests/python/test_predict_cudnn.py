@@ -137,3 +137,46 @@ def test_workspaces_read_off_a_history():
                                        "j": {"workspaces": [], "calls": 1}}
     with pytest.raises(h.AlignmentError, match="GPU request 1"):
         h.workspaces_by_call([("a", 10, 100), ("a", 11, 50)], fake, calls)
+
+
+def test_convolution_outputs_take_cudnns_memory_format():
+    """FakeTensorMode picks a non-cuDNN backend for the fake device's
+    tensors, whose output is contiguous; cuDNN's is channels_last when the
+    input or the weight is (kernels/conv_format.py)."""
+    from cachealloc.predict.kernels import conv_format
+    cl = torch.zeros(2, 16, 8, 8).contiguous(memory_format=torch.channels_last)
+    plain = torch.zeros(2, 16, 8, 8)
+    w_cl = torch.zeros(16, 16, 3, 3).contiguous(memory_format=torch.channels_last)
+    w = torch.zeros(16, 16, 3, 3)
+    w_dw = torch.zeros(16, 1, 3, 3)      # ambiguous strides: suggests contiguous
+    assert conv_format.cudnn_format(cl, w) == torch.channels_last
+    assert conv_format.cudnn_format(plain, w_cl) == torch.channels_last
+    assert conv_format.cudnn_format(cl, w_dw) == torch.channels_last
+    assert conv_format.cudnn_format(plain, w) is None
+    assert conv_format.cudnn_format(plain, w_dw) is None
+    assert conv_format.cudnn_format(cl.double(), w.double()) is None
+    five = torch.zeros(2, 4, 3, 8, 8).contiguous(memory_format=torch.channels_last_3d)
+    assert conv_format.cudnn_format(five, torch.zeros(4, 4, 1, 1, 1)) == torch.channels_last_3d
+    aten = torch.ops.aten
+    out = conv_format.restride(aten.convolution.default, (cl, w), {}, torch.zeros(2, 16, 8, 8))
+    assert out.is_contiguous(memory_format=torch.channels_last) and not out.is_contiguous()
+    gi, gw, gb = conv_format.restride(aten.convolution_backward.default,
+                                      (torch.zeros(2, 16, 8, 8), cl, w), {},
+                                      (torch.zeros(2, 16, 8, 8), torch.zeros(16, 16, 3, 3), None))
+    assert not gi.is_contiguous() and not gw.is_contiguous() and gb is None
+
+
+def test_channels_last_block_makes_no_copy(tmp_path):
+    """The layer norm after a channels_last convolution and a permute to
+    NHWC gets a contiguous input, as on the GPU: the step's requests are the
+    convolution's output, the norm's output, mean and rstd, and no copy
+    (ConvNeXt in channels_last: the op probe on an H100 showed the GPU made
+    none, and the fake device's copies put its peak reserved 3.4 % high)."""
+    from cachealloc import predict
+    gpu = predict.resolve_gpu("H100-80GB")
+    rec = predict.record(f"{STEPS}:channels_last_block", gpu, size=4, steps=1, workdir=tmp_path)
+    act, stat = 4 * 16 * 8 * 8 * 4, 4 * 8 * 8 * 4
+    allocs = [v for kind, v in _request_stream(rec.trace) if kind == "alloc"]
+    # x (zeros, then its channels_last copy), the convolution's output, the norm's
+    assert allocs.count(act) == 4, allocs
+    assert allocs.count(stat) == 2, allocs

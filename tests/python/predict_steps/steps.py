@@ -200,3 +200,20 @@ def cpu_side(size):
     def step():
         return (dev * 2).sum()
     return step
+
+
+def channels_last_block(size):
+    """A channels_last depthwise convolution, then ConvNeXt's permute to
+    NHWC and a layer norm over channels, forward only. On the GPU cuDNN's
+    output is channels_last, so the permute is contiguous and the layer
+    norm makes no copy: requests per step are the convolution's output and
+    the norm's (size * 16 * 8 * 8 * 4 B each), then its mean and rstd
+    (size * 8 * 8 * 4 B each)."""
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1, groups=16).to("cuda", memory_format=torch.channels_last)
+    x = torch.zeros(size, 16, 8, 8, device="cuda").contiguous(memory_format=torch.channels_last)
+
+    def step():
+        with torch.no_grad():
+            y = conv(x)
+            torch.nn.functional.layer_norm(y.permute(0, 2, 3, 1), (16,))
+    return step

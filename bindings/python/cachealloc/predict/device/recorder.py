@@ -28,7 +28,7 @@ import weakref
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..kernels import cuda_kernels, cudnn_key, cudnn_workspace, gpu_model
+from ..kernels import conv_format, cuda_kernels, cudnn_key, cudnn_workspace, gpu_model
 from . import known_values, loop_guard, plain_tensor
 from .failure import PredictionRefused, StopRecording, user_frame, user_line  # noqa: F401 (re-exported)
 
@@ -223,6 +223,11 @@ def _placeholder(dtype):
     return 1
 
 
+# Convolutions whose outputs take cuDNN's memory format (conv_format.py).
+_CONV_OPS = frozenset((torch.ops.aten.convolution.default, torch.ops.aten._convolution.default,
+                       torch.ops.aten.convolution_backward.default))
+
+
 class RecordingMode(TorchDispatchMode):
     """Pushed after (above) FakeTensorMode: sees every op first."""
 
@@ -282,6 +287,8 @@ class RecordingMode(TorchDispatchMode):
             raise PredictionRefused(
                 f"{func} has an output shape that depends on the data, which the fake device "
                 f"does not have: at {user_line()}") from e
+        if func in _CONV_OPS:
+            out = conv_format.restride(func, args, kwargs, out)
         self.rec.known.propagate(func, args, out, kwargs, real_inputs=real_inputs)
         first = self.rec._next_id
         model = cuda_kernels.MODELS.get(func)
