@@ -1,4 +1,4 @@
-"""How the cuDNN workspace bound (answer/workspace_bound.py) holds on
+"""How the cuDNN workspace bound (kernels/workspace_bound.py) holds on
 convolutions it was not made from: for each key of a probe table (a
 validation or holdout half's, benchmarks/predict/cudnn_probe.py --zoo),
 the workspace measured on the GPU against the bound the predictor would
@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bindings", "python"))
-from cachealloc.predict.answer import workspace_bound as wb  # noqa: E402
+from cachealloc.predict.kernels import workspace_bound as wb  # noqa: E402
 from cachealloc.predict.kernels import cudnn_workspace  # noqa: E402
 
 

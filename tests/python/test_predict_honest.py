@@ -228,7 +228,7 @@ def test_workspace_bound_of_a_missing_convolution():
     """op bytes from the key's shapes; the ratio is its shape class's
     largest measured x 1.25, never above the largest in the bundled tables
     (backward 4.33: the 1x1 (9, 2048, 7, 7) backward)."""
-    from cachealloc.predict.answer import workspace_bound as wb
+    from cachealloc.predict.kernels import workspace_bound as wb
     key = ("fwd|in=2,3,32,32|w=16,3,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
            "|bias=1|flags=0,0,1")
     assert wb.op_bytes(key) == 4 * (2 * 3 * 32 * 32 + 16 * 3 * 3 * 3 + 2 * 16 * 32 * 32)
@@ -251,7 +251,7 @@ def test_workspace_bound_levels(tmp_path, monkeypatch):
     with fewer, the key falls back to its direction and kind of
     convolution, then to the widest ratio; a class bound never exceeds it."""
     import json
-    from cachealloc.predict.answer import workspace_bound as wb
+    from cachealloc.predict.kernels import workspace_bound as wb
     from cachealloc.predict.kernels import cudnn_workspace
     key = ("bwd|in={b},{c},56,56|w={c},1,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g={c}|t=0|float64"
            "|fmt=channels_last|mask=110|flags=0,0,1")
@@ -280,7 +280,8 @@ def test_unmodelled_items_widen_the_band(tmp_path):
     it was not measured at (both sides); an RNN may differ by what the step
     holds beyond its state."""
     from cachealloc import predict
-    from cachealloc.predict.answer import band, workspace_bound
+    from cachealloc.predict.answer import band
+    from cachealloc.predict.kernels import workspace_bound
     gpu = predict.resolve_gpu("H100-80GB")
     a = predict.fits(f"{STEPS / 'honest_steps.py'}:conv", gpu, size=4, steps=2, advise=False,
                      workdir=tmp_path / "conv", tuning=str(TUNING))
@@ -289,8 +290,15 @@ def test_unmodelled_items_widen_the_band(tmp_path):
     keys = a["recording"]["cudnn_missing_keys"]
     assert item["keys"] == len(keys) >= 4           # 2 forward, 2 backward keys
     top = max(workspace_bound.bound(k) for k in keys)
-    assert item["allocated"] == [0, top]
-    assert item["need"] == [0, -(-top // band.SEGMENT) * band.SEGMENT]
+    # Each bounded workspace where its convolution ran (the upper trace's
+    # replays): at most the largest bound at once, and what the replays add.
+    assert item["placed"] is True
+    cfgs = a["configs"].values()
+    placed = max(c["workspace_upper"]["peak_allocated"] - c["peak_allocated"] for c in cfgs)
+    assert 0 < placed <= top and item["allocated"] == [0, placed]
+    need = max(c["workspace_upper"]["min_memory"] - c["min_memory"] for c in cfgs)
+    assert item["need"] == [0, min(-(-top // band.SEGMENT) * band.SEGMENT,
+                                   -(-need // band.SEGMENT) * band.SEGMENT)]
     low, high = a["configs"]["classic"]["band"]["min_memory"]
     assert high - low == item["need"][1]
     assert "aten.convolution.default" in a["torch_versions"]["kernel_models_unchecked"]
@@ -344,3 +352,20 @@ def test_advisor_says_why_it_needs_more():
     assert "within 1 %" in why and "(10 vs 42" in why
     assert advisor.why({"min_memory": 20 * G}, dict(top, min_memory=20 * G),
                        {"configs": [dict(top, min_memory=20 * G)]}, {}) is None
+
+
+def test_upper_trace_puts_each_bound_inside_its_convolution():
+    """device/workspace_upper.py: a missing key's bound goes right after
+    its op's last event, allocated and freed at once, on that event's stream,
+    with ids the step never used; benchmark keys and known keys get none; an
+    unbounded key voids the upper trace."""
+    from cachealloc.predict.device.recorder import ALLOC, FREE
+    from cachealloc.predict.device.workspace_upper import upper_events
+    ev = [(ALLOC, 1, 100, 0), (ALLOC, 2, 50, 3), (FREE, 1, 0, 3), (ALLOC, 3, 10, 0)]
+    calls = [["k|flags=0,0,1", 1, 2], ["k|flags=1,0,1", 2, 3], ["known", 3, 4]]
+    missing = {"k|flags=0,0,1": 1, "k|flags=1,0,1": 1}
+    out, n = upper_events(ev, calls, missing, lambda k: 64, first_id=9)
+    assert n == 1
+    assert out == [ev[0], ev[1], (ALLOC, 9, 64, 3), (FREE, 9, 0, 3), ev[2], ev[3]]
+    assert upper_events(ev, calls, missing, lambda k: None, 9) == ([], 0)
+    assert upper_events(ev, calls, {}, lambda k: 64, 9) == ([], 0)

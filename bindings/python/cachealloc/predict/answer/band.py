@@ -35,7 +35,7 @@ import json
 import pathlib
 from typing import Dict, Optional
 
-from . import workspace_bound
+from ..kernels import workspace_bound
 
 DATA_FILE = pathlib.Path(__file__).with_name("data") / "tuning_errors.json"
 FORMAT = "cachealloc-predict-tuning-errors/1"
@@ -157,9 +157,33 @@ def _both(n):
     return [n, n]
 
 
-def unmodelled(summary: dict, gpu, peak_allocated: int) -> list:
+def _placed(configs) -> Optional[dict]:
+    """{quantity: bytes} the missing workspaces, each at its bound where its
+    convolution ran, add at most to any config's figure (the replays of
+    device/workspace_upper.py's trace, search.measure's "workspace_upper");
+    None when a config has no such replay. "need" None: the upper trace
+    never fits."""
+    if not configs or any("workspace_upper" not in c for c in configs.values()):
+        return None
+    out = {"allocated": 0, "reserved": 0, "need": 0}
+    for c in configs.values():
+        u = c["workspace_upper"]
+        for q, field in (("allocated", "peak_allocated"), ("reserved", "peak_reserved"),
+                         ("need", "min_memory")):
+            if out[q] is None:
+                continue
+            if u.get(field) is None or c.get(field) is None:
+                out[q] = None if u.get(field) is None else out[q]
+                continue
+            out[q] = max(out[q], u[field] - c[field])
+    return out
+
+
+def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] = None) -> list:
     """The known unmodelled items of a recording, each with its bound per
-    quantity as [low, high] bytes (high None: no bound)."""
+    quantity as [low, high] bytes (high None: no bound). With configs
+    (search.measure's rows), missing workspaces are bounded where their
+    convolutions ran when the rows hold that replay (_placed)."""
     items = []
     missing = summary.get("cudnn_missing_keys") or {}
     for benchmark in (False, True):
@@ -198,6 +222,23 @@ def unmodelled(summary: dict, gpu, peak_allocated: int) -> list:
             "allocated": [0, None if benchmark else top],
             "need": [0, None if top is None else -(-top // SEGMENT) * SEGMENT],
             "reserved": [0, None if benchmark else total]})
+        placed = None if benchmark else _placed(configs)
+        if placed is not None:
+            # Each bounded workspace where its convolution ran: what the
+            # replays say it adds, never more than the rule above.
+            it = items[-1]
+            it["detail"] += ("; placed where each convolution ran (the step replayed with "
+                             "every such workspace at its bound inside its op), which adds at "
+                             "most what the figures here say")
+            it["placed"] = True
+            for q in ("allocated", "reserved", "need"):
+                lim = it[q][1]
+                p = placed[q]
+                if p is None:
+                    continue
+                if q == "need":
+                    p = -(-p // SEGMENT) * SEGMENT
+                it[q] = [0, p if lim is None else min(lim, p)]
     # cuDNN attention's backward scratch under grouped-query attention is
     # measured at 16/8 heads only (kernels/cuda_kernels.py); at another
     # ratio its two readings (grad-K/V accumulators of the key heads, or
@@ -259,7 +300,7 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
     cls, why = step_class(summary)
     cb = class_band(data, cls)
     peak = max(c["peak_allocated"] for c in configs.values())
-    items = unmodelled(summary, gpu, peak)
+    items = unmodelled(summary, gpu, peak, configs)
     out = {"class": cls, "why": why, "allocated_pct": cb["allocated_pct"],
            "reserved_pct": cb["reserved_pct"], "rows": cb["rows"], "set_by": cb["set_by"],
            "source": data.get("path"), "items": items, "configs": {}}

@@ -141,7 +141,7 @@ class _Search:
             rec = (self.ahead.record(size, hint, self.budget.left())
                    if self.ahead is not None else self.session.record(size, timeout=self.budget.left()))
             self.budget.check(f"after size {size} was recorded, before its replay")
-            m = measure(rec.trace, self.limit)
+            m = measure(rec.trace, self.limit, rec.summary.get("workspace_upper_trace"))
             self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
             self.probes[size], self.summaries[size] = m, rec.summary
             self.traces[size] = str(rec.trace)

@@ -34,7 +34,7 @@ PLACEMENT = "top-down"
 ALT_PLACEMENT = "first-fit"
 
 
-def measure(trace, limit: int) -> dict:
+def measure(trace, limit: int, upper=None) -> dict:
     """Per native config: predicted peaks (no limit), the minimum memory,
     and the replay at `limit`: it fits when no request the step needs OOMs
     and reserved stays within the limit (min_memory.h's rule). A cuDNN
@@ -45,7 +45,10 @@ def measure(trace, limit: int) -> dict:
     fallbacks, a run that fits in less memory need not fit in more (a
     workspace that now succeeds can grow the cache). "placement_alt": the
     peaks and the minimum with segments placed by ALT_PLACEMENT (the band's
-    segment-placement spread)."""
+    segment-placement spread). "workspace_upper" (with `upper`, the trace
+    with the missing convolutions' bounded workspaces where they ran,
+    device/workspace_upper.py): its peaks and minimum, the band's high side
+    for those workspaces."""
     confs = list(NATIVE_CONFIGS.values())
     rows = lab.compare(trace, confs, placement=PLACEMENT)
     mins = lab.min_memory(trace, confs, placement=PLACEMENT)
@@ -61,6 +64,13 @@ def measure(trace, limit: int) -> dict:
                      "placement_alt": {"peak_allocated": alt["peak_allocated"],
                                        "peak_reserved": alt["peak_reserved"],
                                        "min_memory": alt_mins[conf]}}
+    if upper:
+        up_rows = lab.compare(upper, confs, placement=PLACEMENT)
+        up_mins = lab.min_memory(upper, confs, placement=PLACEMENT)
+        for (name, conf), row in zip(NATIVE_CONFIGS.items(), up_rows):
+            out[name]["workspace_upper"] = {"peak_allocated": row["peak_allocated"],
+                                            "peak_reserved": row["peak_reserved"],
+                                            "min_memory": up_mins[conf]}
     return out
 
 
@@ -91,7 +101,7 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
                  timeout=budget.left())
     t_rec = time.perf_counter() - t0
     budget.check("after the step was recorded, before its replay")
-    configs = measure(rec.trace, limit)
+    configs = measure(rec.trace, limit, rec.summary.get("workspace_upper_trace"))
     data = band.load(tuning)
     bands = _judge(rec.summary, gpu, configs, limit, data)
     answer = {"gpu": gpu.name, "limit": limit, "memory_fraction": memory_fraction,

@@ -177,6 +177,7 @@ def record_one(ns, watchdog, size, out, summary_path, script, deadline=None,
     sys.stdout.flush()
     sys.stderr.flush()
     trace_writer.write(out, dev.recording.events, dev.recording.fallible)
+    summary.update(_write_upper(out, dev.recording))
     with open(summary_path, "w") as f:
         json.dump(summary, f)
     if last:
@@ -185,6 +186,22 @@ def record_one(ns, watchdog, size, out, summary_path, script, deadline=None,
     state.clear()
     gc.collect()
     return status
+
+
+def _write_upper(out, recording) -> dict:
+    """The trace with each missing convolution's bounded workspace where it
+    ran (device/workspace_upper.py), beside the step's own trace; the
+    summary's "workspace_upper_trace" names it (absent: none needed)."""
+    from cachealloc.predict.device import trace_writer, workspace_upper
+    from cachealloc.predict.kernels import workspace_bound
+    events, n = workspace_upper.upper_events(
+        recording.events, recording.conv_calls, recording.cudnn.missing_keys,
+        workspace_bound.bound, recording._next_id)
+    if not n:
+        return {}
+    path = str(out) + ".upper"
+    trace_writer.write(path, events)
+    return {"workspace_upper_trace": path, "workspace_upper_calls": n}
 
 
 def _record(ns, gpu, size, script, mode, summary, state, trace_exceptions=False):

@@ -38,7 +38,7 @@ import math
 import os
 from typing import Dict, Optional
 
-from ..kernels.cudnn_workspace import DATA, ENV
+from .cudnn_workspace import DATA, ENV
 
 _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 RATIO_FLOOR = {"fwd": 1.9, "bwd": 4.3}
