@@ -357,13 +357,13 @@ def test_advisor_says_why_it_needs_more():
 def test_upper_trace_puts_each_bound_inside_its_convolution():
     """device/workspace_upper.py: a missing key's bound goes right after
     its op's last event, allocated and freed at once, on that event's stream,
-    with ids the step never used; benchmark keys and known keys get none; an
+    with ids the step never used; keys the table has get none; an
     unbounded key voids the upper trace."""
     from cachealloc.predict.device.recorder import ALLOC, FREE
     from cachealloc.predict.device.workspace_upper import upper_events
     ev = [(ALLOC, 1, 100, 0), (ALLOC, 2, 50, 3), (FREE, 1, 0, 3), (ALLOC, 3, 10, 0)]
-    calls = [["k|flags=0,0,1", 1, 2], ["k|flags=1,0,1", 2, 3], ["known", 3, 4]]
-    missing = {"k|flags=0,0,1": 1, "k|flags=1,0,1": 1}
+    calls = [["k|flags=0,0,1", 1, 2], ["known", 3, 4]]
+    missing = {"k|flags=0,0,1": 1}
     out, n = upper_events(ev, calls, missing, lambda k: 64, first_id=9)
     assert n == 1
     assert out == [ev[0], ev[1], (ALLOC, 9, 64, 3), (FREE, 9, 0, 3), ev[2], ev[3]]

@@ -222,10 +222,11 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             "allocated": [0, None if benchmark else top],
             "need": [0, None if top is None else -(-top // SEGMENT) * SEGMENT],
             "reserved": [0, None if benchmark else total]})
-        placed = None if benchmark else _placed(configs)
+        placed = _placed(configs)
         if placed is not None:
             # Each bounded workspace where its convolution ran: what the
-            # replays say it adds, never more than the rule above.
+            # replays say it adds, never more than the rule above (under
+            # benchmark only the need: the peaks stay unbounded).
             it = items[-1]
             it["detail"] += ("; placed where each convolution ran (the step replayed with "
                              "every such workspace at its bound inside its op), which adds at "
@@ -234,7 +235,7 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             for q in ("allocated", "reserved", "need"):
                 lim = it[q][1]
                 p = placed[q]
-                if p is None:
+                if p is None or (benchmark and q != "need"):
                     continue
                 if q == "need":
                     p = -(-p // SEGMENT) * SEGMENT

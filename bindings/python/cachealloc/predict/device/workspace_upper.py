@@ -13,8 +13,9 @@ outputs, then the workspace), allocated and freed at once. Replayed
 much the missing workspaces can raise each peak and the need, at most.
 
 Not fallible, unlike a measured workspace (trace_writer): an upper bound
-must not fall back. cudnn.benchmark keys get none (their timing workspace
-has no bound but the free memory: band.py keeps that item unbounded).
+must not fall back. cudnn.benchmark keys get the same bound for the plan
+that runs (band.py uses the replay for their need only: their timing
+workspace takes what is free, so their peaks stay unbounded).
 """
 from __future__ import annotations
 
@@ -26,12 +27,11 @@ from .recorder import ALLOC, FREE
 def upper_events(events: List[tuple], conv_calls: List[list], missing: dict,
                  bound: Callable[[str], Optional[int]], first_id: int) -> Tuple[list, int]:
     """(events with the bounded workspaces inserted, how many were). Only
-    keys in `missing` (the table lacked them) without the benchmark flag;
-    ids from first_id up (never used by the step). A key without a bound
+    keys in `missing` (the table lacked them); ids from first_id up (never used by the step). A key without a bound
     (None) makes the whole upper trace meaningless: returns ([], 0)."""
     at = {}                      # event index -> [(bytes, stream), ...] to insert before it
     for key, _start, end in conv_calls:
-        if key not in missing or "|flags=1," in key or end is None:
+        if key not in missing or end is None:
             continue
         b = bound(key)
         if b is None:
