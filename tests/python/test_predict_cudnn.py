@@ -148,13 +148,18 @@ def test_convolution_outputs_take_cudnns_memory_format():
     plain = torch.zeros(2, 16, 8, 8)
     w_cl = torch.zeros(16, 16, 3, 3).contiguous(memory_format=torch.channels_last)
     w = torch.zeros(16, 16, 3, 3)
-    w_dw = torch.zeros(16, 1, 3, 3)      # ambiguous strides: suggests contiguous
+    w_dw = torch.zeros(16, 1, 3, 3)      # contiguous strides (ambiguous): suggests contiguous
     assert conv_format.cudnn_format(cl, w) == torch.channels_last
     assert conv_format.cudnn_format(plain, w_cl) == torch.channels_last
     assert conv_format.cudnn_format(cl, w_dw) == torch.channels_last
     assert conv_format.cudnn_format(plain, w) is None
     assert conv_format.cudnn_format(plain, w_dw) is None
     assert conv_format.cudnn_format(cl.double(), w.double()) is None
+    # torch's own rule: a channel slice of a channels_last tensor, and an
+    # N x C x 1 x 1 one with channels_last strides, suggest channels_last
+    assert conv_format.cudnn_format(cl[:, :8], torch.zeros(16, 8, 3, 3)) == torch.channels_last
+    pooled = torch.nn.functional.adaptive_avg_pool2d(cl, 1)
+    assert conv_format.cudnn_format(pooled, torch.zeros(4, 16, 1, 1)) == torch.channels_last
     five = torch.zeros(2, 4, 3, 8, 8).contiguous(memory_format=torch.channels_last_3d)
     assert conv_format.cudnn_format(five, torch.zeros(4, 4, 1, 1, 1)) == torch.channels_last_3d
     aten = torch.ops.aten

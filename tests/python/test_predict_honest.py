@@ -297,8 +297,12 @@ def test_unmodelled_items_widen_the_band(tmp_path):
     placed = max(c["workspace_upper"]["peak_allocated"] - c["peak_allocated"] for c in cfgs)
     assert 0 < placed <= top and item["allocated"] == [0, placed]
     need = max(c["workspace_upper"]["min_memory"] - c["min_memory"] for c in cfgs)
+    slack = band.LARGE_SEGMENT if top > band.SMALL_REQUEST else band.SEGMENT
     assert item["need"] == [0, min(-(-top // band.SEGMENT) * band.SEGMENT,
-                                   -(-need // band.SEGMENT) * band.SEGMENT)]
+                                   -(-need // band.SEGMENT) * band.SEGMENT) + slack]
+    # Reserved is not bounded by the placed replay (a smaller workspace can
+    # open a segment the bound did not): the sum rule stands.
+    assert item["reserved"][1] >= item["allocated"][1]
     low, high = a["configs"]["classic"]["band"]["min_memory"]
     assert high - low == item["need"][1]
     assert "aten.convolution.default" in a["torch_versions"]["kernel_models_unchecked"]
@@ -369,3 +373,18 @@ def test_upper_trace_puts_each_bound_inside_its_convolution():
     assert out == [ev[0], ev[1], (ALLOC, 9, 64, 3), (FREE, 9, 0, 3), ev[2], ev[3]]
     assert upper_events(ev, calls, missing, lambda k: None, 9) == ([], 0)
     assert upper_events(ev, calls, {}, lambda k: 64, 9) == ([], 0)
+
+
+def test_workspace_bound_zero_classes_and_transposed():
+    """A class measured with no workspace at all bounds nothing (the next
+    level decides); a transposed convolution takes the widest ratio of
+    both directions."""
+    from cachealloc.predict.kernels import workspace_bound as wb
+    dw = ("fwd|in=8,64,56,56|w=64,1,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=64|t=0|float32"
+          "|fmt=contiguous|bias=0|flags=0,0,1")
+    r, level = wb.ratio(dw)
+    assert r > 0
+    tr = ("fwd|in=8,64,28,28|w=64,32,2,2|s=2,2|p=0,0|d=1,1|op=0,0|g=1|t=1|float32"
+          "|fmt=contiguous|bias=0|flags=0,0,1")
+    assert wb.shape_class(tr)[1] == "transposed"
+    assert wb.ratio(tr)[0] == max(wb.ratios().values())

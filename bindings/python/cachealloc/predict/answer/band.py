@@ -42,6 +42,8 @@ FORMAT = "cachealloc-predict-tuning-errors/1"
 MARGIN = 1.25            # the band is the worst tuning error times this
 FLOOR_PCT = 0.5          # and never narrower than this, in percent
 SEGMENT = 2 << 20        # classic rounds a large block's segment up to 2 MiB
+LARGE_SEGMENT = 20 << 20  # the segment a 1-10 MiB request opens in the large pool
+SMALL_REQUEST = 1 << 20   # requests up to this go to the small pool (2 MiB segments)
 CLASSES = ("convnet", "transformer", "other")
 _ATTENTION_OPS = ("aten._softmax.default", "aten._safe_softmax.default")
 _CONV_OPS = ("aten.convolution.default",)
@@ -224,22 +226,28 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             "reserved": [0, None if benchmark else total]})
         placed = _placed(configs)
         if placed is not None:
-            # Each bounded workspace where its convolution ran: what the
-            # replays say it adds, never more than the rule above (under
-            # benchmark only the need: the peaks stay unbounded).
+            # Each bounded workspace where its convolution ran. Peak
+            # allocated only grows with a request's size, so the replay
+            # with every workspace at its bound bounds it. Reserved and the
+            # need do not: a smaller real workspace can fall into another
+            # pool or segment size and open a segment the bound did not
+            # (review, session 24). Reserved keeps the rule above; the need
+            # takes the placed figure plus one segment of the largest kind
+            # a workspace could open (20 MiB above 1 MiB, else 2 MiB).
             it = items[-1]
+            slack = LARGE_SEGMENT if (top or 0) > SMALL_REQUEST else SEGMENT
             it["detail"] += ("; placed where each convolution ran (the step replayed with "
-                             "every such workspace at its bound inside its op), which adds at "
-                             "most what the figures here say")
+                             "every such workspace at its bound inside its op): peak allocated "
+                             "from that replay, the need from it plus one "
+                             f"{slack >> 20} MiB segment, peak reserved by the rule above")
             it["placed"] = True
-            for q in ("allocated", "reserved", "need"):
-                lim = it[q][1]
-                p = placed[q]
-                if p is None or (benchmark and q != "need"):
-                    continue
-                if q == "need":
-                    p = -(-p // SEGMENT) * SEGMENT
-                it[q] = [0, p if lim is None else min(lim, p)]
+            lim_a, lim_n = it["allocated"][1], it["need"][1]
+            if placed["allocated"] is not None and not benchmark:
+                it["allocated"] = [0, placed["allocated"] if lim_a is None
+                                   else min(lim_a, placed["allocated"])]
+            if placed["need"] is not None:
+                p = -(-placed["need"] // SEGMENT) * SEGMENT + slack
+                it["need"] = [0, p if lim_n is None else min(lim_n + slack, p)]
     # cuDNN attention's backward scratch under grouped-query attention is
     # measured at 16/8 heads only (kernels/cuda_kernels.py); at another
     # ratio its two readings (grad-K/V accumulators of the key heads, or

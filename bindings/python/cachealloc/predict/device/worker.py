@@ -200,7 +200,7 @@ def _write_upper(out, recording) -> dict:
     if not n:
         return {}
     path = str(out) + ".upper"
-    trace_writer.write(path, events)
+    trace_writer.write(path, events, recording.fallible)   # measured workspaces stay fallible
     return {"workspace_upper_trace": path, "workspace_upper_calls": n}
 
 

@@ -9,8 +9,11 @@ convolutions mostly run far from the peak (a backward's first layers run
 when the activations are nearly all freed). So the bound goes where the op
 ran: after the op's own allocations (as torch's Conv_v8 orders them:
 outputs, then the workspace), allocated and freed at once. Replayed
-(answer/search.measure), the difference to the step's own trace is how
-much the missing workspaces can raise each peak and the need, at most.
+(answer/search.measure), the difference to the step's own trace bounds
+what the missing workspaces add to peak allocated (which only grows with a
+request's size); for the need band.py adds one segment of slack, since a
+smaller real workspace can open a segment the bound did not, and reserved
+keeps the summed rule.
 
 Not fallible, unlike a measured workspace (trace_writer): an upper bound
 must not fall back. cudnn.benchmark keys get the same bound for the plan

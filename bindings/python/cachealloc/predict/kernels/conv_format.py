@@ -32,10 +32,18 @@ _BACKWARD = (aten.convolution_backward.default,)
 
 
 def _suggests(t, fmt) -> bool:
-    """Tensor::suggest_memory_format() == fmt (strides in that format, not
-    plain contiguous: an ambiguous tensor suggests contiguous)."""
-    return (isinstance(t, torch.Tensor) and not t.is_contiguous()
-            and t.is_contiguous(memory_format=fmt))
+    """Tensor::suggest_memory_format() == fmt: torch's own stride rule
+    (torch._prims_common.suggest_memory_format: a channel slice of a
+    channels_last tensor, or an N x C x 1 x 1 one with channels_last
+    strides, suggests channels_last; plain contiguous strides suggest
+    contiguous)."""
+    if not isinstance(t, torch.Tensor) or t.dim() not in (4, 5):
+        return False
+    try:
+        from torch._prims_common import suggest_memory_format
+        return suggest_memory_format(t) == fmt
+    except (ImportError, RuntimeError, TypeError):
+        return not t.is_contiguous() and t.is_contiguous(memory_format=fmt)
 
 
 def cudnn_format(inp, weight) -> Optional[torch.memory_format]:

@@ -10,9 +10,14 @@ was given (--cudnn-table / CACHEALLOC_CUDNN_TABLE): largest workspace / op
 bytes, by shape class:
 
 1. its class: direction (fwd, bwd), kind of convolution (depthwise:
-   one input channel per group; grouped; pointwise: 1x1 kernel; spatial),
+   one input channel per group; grouped; pointwise: 1x1 kernel; spatial;
+   transposed, which cuDNN runs as the other direction: nothing measured,
+   so the widest ratio of both directions),
    dtype and memory format: the class's largest ratio x MARGIN, when at
-   least MIN_KEYS keys of the class were measured;
+   least MIN_KEYS keys of the class were measured and one of them took a
+   workspace (a class measured at 0 bounds nothing: forward depthwise
+   convolutions took none in the tuning probes, and up to 58 KB in the
+   validation ones);
 2. else its direction and kind of convolution, the same way;
 3. else its direction's largest ratio in all tables (no margin: the
    largest measured anywhere; RATIO_FLOOR when no table can be read).
@@ -96,7 +101,11 @@ def shape_class(key: str) -> Optional[tuple]:
         w, groups = [int(v) for v in k["w"].split(",")], int(k["g"])
     except ValueError:
         return None
-    if groups > 1:
+    if k["t"] == "1":
+        # cuDNN runs a transposed forward as a backward-data call: its own
+        # kind (nothing measured: the widest ratio of both directions).
+        conv = "transposed"
+    elif groups > 1:
         conv = "depthwise" if len(w) > 1 and w[1] == 1 else "grouped"
     else:
         conv = "pointwise" if all(n == 1 for n in w[2:]) else "spatial"
@@ -149,12 +158,14 @@ def ratio(key: str) -> tuple:
     """(ratio, the level it came from in words) for a missing key's bound."""
     c = shape_class(key)
     widest = ratios()
-    if c is None:
-        return max(widest.values()), "any convolution"
+    if c is None or c[1] == "transposed":
+        return max(widest.values()), "any convolution, both directions"
     top = widest.get(c[0], max(widest.values()))
     for level in (c, c[:2]):
         r, n = measured().get(level, (0.0, 0))
-        if n >= MIN_KEYS:
+        # A class measured with no workspace at all bounds nothing (its
+        # plans took none at those shapes; another shape's may): next level.
+        if n >= MIN_KEYS and r > 0:
             return min(top, MARGIN * r), " ".join(level) + f" ({n} keys measured)"
     return top, f"{c[0]}, all tables"
 
