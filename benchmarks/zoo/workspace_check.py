@@ -31,10 +31,6 @@ def any_batch(key: str) -> str:
     return re.sub(r"\|in=\d+,", "|in=*,", key, count=1)
 
 
-def largest(e: dict) -> int:
-    return max([b for _, b in (e.get("workspaces") or []) + (e.get("first") or [])], default=0)
-
-
 def check(entries: dict, table_path: str = None) -> dict:
     """{class: {"keys", "covered", "worst", "measured", "bound", "misses"}}
     with the bound from the bundled tables, plus table_path's entries at
@@ -52,11 +48,11 @@ def check(entries: dict, table_path: str = None) -> dict:
                       if k != key and any_batch(k) == any_batch(key)}
             if not others:
                 continue
-            r = wb.MARGIN * max(largest(v) / wb.op_bytes(k) for k, v in others.items())
+            r = wb.MARGIN * max(wb.largest_workspace(v) / wb.op_bytes(k) for k, v in others.items())
             b = int(min(r, wb.ratios()[c[0]]) * wb.op_bytes(key) + 0.999)
         else:
             b = wb.bound(key)
-        m = largest(e)
+        m = wb.largest_workspace(e)
         C = out.setdefault(" ".join(c), {"keys": 0, "covered": 0, "worst": 0.0, "measured": 0,
                                          "bound": 0, "misses": []})
         C["keys"] += 1

@@ -160,24 +160,18 @@ def _both(n):
 
 
 def _placed(configs) -> Optional[dict]:
-    """{quantity: bytes} the missing workspaces, each at its bound where its
-    convolution ran, add at most to any config's figure (the replays of
-    device/workspace_upper.py's trace, search.measure's "workspace_upper");
-    None when a config has no such replay. "need" None: the upper trace
-    never fits."""
+    """{"allocated", "need": bytes} the missing workspaces, each at its
+    bound where its convolution ran, add at most to any config's peak
+    allocated and need (the replays of device/workspace_upper.py's trace,
+    search.measure's "workspace_upper"); None when a config has no such
+    replay, a quantity None when a replay lacks it."""
     if not configs or any("workspace_upper" not in c for c in configs.values()):
         return None
-    out = {"allocated": 0, "reserved": 0, "need": 0}
-    for c in configs.values():
-        u = c["workspace_upper"]
-        for q, field in (("allocated", "peak_allocated"), ("reserved", "peak_reserved"),
-                         ("need", "min_memory")):
-            if out[q] is None:
-                continue
-            if u.get(field) is None or c.get(field) is None:
-                out[q] = None if u.get(field) is None else out[q]
-                continue
-            out[q] = max(out[q], u[field] - c[field])
+    out = {}
+    for q, field in (("allocated", "peak_allocated"), ("need", "min_memory")):
+        adds = [c["workspace_upper"].get(field) - c[field] for c in configs.values()
+                if c["workspace_upper"].get(field) is not None and c.get(field) is not None]
+        out[q] = max(adds) if len(adds) == len(configs) else None
     return out
 
 
@@ -188,6 +182,7 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
     convolutions ran when the rows hold that replay (_placed)."""
     items = []
     missing = summary.get("cudnn_missing_keys") or {}
+    placed = _placed(configs)
     for benchmark in (False, True):
         keys = {k: c for k, c in missing.items() if ("|flags=1," in k) == benchmark}
         if not keys:
@@ -224,7 +219,6 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             "allocated": [0, None if benchmark else top],
             "need": [0, None if top is None else -(-top // SEGMENT) * SEGMENT],
             "reserved": [0, None if benchmark else total]})
-        placed = _placed(configs)
         if placed is not None:
             # Each bounded workspace where its convolution ran. Peak
             # allocated only grows with a request's size, so the replay
@@ -237,9 +231,10 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             it = items[-1]
             slack = LARGE_SEGMENT if (top or 0) > SMALL_REQUEST else SEGMENT
             it["detail"] += ("; placed where each convolution ran (the step replayed with "
-                             "every such workspace at its bound inside its op): peak allocated "
-                             "from that replay, the need from it plus one "
-                             f"{slack >> 20} MiB segment, peak reserved by the rule above")
+                             "every such workspace at its bound inside its op): "
+                             + ("" if benchmark else "peak allocated from that replay, ")
+                             + f"the need from it plus one {slack >> 20} MiB segment, "
+                             + ("the peaks" if benchmark else "peak reserved") + " as above")
             it["placed"] = True
             lim_a, lim_n = it["allocated"][1], it["need"][1]
             if placed["allocated"] is not None and not benchmark:

@@ -30,8 +30,9 @@ from .recorder import ALLOC, FREE
 def upper_events(events: List[tuple], conv_calls: List[list], missing: dict,
                  bound: Callable[[str], Optional[int]], first_id: int) -> Tuple[list, int]:
     """(events with the bounded workspaces inserted, how many were). Only
-    keys in `missing` (the table lacked them); ids from first_id up (never used by the step). A key without a bound
-    (None) makes the whole upper trace meaningless: returns ([], 0)."""
+    keys in `missing` (the table lacked them); ids from first_id up (never
+    used by the step). A key without a bound (None) makes the whole upper
+    trace meaningless: returns ([], 0)."""
     at = {}                      # event index -> [(bytes, stream), ...] to insert before it
     for key, _start, end in conv_calls:
         if key not in missing or end is None:

@@ -26,6 +26,11 @@ from typing import Optional
 
 import torch
 
+try:
+    from torch._prims_common import suggest_memory_format
+except ImportError:         # a torch without it: the plain stride test below
+    suggest_memory_format = None
+
 aten = torch.ops.aten
 _FORWARD = (aten.convolution.default, aten._convolution.default)
 _BACKWARD = (aten.convolution_backward.default,)
@@ -39,11 +44,12 @@ def _suggests(t, fmt) -> bool:
     contiguous)."""
     if not isinstance(t, torch.Tensor) or t.dim() not in (4, 5):
         return False
-    try:
-        from torch._prims_common import suggest_memory_format
-        return suggest_memory_format(t) == fmt
-    except (ImportError, RuntimeError, TypeError):
-        return not t.is_contiguous() and t.is_contiguous(memory_format=fmt)
+    if suggest_memory_format is not None:
+        try:
+            return suggest_memory_format(t) == fmt
+        except (RuntimeError, TypeError):
+            pass
+    return not t.is_contiguous() and t.is_contiguous(memory_format=fmt)
 
 
 def cudnn_format(inp, weight) -> Optional[torch.memory_format]:

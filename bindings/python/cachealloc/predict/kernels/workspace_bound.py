@@ -92,6 +92,13 @@ def op_bytes(key: str) -> Optional[int]:
     return elem * (math.prod(inp) + math.prod(w) + math.prod([inp[0], out_c] + out_sp))
 
 
+def largest_workspace(entry: dict) -> int:
+    """A table entry's largest workspace, bytes (steady calls and the first
+    call's; 0 for none)."""
+    return max((b for _, b in (entry.get("workspaces") or []) + (entry.get("first") or [])),
+               default=0)
+
+
 def shape_class(key: str) -> Optional[tuple]:
     """(direction, kind of convolution, dtype, memory format) of a key."""
     k = parse_key(key)
@@ -134,10 +141,9 @@ def _measured(extra: str) -> Dict[tuple, tuple]:
         for key, e in entries.items():
             if not isinstance(e, dict) or e.get("unstable"):
                 continue
-            sizes = [b for _, b in (e.get("workspaces") or []) + (e.get("first") or [])]
             nbytes = op_bytes(key)
             if nbytes and shape_class(key):
-                per_key[key] = max(per_key.get(key, 0.0), max(sizes, default=0) / nbytes)
+                per_key[key] = max(per_key.get(key, 0.0), largest_workspace(e) / nbytes)
     out: Dict[tuple, tuple] = {}
     for key, r in per_key.items():
         c = shape_class(key)
