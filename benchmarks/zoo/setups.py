@@ -208,6 +208,19 @@ _ALL = [
     _image("tv_densenet121_bf16ac", "densenet", "convnet", "torchvision",
            "DenseNet-121 (8.0 M, concatenations)", R("bf16_autocast"), 64, 8,
            tvm("densenet121")),
+    # --- holdout, session 25 (added before any GPU run of them): to check the
+    # key-level cuDNN probe (benchmarks/predict/cudnn_key_probe.py) and
+    # cudnn.benchmark's timing workspace on setups nobody has seen -------------------
+    _image("tv_resnext50_32x4d_cl_bf16ac_bench", "resnext", "convnet", "torchvision",
+           "ResNeXt-50 32x4d (25.0 M, grouped)",
+           R("bf16_autocast", channels_last=True, cudnn_benchmark=True), 64, 12,
+           tvm("resnext50_32x4d"), cousin="resnet"),
+    _image("tv_shufflenet_v2_x1_0_fp32_bench", "shufflenet", "convnet", "torchvision",
+           "ShuffleNetV2 x1.0 (2.3 M, depthwise, channel shuffle)",
+           R("fp32", cudnn_benchmark=True, optimizer="sgd"), 256, 12, tvm("shufflenet_v2_x1_0")),
+    _image("timm_mixnet_s_fp16", "mixnet", "convnet", "timm",
+           "MixNet-S (4.1 M, mixed depthwise kernels)", R("fp16_scaler"), 128, 10,
+           timm_m("mixnet_s")),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
