@@ -5,7 +5,7 @@ Python `cachealloc` command (bindings/python/cachealloc/cli.py sends
     cachealloc predict --gpu H100-80GB [--memory-fraction F] [--steps N]
         [--size N | --largest [--start N] [--max N]]
         [--batch-arg ARG | --batch-env VAR] [--no-optimizer-step] [--json] [--html PAGE]
-        [--cudnn-table FILE|none] [--tuning-errors FILE] [--timeout SECONDS]
+        [--cudnn-table FILE|none] [--cudnn-keys KEYS] [--tuning-errors FILE] [--timeout SECONDS]
         [--mode cpu-init|fake] -- python train.py ARGS...
     cachealloc predict --gpu-memory 24GiB --builder step.py:make --size 8
 
@@ -30,7 +30,7 @@ import re
 import sys
 from typing import List, Optional
 
-from ..kernels import cudnn_workspace
+from ..kernels import cudnn_workspace, key_probe
 from . import band, page, report, schema
 from .band_text import failure_text
 from ..gpus import KNOWN_GPUS, UnknownGpu, resolve
@@ -120,6 +120,11 @@ def _parser() -> argparse.ArgumentParser:
                    "is made of (self-contained HTML)")
     p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from benchmarks/predict/cudnn_probe.py) "
                    "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
+    p.add_argument("--cudnn-keys", metavar="KEYS",
+                   help="also write the convolutions the cuDNN table lacks, per size recorded, to "
+                        "KEYS (JSON); measure them on a GPU with `python -m "
+                        "cachealloc.predict.kernels.key_probe KEYS --out TABLE` and predict again "
+                        "with --cudnn-table TABLE")
     p.add_argument("--no-advise", action="store_true", help="skip the advisor's settings search")
     p.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
     p.add_argument("--timeout", type=_seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
@@ -230,6 +235,13 @@ def _main(argv: Optional[List[str]]) -> int:
         return bad(str(e))
     if ns.html:
         page.write(ns.html, answer, text)
+    if ns.cudnn_keys:
+        try:
+            n = write_keys(ns.cudnn_keys, answer)
+        except OSError as e:
+            return bad(f"--cudnn-keys {ns.cudnn_keys}: {e}")
+        print(f"cachealloc predict: {n} convolution key(s) the cuDNN table lacks written to "
+              f"{ns.cudnn_keys}", file=sys.stderr)
     doc = schema.document(answer, kind)
     if ns.json:
         json.dump(doc, sys.stdout, indent=1, default=str)
@@ -237,6 +249,21 @@ def _main(argv: Optional[List[str]]) -> int:
     else:
         sys.stdout.write(text)
     return doc["exit_code"]
+
+
+def write_keys(path: str, answer: dict) -> int:
+    """The keys file key_probe.py reads: per size recorded, the missing
+    keys in the order the step first called them. Returns how many."""
+    sizes = answer.get("cudnn_missing")
+    if sizes is None:       # one size (fits): its recording's keys
+        size = answer.get("size")
+        sizes = {str(size if size is not None else 0):
+                 list((answer.get("recording") or {}).get("cudnn_missing_keys") or ())}
+    doc = {"format": key_probe.KEYS_FORMAT, "gpu": answer.get("gpu"),
+           "sizes": {s: k for s, k in sizes.items() if k}}
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    return sum(len(k) for k in doc["sizes"].values())
 
 
 def _emit_failure(command: str, error: dict, as_json: bool, gpu: Optional[str] = None,

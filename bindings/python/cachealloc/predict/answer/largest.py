@@ -281,6 +281,8 @@ class _Search:
             "steps": min(s["steps"] for s in self.summaries.values()),
             "probes": {str(s): m for s, m in sorted(P.items())},
             "cudnn": {str(s): self.summaries[s].get("cudnn") for s in sorted(P)},
+            "cudnn_missing": {str(s): list(self.summaries[s].get("cudnn_missing_keys") or ())
+                              for s in sorted(P)},
             "modelled": modelled,
             "cudnn_fallbacks": {name: None if c is None else {
                 "size": size, "fallbacks": c["fallbacks"], "fallback_skips": c["fallback_skips"]}

@@ -34,13 +34,15 @@ def at_peak(events: Iterable[Tuple[int, int, int, int]], tags: Dict[int, str]) -
     reached its peak, "total": bytes, and one entry per KINDS}. tags: {id:
     kind} for ids not "activations". One pass; the running sums per kind
     are copied at each new maximum."""
-    from .recorder import ALLOC     # here: the answer layer imports KINDS without torch
+    from .recorder import ALLOC, EMPTY  # here: the answer layer imports KINDS without torch
     live: Dict[int, Tuple[str, int]] = {}
     sums = dict.fromkeys(KINDS, 0)
     total = best_total = 0
     best = dict(sums)
     best_event = None
     for i, (kind, aid, size, _stream) in enumerate(events):
+        if kind == EMPTY:
+            continue
         if kind == ALLOC:
             what, n = tags.get(aid, "activations"), rounded(size)
             live[aid] = (what, n)

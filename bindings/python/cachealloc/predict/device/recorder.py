@@ -12,8 +12,10 @@ the storage's death: a weakref finalizer on the storage's Python object
 reference counting runs at the moment the last tensor using it dies, so frees
 land in program order between the allocations.
 
-The events are (ALLOC, id, bytes, stream) and (FREE, id, 0, stream); ids are
-dense and never reused. What a GPU allocates that no op output shows
+The events are (ALLOC, id, bytes, stream), (FREE, id, 0, stream) and
+(EMPTY, NO_ID, 0, stream), the cache emptied where the GPU empties it
+(cudnn.benchmark's find path, from the cuDNN table); ids are dense and
+never reused. What a GPU allocates that no op output shows
 (cuBLAS and cuBLASLt workspaces) is added here from gpu_model, cuDNN's
 convolution workspaces from cudnn_workspace's measured table; ops whose
 CUDA kernels allocate otherwise than their meta functions are recorded by
@@ -33,7 +35,8 @@ from . import known_values, loop_guard, plain_tensor
 from .failure import PredictionRefused, StopRecording, user_frame, user_line  # noqa: F401 (re-exported)
 
 aten = torch.ops.aten
-ALLOC, FREE = 0, 1
+ALLOC, FREE, EMPTY = 0, 1, 2
+NO_ID = -1                  # the id of an EMPTY event (no allocation has it)
 
 # Ops that run a cuBLAS GEMM (and so take the (thread, stream) workspace).
 _GEMM_OPS = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default,
@@ -106,6 +109,10 @@ class Recording:
         if plan is None:
             return
         self._ws_plan = [[position, size, index] for index, (position, size) in enumerate(plan)]
+        # Where the GPU emptied the cache inside the call (cudnn.benchmark's
+        # find, its first call): before the workspace that came after it.
+        for n, (position, before) in enumerate(self.cudnn.empty_caches(key)):
+            self._ws_plan.insert(min(before + n, len(self._ws_plan)), [position, None, None])
         self._ws_key, self._op_allocs = key, 0
         self._insert_workspaces(0)
 
@@ -120,12 +127,21 @@ class Recording:
     def _insert_workspaces(self, done) -> None:
         while self._ws_plan and (done is None or self._ws_plan[0][0] <= done):
             _, size, index = self._ws_plan.pop(0)
-            if size > 0:           # a zero-byte request is no request
+            if size is None:
+                self.empty_cache()
+            elif size > 0:         # a zero-byte request is no request
                 wid = self._new_alloc(size, self.stream)
                 group = (self._ws_key, index)
                 self.fallible[wid] = self._groups.setdefault(group, len(self._groups))
                 self.workspaces[wid] = "cuDNN"
                 self.events.append((FREE, wid, 0, self.stream))
+
+    def empty_cache(self) -> None:
+        """The allocator's cache emptied here (EMPTY event; the replay
+        releases every unused cached segment, as torch.cuda.empty_cache()).
+        Two in a row are one: nothing is cached again between them."""
+        if self.active and (not self.events or self.events[-1][0] != EMPTY):
+            self.events.append((EMPTY, NO_ID, 0, self.stream))
 
     def free(self, aid: int, stream: int) -> None:
         if self.active:
@@ -200,7 +216,9 @@ class Recording:
 
     def stats(self) -> dict:
         allocs = sum(1 for e in self.events if e[0] == ALLOC)
-        return {"allocations": allocs, "frees": len(self.events) - allocs,
+        empties = sum(1 for e in self.events if e[0] == EMPTY)
+        return {"allocations": allocs, "frees": len(self.events) - allocs - empties,
+                "empty_caches_replayed": empties,
                 "cublas_workspaces": len(self._workspaces),
                 "cublaslt_workspaces": len(self._lt_workspaces),
                 "plain_tensor_rules": self.rules.calibration,

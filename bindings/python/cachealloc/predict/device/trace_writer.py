@@ -10,13 +10,14 @@ An allocation the step survives the failure of (a cuDNN workspace: torch
 tries the next plan) carries "fallible_group": its group number, a key
 native never writes; the replay (lab/request_stream.h, FallibleRequest)
 takes its OOM as a fallback and makes no more requests of that group.
+The cache emptied (recorder EMPTY) is a "segment_free" of no segment.
 """
 from __future__ import annotations
 
 import gzip
 import pickle
 
-from .recorder import ALLOC
+from .recorder import ALLOC, EMPTY
 
 _ADDRESS_BASE = 0x7F0000000000
 _ADDRESS_STEP = 1 << 20  # ids never reuse, so addresses never collide
@@ -36,6 +37,12 @@ def snapshot_dict(events, fallible=None) -> dict:
             if aid in fallible:
                 entry["fallible_group"] = fallible[aid]
             trace.append(entry)
+        elif kind == EMPTY:
+            # A segment release before the next request with no segment
+            # reserved for it: the replay's extraction reads such a run as
+            # empty_cache() (lab/request_stream.cc), as in native traces.
+            trace.append({"action": "segment_free", "addr": 0, "size": 0, "stream": stream,
+                          "time_us": t, "frames": []})
         else:
             trace.append({"action": "free_requested", "addr": addr, "size": 0, "stream": stream,
                           "time_us": t, "frames": []})

@@ -26,7 +26,10 @@ Table (JSON): {"format": "cachealloc-cudnn-workspaces/1",
   "gpu": {"name", "capability": [major, minor], ...}, "torch", "cudnn",
   "source", "entries": {KEY: {"workspaces": [[position, bytes], ...],
   "first": [[position, bytes], ...] (the first call's, when it differed),
-  "unstable": true (when later calls disagreed: then not modelled)}}}
+  "unstable": true (when later calls disagreed: then not modelled),
+  "first_empty_cache": [[position, workspaces before], ...] (where the first
+  call emptied the allocator's cache: cudnn.benchmark's find path, measured
+  by key_probe.py)}}}
 position = the number of the op's own allocations made before the workspace.
 """
 from __future__ import annotations
@@ -62,6 +65,12 @@ def load_table(path) -> dict:
                 for w in ws):
             raise TableError(f"cuDNN workspace table {path}: entry {key!r} has no valid "
                              "'workspaces' ([[position, bytes], ...])")
+        marks = e.get("first_empty_cache", [])
+        if not isinstance(marks, list) or not all(
+                isinstance(m, list) and len(m) == 2 and all(isinstance(x, int) and x >= 0 for x in m)
+                for m in marks):
+            raise TableError(f"cuDNN workspace table {path}: entry {key!r} has no valid "
+                             "'first_empty_cache' ([[position, workspaces before], ...])")
     table["path"] = str(path)
     return table
 
@@ -126,6 +135,8 @@ class CudnnWorkspaces:
         self.workspace_bytes = 0        # their sum, bytes
         self.missing_calls = 0
         self.missing_keys = {}          # key -> calls, in first-seen order
+        self._empty_seen = {}           # keys whose first call's empty caches were placed
+        self.empty_cache_calls = 0      # empty caches placed (cudnn.benchmark's find)
 
     def plan(self, key: str) -> Optional[list]:
         """The [[position, bytes], ...] to insert for this call, or None
@@ -143,6 +154,18 @@ class CudnnWorkspaces:
         self.workspace_bytes += sum(b for _, b in ws)
         return [list(w) for w in ws]
 
+    def empty_caches(self, key: str) -> list:
+        """[[position, workspaces before], ...]: where the call just planned
+        (plan(), its first call) emptied the allocator's cache on the GPU
+        (cudnn.benchmark's find path; kernels/key_probe.py measures it);
+        [] for a later call or a key without it."""
+        e = self.table["entries"].get(key) if self.table else None
+        if e is None or e.get("unstable") or self._empty_seen.get(key):
+            return []
+        self._empty_seen[key] = True
+        self.empty_cache_calls += len(e.get("first_empty_cache") or ())
+        return [list(m) for m in e.get("first_empty_cache") or ()]
+
     def source(self) -> str:
         t = self.table
         if t is None:
@@ -159,6 +182,7 @@ class CudnnWorkspaces:
         example = next(iter(self.missing_keys), None)
         return {"source": self.source(), "modelled_calls": self.modelled_calls,
                 "workspaces": self.workspaces, "workspace_bytes": self.workspace_bytes,
+                "empty_caches": self.empty_cache_calls,
                 "not_modelled_calls": self.missing_calls,
                 "not_modelled_keys": len(self.missing_keys), "not_modelled_example": example}
 

@@ -1,0 +1,152 @@
+"""The key-level cuDNN probe (kernels/key_probe.py) and cudnn.benchmark's
+empty cache: keys rebuilt into the very calls they name, one call's history
+classified (workspaces, own allocations, the cache emptied), a table's
+empty cache placed in the step and replayed as empty_cache(), and the keys
+file `cachealloc predict --cudnn-keys` writes."""
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STEPS = pathlib.Path(__file__).with_name("predict_steps") / "steps.py"
+
+torch = pytest.importorskip("torch")
+
+from cachealloc.predict.kernels import cudnn_key, key_probe  # noqa: E402
+
+
+def _calls():
+    """(func, args) of convolutions of every kind a key can name: 1-, 2- and
+    3-d, channels_last and strided inputs, grouped, depthwise, transposed,
+    dilated, with and without bias, backward with each mask."""
+    aten = torch.ops.aten
+    cl = torch.channels_last
+    x = torch.randn(2, 8, 9, 7)
+    w = torch.randn(4, 8, 3, 3)
+    out = []
+    out.append((aten.convolution.default, (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)))
+    out.append((aten.convolution.default, (x.contiguous(memory_format=cl), w.contiguous(memory_format=cl),
+                                           torch.randn(4), [2, 1], [1, 1], [1, 2], False, [0, 0], 1)))
+    out.append((aten.convolution.default, (x.transpose(-1, -2), torch.randn(8, 2, 3, 3), None, [1, 1],
+                                           [1, 1], [1, 1], False, [0, 0], 4)))       # strided, grouped
+    out.append((aten.convolution.default, (x, torch.randn(8, 1, 5, 5), None, [1, 1], [2, 2], [1, 1],
+                                           False, [0, 0], 8)))                      # depthwise
+    out.append((aten.convolution.default, (x, torch.randn(8, 3, 2, 2), torch.randn(6), [2, 2], [0, 0],
+                                           [1, 1], True, [1, 1], 2)))                # transposed
+    out.append((aten.convolution.default, (torch.randn(2, 4, 11), torch.randn(6, 4, 3), None, [1], [1],
+                                           [1], False, [0], 1)))                     # 1-d
+    out.append((aten.convolution.default, (torch.randn(1, 2, 4, 5, 6), torch.randn(3, 2, 1, 2, 3), None,
+                                           [1, 1, 1], [0, 0, 0], [1, 1, 1], False, [0, 0, 0], 1)))
+    go = torch.randn(2, 4, 7, 5)
+    for mask in ([True, True, True], [False, True, False], [True, False, False]):
+        out.append((aten.convolution_backward.default, (go, x, w, [4] if mask[2] else None, [1, 1],
+                                                        [0, 0], [1, 1], False, [0, 0], 1, mask)))
+    return out
+
+
+@pytest.mark.parametrize("bench", [False, True])
+def test_keys_rebuild_into_the_calls_they_name(bench):
+    """Every key, parsed and rebuilt into tensors (here on the CPU), gives
+    the same key again: shapes, strides, memory format, dtype, flags and
+    the call's own arguments all survive the trip."""
+    old = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = bench
+        for dtype in (torch.float32, torch.bfloat16):
+            for func, args in _calls():
+                args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) else a for a in args)
+                key = cudnn_key.conv_key(func, args)
+                k = key_probe.parse_key(key)
+                assert k["flags"][0] == int(bench)
+                f2, a2 = key_probe.build_call(k, device="cpu")
+                torch.backends.cudnn.benchmark = bench
+                assert cudnn_key.conv_key(f2, a2) == key
+    finally:
+        torch.backends.cudnn.benchmark = old
+
+
+def test_bad_keys_are_refused(tmp_path):
+    with pytest.raises(key_probe.KeyError_, match="13 '|'-separated"):
+        key_probe.parse_key("fwd|in=1,2,3,3")
+    good = cudnn_key.conv_key(*_calls()[0])
+    with pytest.raises(key_probe.KeyError_, match="invalid literal"):
+        key_probe.parse_key(good.replace("g=1", "g=x"))
+    f = tmp_path / "k.json"
+    f.write_text(json.dumps({"format": key_probe.KEYS_FORMAT, "sizes": {"2": [good, 3]}}))
+    with pytest.raises(ValueError, match="size 2: not a list of key strings"):
+        key_probe.load_keys(f)
+    f.write_text(json.dumps({"sizes": {}}))
+    with pytest.raises(ValueError, match="not a cachealloc-cudnn-keys/1 file"):
+        key_probe.load_keys(f)
+
+
+def test_one_calls_history_is_classified():
+    """A benchmark first call as torch's find path makes it: the output, the
+    timing workspace (allocated, freed), the cache emptied (a run of segment
+    releases), the chosen plan's workspace. The release run is one empty
+    cache, placed after one workspace and the one own allocation."""
+    trace = [{"action": "alloc", "addr": 1, "size": 100},            # output
+             {"action": "alloc", "addr": 2, "size": 5 << 20},       # find's workspace
+             {"action": "free_requested", "addr": 2, "size": 5 << 20},
+             {"action": "free_completed", "addr": 2, "size": 5 << 20},
+             {"action": "segment_free", "addr": 9, "size": 20 << 20},
+             {"action": "segment_free", "addr": 10, "size": 2 << 20},
+             {"action": "alloc", "addr": 3, "size": 1 << 20},       # the plan's workspace
+             {"action": "free_requested", "addr": 3, "size": 1 << 20}]
+    ws, own, empties = key_probe.classify(key_probe.call_events(trace))
+    assert ws == [[1, 5 << 20], [1, 1 << 20]]
+    assert own == [100]
+    assert empties == [[1, 1]]
+
+
+def _table(path, entries):
+    path.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0",
+                                "cudnn": 91300, "source": "test",
+                                "gpu": {"name": "NVIDIA H200", "capability": [9, 0]},
+                                "entries": entries}))
+    return path
+
+
+def test_benchmark_empty_cache_is_replayed(tmp_path, monkeypatch):
+    """A table entry whose first call emptied the cache: the step's trace has
+    one empty cache there (first call only), and the replay releases the
+    cached segments at it: the 30 MiB timing workspace's segment is given
+    back (one more device free than without the mark), so the next step's
+    requests open segments of their own."""
+    from cachealloc import lab, predict
+    gpu = predict.resolve_gpu("H200-141GB")
+    conv1 = "in=2,3,16,16|w=8,3,3,3|s=1,1|p=0,0|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
+    entry = {"workspaces": [[1, 1000]], "first": [[1, 30 << 20], [1, 1000]]}
+    frees = {}
+    for marked in (False, True):
+        e = dict(entry, **({"first_empty_cache": [[1, 1]]} if marked else {}))
+        table = _table(tmp_path / f"t{marked}.json", {f"fwd|{conv1}|bias=1|flags=0,0,1": e})
+        monkeypatch.setenv("CACHEALLOC_CUDNN_TABLE", str(table))
+        rec = predict.record(f"{STEPS}:convolution", gpu, size=2, steps=2,
+                             workdir=tmp_path / str(marked))
+        assert rec.summary["empty_caches_replayed"] == int(marked)
+        assert rec.summary["cudnn"]["empty_caches"] == int(marked)
+        row = lab.compare(str(rec.trace), [""])[0]
+        frees[marked] = row["device_frees"]
+    assert frees[True] == frees[False] + 1
+
+
+def test_predict_writes_the_missing_keys(tmp_path):
+    """--cudnn-keys: the keys the table lacks, per size, in first-call
+    order, in the format key_probe reads."""
+    out = tmp_path / "keys.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "bindings" / "python"))
+    proc = subprocess.run([sys.executable, "-m", "cachealloc.predict.answer.cli", "--gpu", "H200-141GB",
+                           "--cudnn-table", "none", "--builder", f"{STEPS}:convolution", "--size", "2",
+                           "--cudnn-keys", str(out), "--no-advise"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode in (0, 1, 3), proc.stderr
+    sizes = key_probe.load_keys(out)
+    keys = sizes["2"]
+    assert keys[0].startswith("fwd|in=2,3,16,16|w=8,3,3,3|")
+    assert sum(k.startswith("bwd|") for k in keys) == 2 and len(keys) == 4
+    assert "4 convolution key(s)" in proc.stderr
