@@ -150,3 +150,18 @@ def test_predict_writes_the_missing_keys(tmp_path):
     assert keys[0].startswith("fwd|in=2,3,16,16|w=8,3,3,3|")
     assert sum(k.startswith("bwd|") for k in keys) == 2 and len(keys) == 4
     assert "4 convolution key(s)" in proc.stderr
+
+
+def test_scripts_empty_cache_is_replayed(tmp_path):
+    """torch.cuda.empty_cache() in the step: counted, and replayed where it
+    was called: the 40 MiB block's segment is released before the 50 MiB
+    request, so the replay frees a segment and peak reserved is 50 MiB,
+    not the 90 MiB of both segments kept."""
+    from cachealloc import lab, predict
+    gpu = predict.resolve_gpu("H200-141GB")
+    rec = predict.record(f"{STEPS}:empty_cache_between", gpu, size=1, steps=1,
+                         no_optimizer_step=True, workdir=tmp_path)
+    assert rec.summary["empty_cache_calls"] == 1 and rec.summary["empty_caches_replayed"] == 1
+    row = lab.compare(str(rec.trace), [""])[0]
+    assert row["device_frees"] >= 1
+    assert row["peak_reserved"] == 50 << 20

@@ -217,3 +217,18 @@ def channels_last_block(size):
             y = conv(x)
             torch.nn.functional.layer_norm(y.permute(0, 2, 3, 1), (16,))
     return step
+
+
+def empty_cache_between(size):
+    """A 40 MiB block freed, torch.cuda.empty_cache(), then a 50 MiB one:
+    replayed, the first segment is given back before the second request
+    (one device free more than a step that does not call it)."""
+    import torch
+
+    def step():
+        a = torch.empty(40 << 20, dtype=torch.uint8, device="cuda")
+        del a
+        torch.cuda.empty_cache()
+        b = torch.empty(50 << 20, dtype=torch.uint8, device="cuda")
+        del b
+    return step

@@ -145,8 +145,7 @@ def notes(a: dict) -> list:
                    "per-time-step ops instead (the prediction may be far off for this step)")
     if rec.get("empty_cache_calls"):
         out.append(f"note: torch.cuda.empty_cache() was called {rec['empty_cache_calls']} time(s): "
-                   "not replayed (cached segments are kept, so peak reserved may be over-predicted; "
-                   "peak allocated is unaffected)")
+                   "replayed where the script called it (cached segments no block uses are released)")
     return out
 
 

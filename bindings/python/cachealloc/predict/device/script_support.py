@@ -11,7 +11,7 @@ duration, each with why:
 - memory history and snapshots: the recording so far;
 - nn.DataParallel's scatter: onto the one fake GPU;
 - recurrent layers: recorded unrolled and counted as not modelled;
-- NVTX: no-ops; torch.cuda.empty_cache: counted (not replayed);
+- NVTX: no-ops; torch.cuda.empty_cache: counted and replayed;
 - libraries' "is this a FakeTensor (traced)?" checks: no, for a tensor whose
   value is known (tracing_checks.py).
 """
@@ -91,9 +91,12 @@ def _counted(recording, what, original):
 
 
 def _count_empty_cache(recording):
-    """torch.cuda.empty_cache: counted, not replayed."""
+    """torch.cuda.empty_cache: counted and replayed where the script called
+    it (recorder EMPTY: the replay releases every cached segment no block
+    uses, as the GPU's allocator does)."""
     def empty_cache():
         recording.empty_cache_calls += 1
+        recording.empty_cache()
     return empty_cache
 
 
