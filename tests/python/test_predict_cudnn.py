@@ -185,3 +185,34 @@ def test_channels_last_block_makes_no_copy(tmp_path):
     # x (zeros, then its channels_last copy), the convolution's output, the norm's
     assert allocs.count(act) == 4, allocs
     assert allocs.count(stat) == 2, allocs
+
+
+def test_tables_of_one_capability_are_merged(tmp_path, monkeypatch):
+    """The bundled tables of the target's compute capability are merged: the
+    best-ranked (same product first) gives each key it has, the others add
+    only keys it lacks; a key measured on another product is marked
+    other_gpu, counted as such, and its workspace still used."""
+    from cachealloc import predict
+    from cachealloc.predict.kernels import cudnn_workspace
+    gpu = predict.resolve_gpu("H100-80GB")
+    a, b = "fwd|a|flags=0,0,1", "fwd|b|flags=0,0,1"
+
+    def table(name, product, entries):
+        p = tmp_path / name
+        p.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0",
+                                 "cudnn": 91300, "source": "test",
+                                 "gpu": {"name": product, "capability": [9, 0]}, "entries": entries}))
+    table("cudnn_here.json", gpu.product, {a: {"workspaces": [[0, 100]]}})
+    table("cudnn_there.json", "NVIDIA H200", {a: {"workspaces": [[0, 999]]},
+                                              b: {"workspaces": [[1, 200]]}})
+    table("cudnn_other_cap.json", "NVIDIA A100", {b: {"workspaces": [[0, 5]]}})
+    tbl = dict(json.loads((tmp_path / "cudnn_there.json").read_text()), gpu={"capability": [8, 0]})
+    (tmp_path / "cudnn_other_cap.json").write_text(json.dumps(tbl))
+    monkeypatch.setattr(cudnn_workspace, "DATA", tmp_path)
+    t, why = cudnn_workspace.choose_table(gpu, "2.11.0", env={})
+    assert t["entries"][a] == {"workspaces": [[0, 100]]}
+    assert t["entries"][b] == {"workspaces": [[1, 200]], "other_gpu": "NVIDIA H200"}
+    assert t["path"].endswith("cudnn_here.json + 1 keys of cudnn_there.json")
+    ws = cudnn_workspace.CudnnWorkspaces(t, why, "2.11.0")
+    assert ws.plan(a) == [[0, 100]] and ws.plan(b) == [[1, 200]]
+    assert ws.borrowed_keys == {b: 1} and ws.stats()["other_gpu_keys"] == 1

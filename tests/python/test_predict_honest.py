@@ -388,3 +388,29 @@ def test_workspace_bound_zero_classes_and_transposed():
           "|fmt=contiguous|bias=0|flags=0,0,1")
     assert wb.shape_class(tr)[1] == "transposed"
     assert wb.ratio(tr)[0] == max(wb.ratios().values())
+
+
+def test_placed_figure_counts_once_for_both_kinds_of_missing_keys():
+    """A step with missing keys under and outside cudnn.benchmark: the one
+    placed replay held every key at its bound, so its figure widens the
+    need once (the first item), capped by the largest bound of either kind
+    plus a segment; the benchmark item adds nothing more to the need."""
+    from cachealloc.predict.answer import band
+    from cachealloc.predict.kernels import workspace_bound
+    conv = "in=64,64,56,56|w=64,64,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
+    plain, bench = f"fwd|{conv}|bias=0|flags=0,0,1", f"bwd|{conv}|mask=111|flags=1,0,1"
+    summary = {"cudnn_missing_keys": {plain: 2, bench: 2}}
+    mib = 1 << 20
+    configs = {name: {"peak_allocated": 1000 * mib, "min_memory": 1200 * mib,
+                      "workspace_upper": {"peak_allocated": 1100 * mib, "min_memory": 1300 * mib}}
+               for name in ("classic", "expandable")}
+    items = band.unmodelled(summary, None, 1000 * mib, configs)
+    first, second = [i for i in items if "placed" in i]
+    top = max(workspace_bound.bound(plain), workspace_bound.bound(bench))
+    cap = -(-top // band.SEGMENT) * band.SEGMENT
+    slack = band.LARGE_SEGMENT if top > band.SMALL_REQUEST else band.SEGMENT
+    assert first["need"] == [0, min(cap + slack, 100 * mib + slack)]
+    assert second["need"] == [0, 0] and second["allocated"] == [0, None]
+    assert first["allocated"] == [0, min(workspace_bound.bound(plain), 100 * mib)]
+    low, high = band.widen(1200 * mib, 0.0, items, "need")
+    assert high == first["need"][1]

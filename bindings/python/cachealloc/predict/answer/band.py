@@ -14,7 +14,8 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   "other", take the band of all rows.
 - Widened by each known unmodelled item (unmodelled()), by its bound:
   a convolution the cuDNN table lacks (workspace_bound.py), the same under
-  cudnn.benchmark, cuDNN attention's backward at an unmeasured
+  cudnn.benchmark, one the table has from another GPU of the same compute
+  capability (both sides: its plan may differ), cuDNN attention's backward at an unmeasured
   grouped-query head ratio, cuDNN RNNs. The class band is
   symmetric; an item widens the side it can err on (a missing workspace
   only makes the GPU need more).
@@ -183,6 +184,9 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
     items = []
     missing = summary.get("cudnn_missing_keys") or {}
     placed = _placed(configs)
+    placed_item = None           # the item that carries the placed figure (it holds every key)
+    every = [workspace_bound.bound(k) for k in missing]
+    top_all = None if None in every else max(every, default=0)   # one workspace runs at a time
     for benchmark in (False, True):
         keys = {k: c for k, c in missing.items() if ("|flags=1," in k) == benchmark}
         if not keys:
@@ -219,7 +223,19 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             "allocated": [0, None if benchmark else top],
             "need": [0, None if top is None else -(-top // SEGMENT) * SEGMENT],
             "reserved": [0, None if benchmark else total]})
-        if placed is not None:
+        if placed is not None and placed_item is not None:
+            # The placed replay had this kind's keys at their bounds too: its
+            # figure is already in the first item; this one adds nothing more
+            # to peak allocated and the need (reserved keeps its sum).
+            it = items[-1]
+            it["detail"] += ("; placed together with the item above (one replay holds every "
+                             "missing workspace at its bound): no more to peak allocated and the need")
+            it["placed"] = True
+            it["need"] = [0, 0]
+            if not benchmark:
+                it["allocated"] = [0, 0]
+        elif placed is not None:
+            placed_item = items[-1]
             # Each bounded workspace where its convolution ran. Peak
             # allocated only grows with a request's size, so the replay
             # with every workspace at its bound bounds it. Reserved and the
@@ -236,7 +252,8 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
                              + f"the need from it plus one {slack >> 20} MiB segment, "
                              + ("the peaks" if benchmark else "peak reserved") + " as above")
             it["placed"] = True
-            lim_a, lim_n = it["allocated"][1], it["need"][1]
+            lim_a = it["allocated"][1]
+            lim_n = None if top_all is None else -(-top_all // SEGMENT) * SEGMENT
             if placed["allocated"] is not None and not benchmark:
                 it["allocated"] = [0, placed["allocated"] if lim_a is None
                                    else min(lim_a, placed["allocated"])]
@@ -260,6 +277,23 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
                       "attention outputs (its largest call) at a time",
             "allocated": _both(b), "need": _both(-(-b // SEGMENT) * SEGMENT),
             "reserved": _both(-(-b // SEGMENT) * SEGMENT)})
+    # Keys the table had from another GPU of the same compute capability
+    # (cudnn_workspace.choose_table): their workspaces are in the figures,
+    # but that GPU's heuristics may pick other plans here, so each may
+    # differ by up to its bound either way (one runs at a time; reserved:
+    # each may leave a segment).
+    other = summary.get("cudnn_other_gpu_keys") or {}
+    if other:
+        bounds = [workspace_bound.bound(k) for k in other]
+        top = None if None in bounds else max(bounds, default=0)
+        total = None if None in bounds else sum(-(-b // SEGMENT) * SEGMENT for b in bounds)
+        up = None if top is None else -(-top // SEGMENT) * SEGMENT
+        items.append({
+            "what": "cuDNN convolutions measured on another GPU of the same compute capability",
+            "calls": sum(other.values()), "keys": len(other), "example": next(iter(other)),
+            "detail": "their table workspaces are counted; this GPU's heuristics may pick other "
+                      "plans, so each is taken to differ by up to its shape class's bound",
+            "allocated": [top or 0, top], "need": [up or 0, up], "reserved": [total or 0, total]})
     rnn = summary.get("unmodelled_calls") or {}
     if rnn:
         held = (summary.get("at_optimizer_step") or {}).get("total") or 0

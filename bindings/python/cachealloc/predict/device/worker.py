@@ -285,15 +285,17 @@ def _coverage_facts(recording) -> dict:
     """What the answer layer's band needs beyond Recording.stats(): which
     ops that ran have a kernel model (cuda_kernels.MODELS, the cuBLAS GEMMs,
     the cuDNN convolutions, the steered attention kernels), and the
-    convolution keys the cuDNN table lacked (at most 500, with their calls)."""
+    convolution keys the cuDNN table lacked and those it had from another
+    GPU of the same capability (at most 500 each, with their calls)."""
     from cachealloc.predict.kernels import cuda_kernels, cudnn_key
     from cachealloc.predict.device import recorder
     modelled = {str(op) for op in cuda_kernels.MODELS}
     modelled |= {str(op) for op in recorder._GEMM_OPS}
     modelled |= {str(op) for op in cudnn_key.FORWARD_OPS + cudnn_key.BACKWARD_OPS}
     missing = dict(list(recording.cudnn.missing_keys.items())[:500])
+    borrowed = dict(list(recording.cudnn.borrowed_keys.items())[:500])
     return {"kernel_model_ops": sorted(op for op in recording.op_calls if op in modelled),
-            "cudnn_missing_keys": missing}
+            "cudnn_missing_keys": missing, "cudnn_other_gpu_keys": borrowed}
 
 
 def _exit(status) -> None:

@@ -112,10 +112,19 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
     # The best-ranked table, with the keys only the others measured (each
     # key from the best-ranked table that has it): tables of one
     # capability cover different models (ResNet-50/ViT, the zoo's tuning half).
+    # An entry measured on another product of the same capability (other SM
+    # count, memory) is marked "other_gpu": its plan may differ here, so it
+    # gives the workspace but the band bounds it as unmeasured (band.py).
     ranked.sort(key=lambda r: (r[0], r[1]), reverse=True)
-    best = dict(ranked[0][2], entries=dict(ranked[0][2]["entries"]))
+
+    def marked(t):
+        name = t["gpu"].get("name")
+        if name == gpu.product:
+            return dict(t["entries"])
+        return {k: dict(e, other_gpu=name) for k, e in t["entries"].items()}
+    best = dict(ranked[0][2], entries=marked(ranked[0][2]))
     for _, name, t in ranked[1:]:
-        added = {k: e for k, e in t["entries"].items() if k not in best["entries"]}
+        added = {k: e for k, e in marked(t).items() if k not in best["entries"]}
         if added:
             best["entries"].update(added)
             best["path"] = best["path"] + f" + {len(added)} keys of {name}"
@@ -136,6 +145,7 @@ class CudnnWorkspaces:
         self.missing_calls = 0
         self.missing_keys = {}          # key -> calls, in first-seen order
         self._empty_seen = {}           # keys whose first call's empty caches were placed
+        self.borrowed_keys = {}         # key -> calls, modelled from another GPU of the capability
         self.empty_cache_calls = 0      # empty caches placed (cudnn.benchmark's find)
 
     def plan(self, key: str) -> Optional[list]:
@@ -149,6 +159,8 @@ class CudnnWorkspaces:
             self.missing_keys[key] = self.missing_keys.get(key, 0) + 1
             return None
         ws = e.get("first", e["workspaces"]) if first else e["workspaces"]
+        if e.get("other_gpu"):
+            self.borrowed_keys[key] = self.borrowed_keys.get(key, 0) + 1
         self.modelled_calls += 1
         self.workspaces += len(ws)
         self.workspace_bytes += sum(b for _, b in ws)
@@ -183,6 +195,7 @@ class CudnnWorkspaces:
         return {"source": self.source(), "modelled_calls": self.modelled_calls,
                 "workspaces": self.workspaces, "workspace_bytes": self.workspace_bytes,
                 "empty_caches": self.empty_cache_calls,
+                "other_gpu_keys": len(self.borrowed_keys),
                 "not_modelled_calls": self.missing_calls,
                 "not_modelled_keys": len(self.missing_keys), "not_modelled_example": example}
 
