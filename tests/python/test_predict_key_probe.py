@@ -132,6 +132,14 @@ def test_benchmark_empty_cache_is_replayed(tmp_path, monkeypatch):
         assert rec.summary["cudnn"]["empty_caches"] == int(marked)
         row = lab.compare(str(rec.trace), [""])[0]
         frees[marked] = row["device_frees"]
+        if marked:
+            # The timing workspace has a fallback group of its own; the
+            # plan's workspace shares its group with the later calls'.
+            from cachealloc.predict.request_stream import load_device_trace
+            ws = [e for e in load_device_trace(rec.trace)
+                  if e["action"] == "alloc" and "fallible_group" in e]
+            assert [e["size"] for e in ws[:3]] == [30 << 20, 1000, 1000]
+            assert ws[0]["fallible_group"] != ws[1]["fallible_group"] == ws[2]["fallible_group"]
     assert frees[True] == frees[False] + 1
 
 

@@ -109,9 +109,23 @@ class Recording:
         if plan is None:
             return
         self._ws_plan = [[position, size, index] for index, (position, size) in enumerate(plan)]
+        empties = self.cudnn.empty_caches(key)
+        if empties:
+            # cudnn.benchmark's first call: the workspace right before each
+            # empty cache is the find's timing workspace. Its fallback group
+            # is its own (a timing workspace refused changes no plan); the
+            # plans' workspaces are numbered as the later calls number them,
+            # so a plan refused here is the fallback plan there too.
+            finds = {before - 1 for _, before in empties}
+            n = 0
+            for w in self._ws_plan:
+                if w[2] in finds:
+                    w[2] = ("find", w[2])
+                else:
+                    w[2], n = n, n + 1
         # Where the GPU emptied the cache inside the call (cudnn.benchmark's
         # find, its first call): before the workspace that came after it.
-        for n, (position, before) in enumerate(self.cudnn.empty_caches(key)):
+        for n, (position, before) in enumerate(empties):
             self._ws_plan.insert(min(before + n, len(self._ws_plan)), [position, None, None])
         self._ws_key, self._op_allocs = key, 0
         self._insert_workspaces(0)
