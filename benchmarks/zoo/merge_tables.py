@@ -2,12 +2,13 @@
 output) into one, for `cachealloc predict --cudnn-table` / the zoo's
 CACHEALLOC_CUDNN_TABLE: the first table that has a key gives it.
 
-    python3 benchmarks/zoo/merge_tables.py OUT.json T1.json [T2.json ...]
+    python3 benchmarks/zoo/merge_tables.py OUT.json T1.json[.gz] [T2.json ...]
 
 Refuses tables of different GPUs (name and capability) or torch versions:
 a merged table must say where every entry was measured."""
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 
@@ -15,7 +16,7 @@ import sys
 def merge(paths):
     out = None
     for p in paths:
-        with open(p) as f:
+        with (gzip.open(p, "rt") if p.endswith(".gz") else open(p)) as f:
             t = json.load(f)
         if out is None:
             out = dict(t, entries={}, source=f"merged from {len(paths)} tables", parts=[])

@@ -164,6 +164,25 @@ def classify(events, bias_bytes: int = 0) -> Tuple[list, list, list]:
     return workspaces, own, empties
 
 
+def find_marks(first: list, steady: list) -> list:
+    """[[position, workspaces before], ...]: where a cudnn.benchmark first
+    call emptied the cache, by torch's find path (Conv_v8: each cuDNN op
+    that misses the plan cache times its plans in one workspace, then
+    empties the cache when conv_benchmark_empty_cache is on, then runs the
+    chosen plan). The first call's workspaces that the later calls do not
+    repeat, in order, are the timing ones; the cache is emptied right after
+    each. A segment release in the history shows it only when some cached
+    segment was wholly free then, so the history alone misses some (seen on
+    the H100: 41 of 92 ResNet-50 keys showed one)."""
+    marks, j = [], 0
+    for i, (position, size) in enumerate(first):
+        if j < len(steady) and steady[j][1] == size:
+            j += 1                      # a plan's workspace, as later calls ask it
+            continue
+        marks.append([position, i + 1])
+    return marks
+
+
 # --- rebuilding a call from its key (GPU side) ---------------------------------------
 
 def _memory_format(torch, ndim: int):
@@ -238,10 +257,16 @@ def _free_segment(torch) -> None:
     del x
 
 
+EMPTY_AFTER_FIND = True     # torch's conv_benchmark_empty_cache (read on the GPU)
+
+
 def probe_keys(keys: List[str], calls: int = 2, log=None) -> Dict[str, dict]:
     """Table entries for keys, run in order in this process, each `calls`
     times (>= 2: the first call and the steady one)."""
     import torch
+    global EMPTY_AFTER_FIND
+    flag = getattr(torch._C, "_cuda_get_conv_benchmark_empty_cache", None)
+    EMPTY_AFTER_FIND = True if flag is None else bool(flag())
     entries = {}
     for n, key in enumerate(keys):
         if key in entries:
@@ -263,8 +288,11 @@ def probe_keys(keys: List[str], calls: int = 2, log=None) -> Dict[str, dict]:
         e = {"workspaces": steady[-1][0], "own": len(steady[-1][1]), "calls": len(results)}
         if results[0][0] != steady[-1][0]:
             e["first"] = results[0][0]
-        if results[0][2]:
-            e["first_empty_cache"] = results[0][2]
+        marks = results[0][2]
+        if k["flags"][0] and EMPTY_AFTER_FIND:
+            marks = find_marks(results[0][0], steady[-1][0])
+        if marks:
+            e["first_empty_cache"] = marks
         if any(r[0] != steady[-1][0] for r in steady):
             e["unstable"] = True
         entries[key] = e
