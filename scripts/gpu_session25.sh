@@ -26,10 +26,10 @@ if [ -n "$HOLDOUT" ]; then
       --cpus 6 --gpu-gib 44 --deadline $(( $(left) - 50 )) > "$R/holdout.log" 2>&1
     stamp "holdout truth rc=$?" ) &
 fi
-KEYS=${KEYS:-$(ls -S benchmarks/results/zoo_session25_H100/keys/*.keys.json)}  # largest first
+KEYS=${KEYS:-$(ls -S benchmarks/results/zoo_session25_H100/keys/*.keys.json*)}  # largest first
 export R
 echo $KEYS | tr ' ' '\n' | xargs -P 3 -I{} bash -c \
-  'n=$(basename {} .keys.json); timeout 420 python3 bindings/python/cachealloc/predict/kernels/key_probe.py {} --out $R/probe/$n.table.json > $R/probe/$n.log 2>&1; echo "[probe $n rc=$?]" >> $R/timeline.txt'
+  'n=$(basename {} | sed s/.keys.json.*//); timeout 420 python3 bindings/python/cachealloc/predict/kernels/key_probe.py {} --out $R/probe/$n.table.json > $R/probe/$n.log 2>&1; echo "[probe $n rc=$?]" >> $R/timeline.txt'
 stamp "probes done"
 wait
 stamp "all done"

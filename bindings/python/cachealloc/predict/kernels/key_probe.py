@@ -39,6 +39,7 @@ empty cache, when torch makes one, always releases something and shows.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import sys
@@ -87,7 +88,7 @@ def parse_key(key: str) -> dict:
 def load_keys(path) -> Dict[str, List[str]]:
     """{size: [key, ...]} from a keys file, checked."""
     try:
-        with open(path) as f:
+        with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
             doc = json.load(f)
     except (OSError, ValueError) as e:
         raise ValueError(f"cuDNN keys {path}: {e}") from None
