@@ -15,6 +15,14 @@ void RescuePolicy::shape_config(AllocatorConfig& config) const {
   // most one partly used page mapped at each end, where native's 20 MiB
   // pages keep up to 20 MiB each.
   config.large_segment_size = kSmallBuffer;
+  // ... but mapped in native's 20 MiB physical handles wherever a mapping
+  // covers a whole 20 MiB cell of the segment (page_handles.h), 2 MiB
+  // handles only at its ragged ends: a mapping or an unmapping then costs
+  // about native's driver calls, not ten times them (issue 48: two_streams
+  // moves gigabytes of pages between its streams every step under a
+  // limit). The price: a cell mapped whole is unmapped whole, so a free run
+  // that ends inside one keeps that cell mapped, as native's page would.
+  config.large_cell_bytes = kLargeBuffer;
 }
 
 Block* RescuePolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {

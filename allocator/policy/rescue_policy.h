@@ -16,8 +16,14 @@
 //
 // The rules:
 //   - Pages: 2 MiB in both pools (native's large pool: 20 MiB), so a hole
-//     strands at most 2 MiB at each end. Everything else of the config is
-//     the user's (max_split_size, rounding, garbage collection).
+//     strands at most 2 MiB at each end. Physical handles: in the large
+//     pool, each 20 MiB cell of a segment (from its base) that one mapping
+//     covers whole is one handle (native's page size, one create + one map,
+//     later one unmap + one release), the mapping's ragged ends 2 MiB
+//     handles (AllocatorConfig::large_cell_bytes, page_handles.h). A cell
+//     mapped whole is unmapped whole: a free run ending inside one keeps it
+//     mapped. Everything else of the config is the user's (max_split_size,
+//     rounding, garbage collection).
 //   - Hits, splits, frees: native's (the default hooks). No page is ever
 //     unmapped outside a miss that would pass the limit, the OOM path and
 //     empty_cache, so a step that repeats one already run makes no device

@@ -136,7 +136,7 @@ TEST(VmmPagesIpcOff, PagesRequestNoShareableHandle) {
 TEST_F(VmmPagesTest, UnmapWaitsForTheSegmentsStreamBeforeTheFirstUnmap) {
   const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
   ASSERT_TRUE(pages.map(0, base, 4 * kPage, kPage));
-  pages.unmap(0, base + kPage, 2 * kPage, kPage, /*stream=*/0x1234);
+  pages.unmap(0, base + kPage, 2 * kPage, kPage, 0, /*stream=*/0x1234);
   EXPECT_EQ(driver.synced_, (std::vector<StreamId>{0x1234}));
   EXPECT_EQ(driver.order_, (std::vector<std::string>{"sync", "unmap", "unmap"}));
   EXPECT_EQ(driver.live_.size(), 2u);
@@ -161,7 +161,7 @@ TEST_F(VmmPagesTest, BadRangesAreRefusedNamingTheProblem) {
   EXPECT_NE(message([&] { pages.map(0, base + 7 * kPage, 2 * kPage, kPage); }).find("runs past"), std::string::npos);
   EXPECT_NE(message([&] { pages.map(1, base + kPage, kPage, kPage); }).find("device 1"), std::string::npos);
   EXPECT_NE(message([&] { pages.map(0, base + 2 * kPage, 2 * kPage, 2 * kPage); }).find("pages of"), std::string::npos);
-  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, kPage, kPage, 0); }).find("not mapped"), std::string::npos);
+  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, kPage, kPage, 0, 0); }).find("not mapped"), std::string::npos);
   EXPECT_NE(message([&] { pages.release(0, base, 8 * kPage); }).find("1 pages still mapped"), std::string::npos);
   EXPECT_NE(message([&] { pages.map(0, 12345, kPage, kPage); }).find("not in a reserved"), std::string::npos);
   EXPECT_EQ(driver.live_.size(), 1u);
@@ -170,7 +170,7 @@ TEST_F(VmmPagesTest, BadRangesAreRefusedNamingTheProblem) {
 TEST_F(VmmPagesTest, ReleasingARangeFreesItsAddressSpace) {
   const uintptr_t base = pages.reserve(0, 8 * kPage, 0);
   ASSERT_TRUE(pages.map(0, base, 3 * kPage, kPage));
-  pages.unmap(0, base, 3 * kPage, kPage, 0);
+  pages.unmap(0, base, 3 * kPage, kPage, 0, 0);
   pages.release(0, base, 8 * kPage);
   EXPECT_TRUE(driver.reserved_.empty());
   EXPECT_TRUE(driver.live_.empty());

@@ -1,5 +1,6 @@
 #include "allocator/engine/expandable/expandable_segment.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace cachealloc {
@@ -29,6 +30,14 @@ Block* ExpandableSegment::last_block(const Range& range) {
   return b;
 }
 
+void ExpandableSegment::mark_cells(uintptr_t start, size_t bytes, bool whole) {
+  if (cell_bytes_ == 0) return;
+  // The cells [start, start + bytes) covers whole.
+  const size_t first = (start - base_ + cell_bytes_ - 1) / cell_bytes_;
+  const size_t last = std::min((start + bytes - base_) / cell_bytes_, whole_cells_.size());
+  for (size_t c = first; c < last; ++c) whole_cells_[c] = whole;
+}
+
 size_t ExpandableSegment::mapped_bytes() const {
   size_t total = 0;
   for (const auto& [start, range] : ranges_) total += range.end - start;
@@ -56,6 +65,13 @@ std::string ExpandableSegment::check() const {
       at += b->size;
     }
     if (at != range.end) return "expandable range's blocks do not cover it";
+  }
+  for (size_t c = 0; c < whole_cells_.size(); ++c) {
+    if (!whole_cells_[c]) continue;
+    const uintptr_t cell = base_ + c * cell_bytes_;
+    auto it = ranges_.upper_bound(cell);
+    if (it == ranges_.begin() || std::prev(it)->second.end < cell + cell_bytes_)
+      return "expandable cell mapped as one handle lies outside the mapped ranges";
   }
   return "";
 }
