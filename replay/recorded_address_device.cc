@@ -51,10 +51,10 @@ uintptr_t RecordedAddressDevice::reserve_address_range(int, size_t bytes, size_t
 }
 
 bool RecordedAddressDevice::map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes,
-                                      size_t cell_bytes, StreamId) {
+                                      PageCells cells, StreamId) {
   // A refusing device refuses the first page: nothing is mapped.
   return memory_.map_pages(address, bytes, page_bytes,
-                           refusing() ? 0 : SimulatedMemory::kNoPageLimit, cell_bytes);
+                           refusing() ? 0 : SimulatedMemory::kNoPageLimit, cells);
 }
 
 void RecordedAddressDevice::unmap_pages(int device, uintptr_t address, size_t bytes,

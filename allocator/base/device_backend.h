@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/page_handles.h"
 
 namespace cachealloc {
 
@@ -75,15 +76,14 @@ class DeviceBackend : public SegmentSource {
   // Creates and maps physical memory over [address, address + bytes)
   // (bytes is a multiple of page_bytes; the range lies in a reserved range
   // and is unmapped), in the handles page_handles.h lays out: one per page
-  // of `page_bytes` (cell_bytes 0, native), or one per cell of `cell_bytes`
-  // (counted from the reserved range's base) that the range covers whole
-  // and one per remaining page. Makes them accessible from `device` and its
+  // of `page_bytes` (no cells, native), or first `cells` (each one handle)
+  // and then one per page. Makes them accessible from `device` and its
   // peers. Returns false, with nothing from this call left mapped or
   // created, when the device has no room for all of them (native then takes
   // its OOM path). Throws BackendError for any other failure.
   virtual bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                         size_t cell_bytes, StreamId stream) {
-    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)cell_bytes, (void)stream;
+                         PageCells cells, StreamId stream) {
+    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)cells, (void)stream;
     throw_no_expandable();
   }
   // Waits for the work queued on `stream` (native synchronizes before

@@ -4,17 +4,13 @@
 // creates, counts and checks them, so that all of them agree.
 //
 // A mapping is whole pages of `page_bytes` (2 MiB or 20 MiB; the engine's
-// unit). Native makes one handle per page (cell_bytes 0). With cells
-// (cell_bytes a multiple of page_bytes above it, a policy's choice, e.g.
-// rescue's 20 MiB over 2 MiB pages), the address range is cut into cells of
-// cell_bytes counted from the reserved range's base; a cell that the
-// mapping covers whole is one handle, and every other page of the mapping
-// (the ragged ends) is a handle of its own. So a mapping costs one create
-// and one map per cell plus per ragged page, and a handle never crosses a
-// cell boundary. A handle cannot be split once mapped (cuMemUnmap takes
-// whole mappings), so an unmapping must start and end on handle
-// boundaries: page boundaries outside cells mapped whole, cell boundaries
-// inside them.
+// unit). Native makes one handle per page. A policy may ask for cells
+// (rescue: 20 MiB over 2 MiB pages): the mapping's first `count` runs of
+// `bytes` (a multiple of page_bytes above it) are one handle each, and every
+// page after them (the ragged end) a handle of its own. So such a mapping
+// costs one create and one map per cell plus per ragged page. A handle
+// cannot be split once mapped (cuMemUnmap takes whole mappings), so an
+// unmapping must start and end on handle boundaries.
 // Units: bytes and addresses. Header-only, no CUDA.
 #pragma once
 
@@ -23,38 +19,35 @@
 
 namespace cachealloc {
 
-// Whether `cell_bytes` is a usable cell size for pages of `page_bytes`:
-// 0 (no cells), or a multiple of page_bytes larger than it.
-inline bool valid_cell_bytes(size_t page_bytes, size_t cell_bytes) {
-  return cell_bytes == 0 ||
-         (page_bytes != 0 && cell_bytes > page_bytes && cell_bytes % page_bytes == 0);
+// The cells at the start of a mapping: `count` handles of `bytes` each.
+// {0, 0}: none (native).
+struct PageCells {
+  size_t bytes = 0;
+  size_t count = 0;
+};
+
+// Whether `cells` fit a mapping of `bytes` in pages of `page_bytes`: none,
+// or cells of a multiple of page_bytes above it, all inside the mapping.
+inline bool valid_cells(size_t bytes, size_t page_bytes, PageCells cells) {
+  if (cells.count == 0) return true;
+  return page_bytes != 0 && cells.bytes > page_bytes && cells.bytes % page_bytes == 0 &&
+         cells.count <= bytes / cells.bytes;
 }
 
 // Calls fn(handle_address, handle_bytes) for each handle of the mapping
-// [address, address + bytes) of a range reserved at `base`, in address
-// order. Preconditions: address - base and bytes are whole pages;
-// valid_cell_bytes(page_bytes, cell_bytes). O(handles).
+// [address, address + bytes), in address order. Preconditions: bytes is
+// whole pages; valid_cells(bytes, page_bytes, cells). O(handles).
 template <typename Fn>
-void for_each_page_handle(uintptr_t base, uintptr_t address, size_t bytes, size_t page_bytes,
-                          size_t cell_bytes, Fn&& fn) {
-  const uintptr_t end = address + bytes;
+void for_each_page_handle(uintptr_t address, size_t bytes, size_t page_bytes, PageCells cells,
+                          Fn&& fn) {
   uintptr_t p = address;
-  while (p < end) {
-    const bool whole_cell =
-        cell_bytes != 0 && (p - base) % cell_bytes == 0 && end - p >= cell_bytes;
-    const size_t h = whole_cell ? cell_bytes : page_bytes;
-    fn(p, h);
-    p += h;
-  }
+  for (size_t c = 0; c < cells.count; ++c, p += cells.bytes) fn(p, cells.bytes);
+  for (; p < address + bytes; p += page_bytes) fn(p, page_bytes);
 }
 
 // The number of handles for_each_page_handle gives.
-inline size_t page_handle_count(uintptr_t base, uintptr_t address, size_t bytes,
-                                size_t page_bytes, size_t cell_bytes) {
-  size_t n = 0;
-  for_each_page_handle(base, address, bytes, page_bytes, cell_bytes,
-                       [&n](uintptr_t, size_t) { ++n; });
-  return n;
+inline size_t page_handle_count(size_t bytes, size_t page_bytes, PageCells cells) {
+  return cells.count + (bytes - cells.count * cells.bytes) / page_bytes;
 }
 
 // The driver calls behind expandable segments' pages, as the CUDA backend

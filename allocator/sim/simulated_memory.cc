@@ -116,16 +116,10 @@ bool SimulatedMemory::reserved(uintptr_t address, size_t bytes) const {
   return offset < it->second && bytes <= it->second - offset;
 }
 
-uintptr_t SimulatedMemory::reservation_base(uintptr_t address) const {
-  auto it = reservations_.upper_bound(address);
-  return it == reservations_.begin() ? 0 : std::prev(it)->first;
-}
-
 void SimulatedMemory::check_map_request(uintptr_t address, size_t bytes, size_t page_bytes,
-                                        size_t cell_bytes) const {
+                                        PageCells cells) const {
   if (page_bytes == 0 || bytes == 0 || bytes % page_bytes != 0 || !reserved(address, bytes) ||
-      !valid_cell_bytes(page_bytes, cell_bytes) ||
-      (cell_bytes != 0 && (address - reservation_base(address)) % page_bytes != 0))
+      !valid_cells(bytes, page_bytes, cells))
     throw BackendError(std::string(name_) + ": map of " + std::to_string(bytes) + " bytes at " +
                        std::to_string(address) + " outside a reservation or not whole pages");
   auto next = pages_.lower_bound(address);
@@ -141,10 +135,9 @@ void SimulatedMemory::check_map_request(uintptr_t address, size_t bytes, size_t 
 }
 
 bool SimulatedMemory::map_pages(uintptr_t address, size_t bytes, size_t page_bytes,
-                                size_t page_limit, size_t cell_bytes) {
-  check_map_request(address, bytes, page_bytes, cell_bytes);
-  const uintptr_t base = reservation_base(address);
-  const size_t handles = page_handle_count(base, address, bytes, page_bytes, cell_bytes);
+                                size_t page_limit, PageCells cells) {
+  check_map_request(address, bytes, page_bytes, cells);
+  const size_t handles = page_handle_count(bytes, page_bytes, cells);
   // Handles are made one by one on a real device: the first that is
   // refused, or does not fit, ends the call with the ones before it given
   // back (each made, then released).
@@ -153,7 +146,7 @@ bool SimulatedMemory::map_pages(uintptr_t address, size_t bytes, size_t page_byt
     // and are released again; the refused one's create counts too.
     size_t made = 0, room = capacity_ - used_;
     bool stopped = false;
-    for_each_page_handle(base, address, bytes, page_bytes, cell_bytes, [&](uintptr_t, size_t h) {
+    for_each_page_handle(address, bytes, page_bytes, cells, [&](uintptr_t, size_t h) {
       if (stopped || made == page_limit || h > room) {
         stopped = true;
         return;
@@ -168,8 +161,7 @@ bool SimulatedMemory::map_pages(uintptr_t address, size_t bytes, size_t page_byt
   auto hint = pages_.lower_bound(address);
   uintptr_t p = address;
   try {
-    for_each_page_handle(base, address, bytes, page_bytes, cell_bytes,
-                         [&](uintptr_t at, size_t h) {
+    for_each_page_handle(address, bytes, page_bytes, cells, [&](uintptr_t at, size_t h) {
                            hint = std::next(pages_.emplace_hint(hint, at, h));
                            p = at + h;
                          });
@@ -186,7 +178,8 @@ bool SimulatedMemory::map_pages(uintptr_t address, size_t bytes, size_t page_byt
 
 void SimulatedMemory::unmap_pages(uintptr_t address, size_t bytes, size_t page_bytes,
                                   size_t cell_bytes) {
-  if (page_bytes == 0 || bytes % page_bytes != 0 || !valid_cell_bytes(page_bytes, cell_bytes))
+  if (page_bytes == 0 || bytes % page_bytes != 0 ||
+      (cell_bytes != 0 && !valid_cells(cell_bytes, page_bytes, {cell_bytes, 1})))
     throw BackendError(std::string(name_) + ": unmap of partial pages");
   // Each handle in the range whole, of page_bytes or (with cells)
   // cell_bytes, one after another from `address` to its end.

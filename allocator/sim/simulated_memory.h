@@ -91,20 +91,20 @@ class SimulatedMemory {
   // Pages.
 
   // Maps [address, address + bytes) as pages of `page_bytes` grouped into
-  // handles as page_handles.h lays them out (cell_bytes 0: one handle per
-  // page; cells are counted from the reservation's base), all or none:
+  // handles as page_handles.h lays them out (`cells` first, if any, then one
+  // handle per page), all or none:
   // returns false, with nothing mapped, when handle number `page_limit` (0
   // based) or an earlier one does not fit in the free bytes or is refused
   // (page_limit: the first handle the device refuses). Throws BackendError,
   // with nothing mapped, when the range is not whole pages inside one
   // reservation, or meets a page already mapped.
   bool map_pages(uintptr_t address, size_t bytes, size_t page_bytes,
-                 size_t page_limit = kNoPageLimit, size_t cell_bytes = 0);
+                 size_t page_limit = kNoPageLimit, PageCells cells = {});
   // Throws BackendError, with nothing changed, unless the range is whole
   // pages inside one reservation that map_pages would accept. (The
   // validation map_pages starts with, for a device that fails differently.)
   void check_map_request(uintptr_t address, size_t bytes, size_t page_bytes,
-                         size_t cell_bytes = 0) const;
+                         PageCells cells = {}) const;
   // Unmaps [address, address + bytes): mapped handles, each of page_bytes
   // or (cells) cell_bytes, none crossing either end. Throws BackendError,
   // with nothing changed, otherwise.
@@ -136,8 +136,6 @@ class SimulatedMemory {
 
  private:
   [[noreturn]] void fail(const std::string& what) const;
-  // The base of the reservation at or below `address` (0: none).
-  uintptr_t reservation_base(uintptr_t address) const;
 
   const char* const name_;
   const size_t capacity_;

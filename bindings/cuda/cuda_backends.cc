@@ -156,9 +156,9 @@ class CudaRuntimeBackend final : public CudaBackendBase {
     pages_.release(device, base, bytes);
   }
   bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                 size_t cell_bytes, StreamId) override {
+                 PageCells cells, StreamId) override {
     DeviceScope scope(device);
-    return pages_.map(device, address, bytes, page_bytes, cell_bytes);
+    return pages_.map(device, address, bytes, page_bytes, cells);
   }
   void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
                    size_t cell_bytes, StreamId stream) override {

@@ -76,7 +76,7 @@ void VmmPages::release(int device, uintptr_t base, size_t bytes) {
 }
 
 VmmPages::Range& VmmPages::range_of(int device, uintptr_t address, size_t bytes,
-                                    size_t page_bytes, size_t cell_bytes, uintptr_t* base) {
+                                    size_t page_bytes, uintptr_t* base) {
   auto it = ranges_.upper_bound(address);
   if (it == ranges_.begin()) fail(hex(address) + " is not in a reserved address range");
   --it;
@@ -87,27 +87,25 @@ VmmPages::Range& VmmPages::range_of(int device, uintptr_t address, size_t bytes,
   if (page_bytes == 0 || bytes % page_bytes != 0 || (address - it->first) % page_bytes != 0)
     fail("[" + hex(address) + ", +" + std::to_string(bytes) + ") is not whole pages of " +
          std::to_string(page_bytes) + " bytes");
-  if (!valid_cell_bytes(page_bytes, cell_bytes))
-    fail("cells of " + std::to_string(cell_bytes) + " bytes are not whole pages of " +
-         std::to_string(page_bytes) + " bytes");
   if (bytes > r.bytes - (address - it->first))
     fail("[" + hex(address) + ", +" + std::to_string(bytes) + ") runs past its reserved range");
   if (r.page_bytes != 0 && r.page_bytes != page_bytes)
     fail("pages of " + std::to_string(page_bytes) + " bytes in a range mapped with pages of " +
          std::to_string(r.page_bytes));
-  if (r.page_bytes != 0 && r.cell_bytes != cell_bytes)
-    fail("cells of " + std::to_string(cell_bytes) + " bytes in a range mapped with cells of " +
-         std::to_string(r.cell_bytes));
   return r;
 }
 
 std::vector<int>& VmmPages::peers_of(int device) { return peers_[device]; }
 
 bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                   size_t cell_bytes) {
+                   PageCells cells) {
   std::lock_guard<std::mutex> lock(mutex_);
   uintptr_t base = 0;
-  Range& r = range_of(device, address, bytes, page_bytes, cell_bytes, &base);
+  Range& r = range_of(device, address, bytes, page_bytes, &base);
+  if (!valid_cells(bytes, page_bytes, cells))
+    fail(std::to_string(cells.count) + " cells of " + std::to_string(cells.bytes) +
+         " bytes are not whole pages of " + std::to_string(page_bytes) + " bytes inside [" +
+         hex(address) + ", +" + std::to_string(bytes) + ")");
   if (bytes == 0) return true;
   const size_t first = (address - base) / page_bytes;
   const size_t last = first + bytes / page_bytes;
@@ -121,11 +119,11 @@ bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_byte
   // refuses a fabric page other than for lack of memory settles on POSIX
   // descriptors for the process.
   if (choice_ == HandleChoice::kUntried) {
-    status = grow(r, base, first, last, page_bytes, cell_bytes, ShareableHandle::kFabric, &error,
+    status = grow(r, base, first, last, page_bytes, cells, ShareableHandle::kFabric, &error,
                   &refused);
     if (status == VmmStatus::kFailed && refused) {
       choice_ = HandleChoice::kPosixFd;
-      status = grow(r, base, first, last, page_bytes, cell_bytes, ShareableHandle::kPosixFd,
+      status = grow(r, base, first, last, page_bytes, cells, ShareableHandle::kPosixFd,
                     &error, &refused);
     } else {
       choice_ = HandleChoice::kFabric;
@@ -134,29 +132,28 @@ bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_byte
     const ShareableHandle type = choice_ == HandleChoice::kFabric    ? ShareableHandle::kFabric
                                  : choice_ == HandleChoice::kPosixFd ? ShareableHandle::kPosixFd
                                                                      : ShareableHandle::kNone;
-    status = grow(r, base, first, last, page_bytes, cell_bytes, type, &error, &refused);
+    status = grow(r, base, first, last, page_bytes, cells, type, &error, &refused);
   }
   if (status == VmmStatus::kFailed) fail(error);
   if (status == VmmStatus::kOutOfMemory) return false;
   r.page_bytes = page_bytes;
-  r.cell_bytes = cell_bytes;
   return true;
 }
 
 VmmStatus VmmPages::grow(Range& r, uintptr_t base, size_t first, size_t last,
-                         size_t page_bytes, size_t cell_bytes, ShareableHandle type,
+                         size_t page_bytes, PageCells cells, ShareableHandle type,
                          std::string* error, bool* refused) {
   const int device = r.device;
   *refused = false;
   const uintptr_t address = base + first * page_bytes;
   const size_t bytes = (last - first) * page_bytes;
   std::vector<Made> made;
-  made.reserve(page_handle_count(base, address, bytes, page_bytes, cell_bytes));
+  made.reserve(page_handle_count(bytes, page_bytes, cells));
   size_t mapped = 0;
   VmmStatus status = VmmStatus::kOk;
   try {
-    // One handle per page, or per cell covered whole (page_handles.h).
-    for_each_page_handle(base, address, bytes, page_bytes, cell_bytes, [&](uintptr_t at, size_t n) {
+    // The cells first (one handle each), then one handle per page.
+    for_each_page_handle(address, bytes, page_bytes, cells, [&](uintptr_t at, size_t n) {
       if (status != VmmStatus::kOk) return;
       uint64_t h = 0;
       status = driver_.create(device, n, type, &h, error);
@@ -214,7 +211,8 @@ void VmmPages::unmap(int device, uintptr_t address, size_t bytes, size_t page_by
   size_t first = 0, last = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    Range& r = range_of(device, address, bytes, page_bytes, cell_bytes, &base);
+    (void)cell_bytes;  // each handle's own size is known here
+    Range& r = range_of(device, address, bytes, page_bytes, &base);
     first = (address - base) / page_bytes;
     last = first + bytes / page_bytes;
     for (size_t i = first; i < last; ++i)

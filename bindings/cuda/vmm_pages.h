@@ -5,9 +5,8 @@
 // release_address_range, over any VmmDriver.
 //
 // Per reserved range: its device, size, page size (fixed by the first
-// growth: 2 MiB small pool, 20 MiB large pool), cell size (0, or a policy's
-// cells: allocator/base/page_handles.h) and the handle behind each mapped
-// page (one per page, or one per cell a mapping covered whole).
+// growth: 2 MiB small pool, 20 MiB large pool) and the handle behind each
+// mapped page (one per page, or one per cell: allocator/base/page_handles.h).
 // Invariants: a page is mapped iff it lies in a handle from create();
 // every mapped page is readable and writable from its range's device and
 // from every peer added for that device (add_peer) before or after it was
@@ -18,8 +17,8 @@
 //     after mapping; per-page handles let any page be unmapped alone), then
 //     one cuMemSetAccess over the new pages for the device and one per peer;
 //     with cells (not native: the rescue policy), one create and one map
-//     per cell covered whole instead of per page, and an unmapping must take
-//     whole handles;
+//     per cell instead of per page, and an unmapping must take whole
+//     handles;
 //   - pages are requested as shareable through a fabric handle first; the
 //     first cuMemCreate refusal other than out-of-memory switches this
 //     process to POSIX file descriptors for good (CUDAAllocatorConfig's handle type goes
@@ -65,8 +64,8 @@ class VmmPages {
   // device is out of memory; BackendError (likewise nothing left) for any
   // other failure or for a range that is not whole unmapped pages of a
   // range reserved on `device`.
-  // `cell_bytes`: 0 (one handle per page) or the range's cells.
-  bool map(int device, uintptr_t address, size_t bytes, size_t page_bytes, size_t cell_bytes = 0);
+  // `cells`: none (one handle per page) or the cells the mapping starts with.
+  bool map(int device, uintptr_t address, size_t bytes, size_t page_bytes, PageCells cells = {});
   // DeviceBackend::unmap_pages: waits for `stream`, then unmaps and releases
   // each handle. Throws BackendError, before anything is unmapped, for
   // pages not mapped or a handle that crosses either end of the range.
@@ -107,7 +106,6 @@ class VmmPages {
     int device = 0;
     size_t bytes = 0;
     size_t page_bytes = 0;          // 0 until the first growth
-    size_t cell_bytes = 0;          // fixed with page_bytes
     std::vector<uint64_t> handles;  // per page; meaningful at a handle's first page
     // Per page, as long as `handles`: pages of the handle that starts at
     // this page (1 for a page's own handle), 0 elsewhere and where unmapped.
@@ -123,7 +121,7 @@ class VmmPages {
   // The range holding [address, address + bytes) on `device`, checked to be
   // whole pages of `page_bytes`; throws BackendError naming the problem.
   Range& range_of(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                  size_t cell_bytes, uintptr_t* base);
+                  uintptr_t* base);
   // One handle of a growth: where it is mapped, its bytes, the driver's id.
   struct Made {
     uintptr_t address;
@@ -131,11 +129,11 @@ class VmmPages {
     uint64_t handle;
   };
   // Creates pages [first, last) of `range` as `type`, in the handles of
-  // page_handles.h (cells of cell_bytes), maps them and sets access; on any
+  // page_handles.h (`cells` first), maps them and sets access; on any
   // failure undoes all of it. kFailed leaves *error set, and *refused true
   // when cuMemCreate was the call that failed.
   VmmStatus grow(Range& range, uintptr_t base, size_t first, size_t last, size_t page_bytes,
-                 size_t cell_bytes, ShareableHandle type, std::string* error, bool* refused);
+                 PageCells cells, ShareableHandle type, std::string* error, bool* refused);
   // Undoes a failed growth: unmaps the first `mapped` of `made` and
   // releases all of them. Never throws: the failure being reported matters
   // more than one in the clean-up.

@@ -24,13 +24,13 @@ size_t page_bytes_for(const BlockPool& pool, const AllocatorConfig& config) {
   return pool.is_small() ? kSmallBuffer : config.large_segment_size;
 }
 
-// The cells a large-pool segment's mappings are grouped into (a policy's
-// choice, AllocatorConfig::large_cell_bytes; page_handles.h), or 0: one
-// handle per page, native. Fixed when the segment is created, as its page.
+// The cells a large-pool segment's mappings start with (a policy's choice,
+// AllocatorConfig::large_cell_bytes; page_handles.h), or 0: one handle per
+// page, native. Fixed when the segment is created, as its page.
 size_t cell_bytes_for(const BlockPool& pool, const AllocatorConfig& config) {
-  if (pool.is_small()) return 0;
-  const size_t cell = config.large_cell_bytes;
-  return valid_cell_bytes(config.large_segment_size, cell) ? cell : 0;
+  const size_t cell = config.large_cell_bytes, page = config.large_segment_size;
+  if (pool.is_small() || !valid_cells(cell, page, {cell, 1}) || cell / page > 255) return 0;
+  return cell;
 }
 
 // A step along an expandable segment in address order: a mapped Block, or
@@ -194,6 +194,13 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
                                  const ContextPtr& ctx, OnPages on_pages, MayMap may_map) {
   const size_t page = seg.page_bytes();
   const size_t mapped = (bytes + page - 1) / page * page;
+  // The request's block covers [start, start + bytes) of this mapping (and
+  // what lies below it): with cells, the whole cells inside that run are
+  // one handle each, from `start`; the pages of the block's ragged end stay
+  // handles of their own (page_handles.h). A free run that later holds the
+  // whole block unmaps them all; a cell is never cut by the block's end.
+  const PageCells cells =
+      seg.cell_bytes() ? PageCells{seg.cell_bytes(), bytes / seg.cell_bytes()} : PageCells{};
   // A policy may refuse the mapping or give pages back elsewhere first
   // (before anything below is taken or reserved).
   if (!may_map(seg, start, mapped)) return nullptr;
@@ -215,7 +222,7 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
   }
   bool ok;
   try {
-    ok = backend_.map_pages(device_, start, mapped, page, seg.cell_bytes(), seg.stream());
+    ok = backend_.map_pages(device_, start, mapped, page, cells, seg.stream());
   } catch (...) {
     recycler_.give_back_unused(n);
     throw;
@@ -224,7 +231,7 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
     recycler_.give_back_unused(n);
     return nullptr;
   }
-  seg.note_mapped(start, mapped);
+  seg.note_mapped(start, cells);
   const size_t ranges_before = ranges.size();
   n->address = start;
   n->size = mapped;

@@ -30,12 +30,22 @@ Block* ExpandableSegment::last_block(const Range& range) {
   return b;
 }
 
-void ExpandableSegment::mark_cells(uintptr_t start, size_t bytes, bool whole) {
-  if (cell_bytes_ == 0) return;
-  // The cells [start, start + bytes) covers whole.
-  const size_t first = (start - base_ + cell_bytes_ - 1) / cell_bytes_;
-  const size_t last = std::min((start + bytes - base_) / cell_bytes_, whole_cells_.size());
-  for (size_t c = first; c < last; ++c) whole_cells_[c] = whole;
+void ExpandableSegment::note_mapped(uintptr_t start, PageCells cells) {
+  if (cell_page_.empty() || cells.count == 0) return;
+  const size_t per = cell_bytes_ / page_bytes_;
+  size_t i = (start - base_) / page_bytes_;
+  for (size_t c = 0; c < cells.count; ++c)
+    for (size_t k = 1; k <= per; ++k) cell_page_[i++] = static_cast<uint8_t>(k);
+  cell_pages_marked_ += cells.count * per;
+}
+
+void ExpandableSegment::note_unmapped(uintptr_t start, size_t bytes) {
+  if (cell_page_.empty()) return;
+  const size_t i = (start - base_) / page_bytes_;
+  for (size_t k = i; k < i + bytes / page_bytes_; ++k) {
+    cell_pages_marked_ -= cell_page_[k] != 0;
+    cell_page_[k] = 0;
+  }
 }
 
 size_t ExpandableSegment::mapped_bytes() const {
@@ -66,11 +76,23 @@ std::string ExpandableSegment::check() const {
     }
     if (at != range.end) return "expandable range's blocks do not cover it";
   }
-  for (size_t c = 0; c < whole_cells_.size(); ++c) {
-    if (!whole_cells_[c]) continue;
-    const uintptr_t cell = base_ + c * cell_bytes_;
-    auto it = ranges_.upper_bound(cell);
-    if (it == ranges_.begin() || std::prev(it)->second.end < cell + cell_bytes_)
+  if (!cell_page_.empty()) {
+    // Inside the ranges, cells run 1..per in order; outside, nothing is
+    // marked (counted: the marks inside must be all of them).
+    const size_t per = cell_bytes_ / page_bytes_;
+    size_t inside = 0;
+    for (const auto& [start, range] : ranges_) {
+      size_t expect = 0;  // the next page's place in a cell, 0 outside one
+      for (uintptr_t p = start; p < range.end; p += page_bytes_) {
+        const size_t k = cell_page(p);
+        inside += k != 0;
+        if (k != (expect ? expect : (k == 1 ? 1 : 0)))
+          return "expandable cell mapped as one handle is cut or out of order";
+        expect = k == 0 || k == per ? 0 : k + 1;
+      }
+      if (expect != 0) return "expandable cell mapped as one handle runs past its range";
+    }
+    if (inside != cell_pages_marked_)
       return "expandable cell mapped as one handle lies outside the mapped ranges";
   }
   return "";

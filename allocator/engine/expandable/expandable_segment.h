@@ -21,7 +21,8 @@
 //   - mapped_bytes() == sum of range sizes; the engine's reserved bytes
 //     count them (and no gap);
 //   - with cells (cell_bytes() > 0, a policy's choice: page_handles.h),
-//     every cell marked as one handle lies inside one mapped range.
+//     every page of a cell mapped as one handle lies inside a mapped range,
+//     and a cell's pages are marked 1..cell_bytes/page_bytes in order.
 // Handles: pages are mapped as page_handles.h lays them out (one physical
 // handle per page, or per whole cell of a mapping); an unmapping must not
 // cut a handle, so its ends are handle_up / handle_down of the free
@@ -35,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "allocator/base/page_handles.h"
 #include "allocator/engine/blocks/block.h"
 #include "allocator/engine/blocks/block_pool.h"
 
@@ -50,7 +52,8 @@ class ExpandableSegment {
   using Ranges = std::map<uintptr_t, Range>;
 
   // cell_bytes: 0 (one handle per page, native) or a multiple of
-  // page_bytes above it (page_handles.h). Throws std::bad_alloc.
+  // page_bytes above it, at most 255 pages (page_handles.h): the size of
+  // the cells this segment's mappings may start with. Throws std::bad_alloc.
   ExpandableSegment(uintptr_t base, size_t bytes, size_t page_bytes, StreamId stream,
                     BlockPool* pool, size_t cell_bytes = 0)
       : base_(base),
@@ -59,7 +62,7 @@ class ExpandableSegment {
         cell_bytes_(cell_bytes),
         stream_(stream),
         pool_(pool),
-        whole_cells_(cell_bytes ? bytes / cell_bytes : 0, false) {}
+        cell_page_(cell_bytes ? bytes / page_bytes : 0, 0) {}
 
   uintptr_t base() const { return base_; }
   uintptr_t end() const { return base_ + bytes_; }
@@ -84,19 +87,19 @@ class ExpandableSegment {
   // what can be unmapped of a free run [a, b). O(1).
   uintptr_t handle_up(uintptr_t address) const {
     const uintptr_t p = page_up(address);
-    const size_t cell = cell_holding(p);
-    return cell != kNoCell ? base_ + (cell + 1) * cell_bytes_ : p;
+    const size_t k = cell_page(p);
+    return k > 1 ? p + (cell_bytes_ / page_bytes_ - (k - 1)) * page_bytes_ : p;
   }
   uintptr_t handle_down(uintptr_t address) const {
     const uintptr_t p = page_down(address);
-    const size_t cell = cell_holding(p);
-    return cell != kNoCell ? base_ + cell * cell_bytes_ : p;
+    const size_t k = cell_page(p);
+    return k > 1 ? p - (k - 1) * page_bytes_ : p;
   }
-  // After a mapping of [start, start + bytes) (whole pages): marks the cells
-  // it covers whole as one handle each, as the backend made them. After an
-  // unmapping of it (handle boundaries): clears them. No allocation.
-  void note_mapped(uintptr_t start, size_t bytes) { mark_cells(start, bytes, true); }
-  void note_unmapped(uintptr_t start, size_t bytes) { mark_cells(start, bytes, false); }
+  // After a mapping at `start` that began with `cells` (of cell_bytes()):
+  // marks their pages, as the backend made them. After an unmapping of
+  // [start, start + bytes) (handle boundaries): clears them. No allocation.
+  void note_mapped(uintptr_t start, PageCells cells);
+  void note_unmapped(uintptr_t start, size_t bytes);
 
   const Ranges& ranges() const { return ranges_; }
   Ranges& ranges() { return ranges_; }
@@ -124,18 +127,13 @@ class ExpandableSegment {
   std::string check() const;
 
  private:
-  static constexpr size_t kNoCell = ~size_t{0};
-  // The cell mapped as one handle that holds `address` strictly inside
-  // (not at its start), or kNoCell.
-  size_t cell_holding(uintptr_t address) const {
-    if (cell_bytes_ == 0 || address < base_) return kNoCell;
-    const size_t cell = (address - base_) / cell_bytes_;
-    return cell < whole_cells_.size() && whole_cells_[cell] &&
-                   (address - base_) % cell_bytes_ != 0
-               ? cell
-               : kNoCell;
+  // For the page at `address` (a page boundary): 0 when it is its own
+  // handle (or unmapped, or past the end), else its place in its cell, 1 for
+  // the cell's first page.
+  size_t cell_page(uintptr_t address) const {
+    const size_t i = (address - base_) / page_bytes_;
+    return i < cell_page_.size() ? cell_page_[i] : 0;
   }
-  void mark_cells(uintptr_t start, size_t bytes, bool whole);
 
   const uintptr_t base_;
   const size_t bytes_;       // reserved: whole pages
@@ -144,8 +142,9 @@ class ExpandableSegment {
   const StreamId stream_;
   BlockPool* const pool_;
   Ranges ranges_;
-  // Per cell of cell_bytes_ from base_: mapped as one handle. Sized once.
-  std::vector<bool> whole_cells_;
+  // Per page from base_ (only with cells): cell_page()'s value. Sized once.
+  std::vector<uint8_t> cell_page_;
+  size_t cell_pages_marked_ = 0;  // pages of cell_page_ not 0
 };
 
 }  // namespace cachealloc
