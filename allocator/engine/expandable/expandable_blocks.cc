@@ -194,16 +194,17 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
                                  const ContextPtr& ctx, OnPages on_pages, MayMap may_map) {
   const size_t page = seg.page_bytes();
   const size_t mapped = (bytes + page - 1) / page * page;
+  // A policy may refuse the mapping or give pages back elsewhere first
+  // (before anything below is taken or reserved).
+  bool use_cells = seg.cell_bytes() != 0;
+  if (!may_map(seg, start, mapped, &use_cells)) return nullptr;
   // The request's block covers [start, start + bytes) of this mapping (and
   // what lies below it): with cells, the whole cells inside that run are
   // one handle each, from `start`; the pages of the block's ragged end stay
   // handles of their own (page_handles.h). A free run that later holds the
   // whole block unmaps them all; a cell is never cut by the block's end.
   const PageCells cells =
-      seg.cell_bytes() ? PageCells{seg.cell_bytes(), bytes / seg.cell_bytes()} : PageCells{};
-  // A policy may refuse the mapping or give pages back elsewhere first
-  // (before anything below is taken or reserved).
-  if (!may_map(seg, start, mapped)) return nullptr;
+      use_cells ? PageCells{seg.cell_bytes(), bytes / seg.cell_bytes()} : PageCells{};
   // Host memory first, so nothing below the device call can throw: the
   // Block, a segment head's room, index nodes, and the node of a new range
   // (none when the pages extend the range that ends at `start`).

@@ -9,16 +9,14 @@ namespace cachealloc {
 
 Block* PolicyEngine::native_alloc(const MissRequest& m) {
   return p_.segments.allocate(*m.pool, m.stream, m.size, m.alloc_size, ctx_,
-                              [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-                                return may_map(seg, start, bytes);
-                              });
+                              [this](ExpandableSegment& seg, uintptr_t start, size_t bytes,
+                                     bool* cells) { return may_map(seg, start, bytes, cells); });
 }
 
 Block* PolicyEngine::map_for(const MissRequest& m) {
   return p_.segments.map_pages(*m.pool, m.stream, m.size, ctx_,
-                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-                                 return may_map(seg, start, bytes);
-                               });
+                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes,
+                                      bool* cells) { return may_map(seg, start, bytes, cells); });
 }
 
 void PolicyEngine::unmap_free_pages(Block* b) {
