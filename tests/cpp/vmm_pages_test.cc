@@ -40,6 +40,66 @@ TEST_F(VmmPagesTest, GrowthCreatesAndMapsOnePagePerPageAndGrantsTheDevice) {
   EXPECT_EQ(driver.accesses_[0], (ScoringDriver::Access{base + 2 * kPage, 3 * kPage, 0}));
 }
 
+// Cells (the rescue policy's, allocator/base/page_handles.h): the first
+// cells of a mapping are one handle each, then one per page; an unmapping
+// takes whole handles and refuses, with nothing unmapped, one that would cut
+// a cell; pages of a cell cannot be shared in native's format.
+TEST_F(VmmPagesTest, CellsAreOneHandleEachAndAreNeverCut) {
+  const uintptr_t base = pages.reserve(0, 64 * kLarge, 0);
+  // 46 MiB: two 20 MiB cells, then three 2 MiB pages.
+  ASSERT_TRUE(pages.map(0, base + kPage, 23 * kPage, kPage, PageCells{kLarge, 2}));
+  EXPECT_EQ(driver.live_.size(), 5u);
+  EXPECT_EQ(driver.maps_, 5);
+  EXPECT_EQ(driver.live_.at(driver.mapped_.at(base + kPage)), kLarge);
+  EXPECT_EQ(driver.live_.at(driver.mapped_.at(base + 21 * kPage)), kPage);
+  EXPECT_EQ(pages.mapped_pages(0), 23u);
+  EXPECT_EQ(pages.live_handles(0), 5u);
+  ASSERT_EQ(driver.accesses_.size(), 1u);  // one grant over all of it
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const BackendError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Half of the second cell and the pages after it: refused, nothing done.
+  EXPECT_NE(message([&] { pages.unmap(0, base + 16 * kPage, 8 * kPage, kPage, kLarge, 0); })
+                .find("cuts the handle"),
+            std::string::npos);
+  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, 5 * kPage, kPage, kLarge, 0); })
+                .find("cuts the handle"),
+            std::string::npos);
+  EXPECT_EQ(driver.syncs_, 0);
+  EXPECT_EQ(driver.live_.size(), 5u);
+  std::string shared;
+  EXPECT_NE(message([&] { pages.share(0, base + kPage, kPage, &shared); }).find("cannot be shared"),
+            std::string::npos);
+  // The second cell and the ragged pages: 4 handles, one sync.
+  pages.unmap(0, base + 11 * kPage, 13 * kPage, kPage, kLarge, 0);
+  EXPECT_EQ(driver.syncs_, 1);
+  EXPECT_EQ(driver.live_.size(), 1u);
+  EXPECT_EQ(pages.mapped_pages(0), 10u);
+  // Cells that do not fit the mapping are refused before any create.
+  EXPECT_THROW(pages.map(0, base + 30 * kPage, 15 * kPage, kPage, PageCells{kLarge, 2}),
+               BackendError);
+  EXPECT_EQ(driver.live_.size(), 1u);
+  pages.unmap(0, base + kPage, 10 * kPage, kPage, kLarge, 0);
+  EXPECT_TRUE(driver.live_.empty());
+  pages.release(0, base, 64 * kLarge);
+}
+
+TEST_F(VmmPagesTest, OutOfMemoryWhileCreatingCellsLeavesNothing) {
+  const uintptr_t base = pages.reserve(0, 64 * kLarge, 0);
+  driver.fail_create_in_ = 2;  // the second cell
+  EXPECT_FALSE(pages.map(0, base, 30 * kPage, kPage, PageCells{kLarge, 3}));
+  EXPECT_TRUE(driver.live_.empty());
+  EXPECT_TRUE(driver.mapped_.empty());
+  EXPECT_EQ(pages.mapped_pages(0), 0u);
+  EXPECT_TRUE(pages.map(0, base, 30 * kPage, kPage, PageCells{kLarge, 3}));
+  EXPECT_EQ(driver.live_.size(), 3u);
+}
+
 TEST_F(VmmPagesTest, OutOfMemoryHalfwayThroughCreatesLeavesNothingAndReportsFalse) {
   const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
   driver.fail_create_in_ = 3;  // the third page of four
