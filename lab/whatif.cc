@@ -95,7 +95,19 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
   // Also checked before the first request: a search runs many short replays.
   if (bounded && std::chrono::steady_clock::now() > options_.deadline)
     throw WhatIfTimeout("what-if replay not started: past its time bound");
+  // The middle allocation: page calls from it on are the late ones.
+  size_t allocs = 0;
+  for (size_t k = 0; k < end; ++k) allocs += requests[k].kind == RequestKind::kAlloc;
+  size_t late = end;
+  for (size_t k = 0, seen = 0; k < end; ++k)
+    if (requests[k].kind == RequestKind::kAlloc && seen++ == allocs / 2) {
+      late = k;
+      break;
+    }
+  out.late_request = late;
+  PageCalls at_late;
   for (size_t k = 0; k < end; ++k) {
+    if (k == late) at_late = device_.memory().page_calls();
     const Request& q = requests[k];
     if (timed) now_us_ = stream_.time_us[k];
     if (hinted) {
@@ -207,6 +219,8 @@ void Replay::run(size_t end, WhatIfResult& out, PeakMoment* peak) {
                           std::to_string(stream_.requests.size()) + " requests");
   }
   out.requests = end;
+  out.page_calls = device_.memory().page_calls();
+  out.page_calls_late = late < end ? out.page_calls - at_late : PageCalls{};
   out.device_allocs = counters_.device_allocs;
   out.device_frees = counters_.device_frees;
   out.retries = counters_.retries;

@@ -105,6 +105,13 @@ struct WhatIfResult {
   size_t device_allocs = 0;       // segments reserved (mappings, expandable)
   size_t device_frees = 0;        // segments released (unmappings)
   size_t retries = 0;             // allocations retried after emptying the cache
+  // Driver calls a CUDA device would make for expandable segments' pages
+  // (page_handles.h: creates, maps, unmaps, releases, access, syncs), over
+  // the whole replay and from `late_request` on: the request of the middle
+  // allocation (of a training trace's steps, the second half: the steady
+  // steps, once the cache is warm).
+  PageCalls page_calls, page_calls_late;
+  size_t late_request = 0;
   // Requests refused that the program needed: the OOMs that end a run (a
   // fallible request's refusal is a fallback, below, not counted here).
   size_t ooms = 0;

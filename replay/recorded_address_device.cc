@@ -50,15 +50,16 @@ uintptr_t RecordedAddressDevice::reserve_address_range(int, size_t bytes, size_t
   return base;
 }
 
-bool RecordedAddressDevice::map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) {
+bool RecordedAddressDevice::map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes,
+                                      PageCells cells, StreamId) {
   // A refusing device refuses the first page: nothing is mapped.
   return memory_.map_pages(address, bytes, page_bytes,
-                           refusing() ? 0 : SimulatedMemory::kNoPageLimit);
+                           refusing() ? 0 : SimulatedMemory::kNoPageLimit, cells);
 }
 
-void RecordedAddressDevice::unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                               StreamId stream) {
-  SimulatedBackend::unmap_pages(device, address, bytes, page_bytes, stream);
+void RecordedAddressDevice::unmap_pages(int device, uintptr_t address, size_t bytes,
+                                        size_t page_bytes, size_t cell_bytes, StreamId stream) {
+  SimulatedBackend::unmap_pages(device, address, bytes, page_bytes, cell_bytes, stream);
   count_release();
 }
 

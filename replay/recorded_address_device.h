@@ -71,8 +71,10 @@ class RecordedAddressDevice : public SimulatedBackend {
   uintptr_t allocate(int, size_t bytes, StreamId) override;
   void release(int, uintptr_t address, size_t bytes) override;
   uintptr_t reserve_address_range(int, size_t bytes, size_t alignment) override;
-  bool map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override;
-  void unmap_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override;
+  bool map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, PageCells cells,
+                 StreamId) override;
+  void unmap_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, size_t cell_bytes,
+                   StreamId) override;
 
  private:
   struct Primed {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/page_handles.h"
 
 namespace cachealloc {
 
@@ -72,21 +73,26 @@ class DeviceBackend : public SegmentSource {
     (void)device, (void)base, (void)bytes;
     throw_no_expandable();
   }
-  // Creates and maps physical pages of `page_bytes` each over
-  // [address, address + bytes) (bytes is a multiple of page_bytes; the range
-  // lies in a reserved range and is unmapped), and makes them accessible from
-  // `device` and its peers. Returns false, with nothing from this call left
-  // mapped or created, when the device has no room for all of them (native
-  // then takes its OOM path). Throws BackendError for any other failure.
-  virtual bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream) {
-    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)stream;
+  // Creates and maps physical memory over [address, address + bytes)
+  // (bytes is a multiple of page_bytes; the range lies in a reserved range
+  // and is unmapped), in the handles page_handles.h lays out: one per page
+  // of `page_bytes` (no cells, native), or first `cells` (each one handle)
+  // and then one per page. Makes them accessible from `device` and its
+  // peers. Returns false, with nothing from this call left mapped or
+  // created, when the device has no room for all of them (native then takes
+  // its OOM path). Throws BackendError for any other failure.
+  virtual bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                         PageCells cells, StreamId stream) {
+    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)cells, (void)stream;
     throw_no_expandable();
   }
   // Waits for the work queued on `stream` (native synchronizes before
-  // unmapping), then unmaps and releases the pages over
-  // [address, address + bytes) (whole pages, all mapped). Throws BackendError.
-  virtual void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream) {
-    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)stream;
+  // unmapping), then unmaps and releases the handles over
+  // [address, address + bytes): all mapped, none crossing either end (each
+  // of page_bytes or, with cells, cell_bytes). Throws BackendError.
+  virtual void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                           size_t cell_bytes, StreamId stream) {
+    (void)device, (void)address, (void)bytes, (void)page_bytes, (void)cell_bytes, (void)stream;
     throw_no_expandable();
   }
 

@@ -47,6 +47,13 @@ struct AllocatorConfig {
   // read before every other key, wherever it stands in the text, because the
   // split limits' minimum is this size.
   size_t large_segment_size = 20971520;
+  // Not a PYTORCH_CUDA_ALLOC_CONF key: set only by a placement policy's
+  // shape_config (rescue: 20 MiB over its 2 MiB pages). 0 (every parse's
+  // value, native): one physical handle per page of a large-pool expandable
+  // segment. Else a multiple of large_segment_size above it: each such cell
+  // of the segment that one mapping covers whole is one handle
+  // (allocator/base/page_handles.h), one driver call where pages take many.
+  size_t large_cell_bytes = 0;
   // Fraction of the allowed memory above which cached blocks are reclaimed
   // (oldest first) before asking the device; 0 = off. Acts only while a
   // memory limit is set, as in native.

@@ -15,6 +15,13 @@ void RescuePolicy::shape_config(AllocatorConfig& config) const {
   // most one partly used page mapped at each end, where native's 20 MiB
   // pages keep up to 20 MiB each.
   config.large_segment_size = kSmallBuffer;
+  // ... and 20 MiB physical handles (cells, page_handles.h) where
+  // map_in_cells allows: the whole 20 MiB runs of the request's part of a
+  // mapping, 2 MiB handles at its ragged end, so such a mapping and its
+  // later unmapping cost native's driver calls, not ten times them (issue
+  // 48: two_streams moves memory between its streams every step under a
+  // limit). A cell mapped whole is unmapped whole.
+  config.large_cell_bytes = kLargeBuffer;
 }
 
 Block* RescuePolicy::on_miss(PolicyEngine& engine, const MissRequest& r) {
@@ -49,24 +56,45 @@ bool RescuePolicy::before_map(PolicyEngine& engine, ExpandableSegment& segment, 
   // Without a limit: native's miss (on_miss), nothing to check.
   if (!limit.is_set()) return true;
   const size_t allowed = limit.allowed_bytes();
+  took_from_other_stream_ = false;
   if (engine.reserved_bytes() + bytes <= allowed) return true;
   // A graph may be capturing: no unmapping (it waits for a stream).
   if (engine.routing()) return false;
-  reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed);
+  reclaim(engine, start, bytes, engine.reserved_bytes() + bytes - allowed, segment.stream());
   return engine.reserved_bytes() + bytes <= allowed;
+}
+
+bool RescuePolicy::map_in_cells(const PolicyEngine& engine, const ExpandableSegment& segment,
+                                uintptr_t start, size_t bytes) {
+  (void)segment, (void)start, (void)bytes;
+  // Without a limit nothing is unmapped but by empty_cache: cells cost no
+  // memory. Under one, only a mapping whose room came from another stream's
+  // free pages: the memory that moves between stream-private caches every
+  // step (two_streams) and is unmapped whole again. A mapping that fits, or
+  // that took room from its own stream (fragmentation repair), keeps 2 MiB
+  // handles: there a later free run may end anywhere, and a cell it cuts
+  // stays mapped (the lab's strand traces: up to 290 MiB more at the limit
+  // with cells everywhere).
+  return !engine.limit().is_set() || took_from_other_stream_;
 }
 
 bool RescuePolicy::release_on_empty_cache(const Block* free_block) const {
   return free_block->pool->is_small() || free_block->size >= kLargeBuffer;
 }
 
-size_t RescuePolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target) {
+size_t RescuePolicy::reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target,
+                             StreamId stream) {
   size_t reclaimed = 0;
   for (const PageDonor& d : page_donors(engine, start, bytes)) {
     if (reclaimed >= target) break;
-    // All of its whole pages (one call either way): headroom for the next
-    // misses, which then map without unmapping.
-    reclaimed += engine.unmap_top_pages(d.block, d.pages);
+    if (d.block->stream != stream) took_from_other_stream_ = true;
+    // Exactly what the mapping still needs (whole handles: a cell goes
+    // whole), from the top of the block: the rest stays cached for its own
+    // stream's next step. Giving all its pages instead moved several times
+    // the bytes every step on two_streams (each stream then maps back what
+    // it lost), a driver call per page and handle.
+    const size_t page = engine.segment_of(d.block->address)->page_bytes();
+    reclaimed += engine.unmap_top_pages(d.block, (target - reclaimed + page - 1) / page * page);
   }
   return reclaimed;
 }

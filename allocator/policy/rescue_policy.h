@@ -18,6 +18,18 @@
 //   - Pages: 2 MiB in both pools (native's large pool: 20 MiB), so a hole
 //     strands at most 2 MiB at each end. Everything else of the config is
 //     the user's (max_split_size, rounding, garbage collection).
+//   - Physical handles (driver calls): one per 2 MiB page, except in the
+//     large pool without a limit, and under one for a mapping whose room
+//     came from another stream's free pages (map_in_cells): there the
+//     request's part of the mapping is cut into 20 MiB cells from its start,
+//     one handle each (one create + one map, later one unmap + one release,
+//     as native's page), 2 MiB handles for its ragged end
+//     (AllocatorConfig::large_cell_bytes, page_handles.h). A cell goes
+//     whole or not at all, so a free run that ends inside one keeps it
+//     mapped; that is why same-stream mappings under a limit, where rescue
+//     repairs fragmentation, keep 2 MiB handles. The memory that moves
+//     between stream-private caches every step (two_streams) is mapped and
+//     unmapped whole, so cells cost it nothing.
 //   - Hits, splits, frees: native's (the default hooks). No page is ever
 //     unmapped outside a miss that would pass the limit, the OOM path and
 //     empty_cache, so a step that repeats one already run makes no device
@@ -32,10 +44,11 @@
 //   - Miss under a limit: the same search, checked against the pages it
 //     really maps (reserved + new pages <= limit). When they do not fit,
 //     whole free pages of other cached blocks are unmapped first (before_map),
-//     largest blocks first (fewest calls), each block giving all its whole
-//     pages (the rest of the limit is then headroom for the next misses),
-//     until the mapping fits; never those of the free blocks the mapping
-//     joins. Only when that is not enough does native's OOM path run (wait
+//     largest blocks first (fewest calls), each giving the top of its whole
+//     handles, exactly what the mapping still needs (rounded up to whole
+//     handles), until the mapping fits; never those of the free blocks the
+//     mapping joins. (Giving all of a block's pages moved several times the
+//     bytes per step on two_streams: each stream mapped back what it lost.) Only when that is not enough does native's OOM path run (wait
 //     for stream events, unmap every free page, retry once, else raise).
 //   - While a private pool is routed to (a CUDA graph may capture), nothing
 //     is unmapped (unmapping waits for a stream): the miss maps or fails as
@@ -59,13 +72,20 @@ class RescuePolicy : public PlacementPolicy {
   Block* on_miss(PolicyEngine& engine, const MissRequest& r) override;
   bool before_map(PolicyEngine& engine, ExpandableSegment& segment, uintptr_t start,
                   size_t bytes) override;
+  bool map_in_cells(const PolicyEngine& engine, const ExpandableSegment& segment, uintptr_t start,
+                    size_t bytes) override;
   bool release_on_empty_cache(const Block* free_block) const override;
 
  private:
   // Unmaps whole free pages of cached blocks of the default pools until at
   // least `target` bytes went (fewer if the cache has fewer), never inside
-  // the free blocks touching [start, start + bytes). Returns the bytes.
-  size_t reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target);
+  // the free blocks touching [start, start + bytes); notes whether a block
+  // of a stream other than `stream` gave any. Returns the bytes.
+  size_t reclaim(PolicyEngine& engine, uintptr_t start, size_t bytes, size_t target,
+                 StreamId stream);
+  // Set by before_map for the mapping it allowed, read by map_in_cells for
+  // the same mapping (the engine asks the two in a row).
+  bool took_from_other_stream_ = false;
 };
 
 }  // namespace cachealloc

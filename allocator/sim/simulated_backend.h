@@ -29,11 +29,13 @@ class SimulatedBackend : public DeviceBackend {
   void release_address_range(int, uintptr_t base, size_t bytes) override {
     memory_.remove_reservation(base, bytes);
   }
-  bool map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override {
-    return memory_.map_pages(address, bytes, page_bytes);
+  bool map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, PageCells cells,
+                 StreamId) override {
+    return memory_.map_pages(address, bytes, page_bytes, SimulatedMemory::kNoPageLimit, cells);
   }
-  void unmap_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, StreamId) override {
-    memory_.unmap_pages(address, bytes, page_bytes);
+  void unmap_pages(int, uintptr_t address, size_t bytes, size_t page_bytes, size_t cell_bytes,
+                   StreamId) override {
+    memory_.unmap_pages(address, bytes, page_bytes, cell_bytes);
   }
 
   const SimulatedMemory& memory() const { return memory_; }

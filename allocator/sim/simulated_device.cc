@@ -31,8 +31,8 @@ uintptr_t SimulatedDevice::reserve_address_range(int, size_t bytes, size_t align
 }
 
 bool SimulatedDevice::map_pages(int, uintptr_t address, size_t bytes, size_t page_bytes,
-                                StreamId) {
-  memory_.check_map_request(address, bytes, page_bytes);
+                                PageCells cells, StreamId) {
+  memory_.check_map_request(address, bytes, page_bytes, cells);
   const size_t refuse = std::exchange(refuse_page_, kNoFault);
   const size_t fail = std::exchange(fail_page_, kNoFault);
   // Pages are made one by one (cuMemCreate each): the injected driver error
@@ -42,7 +42,7 @@ bool SimulatedDevice::map_pages(int, uintptr_t address, size_t bytes, size_t pag
   if (fail < bytes / page_bytes && fail < refuse && fail < pages_with_room)
     throw BackendError("simulated device: injected driver error mapping page " +
                        std::to_string(fail));
-  return memory_.map_pages(address, bytes, page_bytes, refuse);
+  return memory_.map_pages(address, bytes, page_bytes, refuse, cells);
 }
 
 }  // namespace cachealloc

@@ -32,7 +32,7 @@ class SimulatedDevice : public SimulatedBackend {
   uintptr_t allocate(int device, size_t bytes, StreamId stream) override;
   uintptr_t reserve_address_range(int device, size_t bytes, size_t alignment) override;
   bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                 StreamId stream) override;
+                 PageCells cells, StreamId stream) override;
 
   // Failure injection: the next `n` allocate() calls report a full device.
   void refuse_next_allocations(int n) { refuse_next_ = n; }

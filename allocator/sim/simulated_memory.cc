@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/page_handles.h"
 
 namespace cachealloc {
 namespace {
@@ -115,8 +116,10 @@ bool SimulatedMemory::reserved(uintptr_t address, size_t bytes) const {
   return offset < it->second && bytes <= it->second - offset;
 }
 
-void SimulatedMemory::check_map_request(uintptr_t address, size_t bytes, size_t page_bytes) const {
-  if (page_bytes == 0 || bytes == 0 || bytes % page_bytes != 0 || !reserved(address, bytes))
+void SimulatedMemory::check_map_request(uintptr_t address, size_t bytes, size_t page_bytes,
+                                        PageCells cells) const {
+  if (page_bytes == 0 || bytes == 0 || bytes % page_bytes != 0 || !reserved(address, bytes) ||
+      !valid_cells(bytes, page_bytes, cells))
     throw BackendError(std::string(name_) + ": map of " + std::to_string(bytes) + " bytes at " +
                        std::to_string(address) + " outside a reservation or not whole pages");
   auto next = pages_.lower_bound(address);
@@ -132,37 +135,72 @@ void SimulatedMemory::check_map_request(uintptr_t address, size_t bytes, size_t 
 }
 
 bool SimulatedMemory::map_pages(uintptr_t address, size_t bytes, size_t page_bytes,
-                                size_t page_limit) {
-  check_map_request(address, bytes, page_bytes);
-  // Pages are made one by one on a real device: the first that is refused,
-  // or does not fit, ends the call with the ones before it given back.
-  if (page_limit < bytes / page_bytes || bytes > capacity_ - used_) return false;
+                                size_t page_limit, PageCells cells) {
+  check_map_request(address, bytes, page_bytes, cells);
+  const size_t handles = page_handle_count(bytes, page_bytes, cells);
+  // Handles are made one by one on a real device: the first that is
+  // refused, or does not fit, ends the call with the ones before it given
+  // back (each made, then released).
+  if (page_limit < handles || bytes > capacity_ - used_) {
+    // Handles before the first that is refused or lacks room were made
+    // and are released again; the refused one's create counts too.
+    size_t made = 0, room = capacity_ - used_;
+    bool stopped = false;
+    for_each_page_handle(address, bytes, page_bytes, cells, [&](uintptr_t, size_t h) {
+      if (stopped || made == page_limit || h > room) {
+        stopped = true;
+        return;
+      }
+      room -= h;
+      ++made;
+    });
+    calls_.creates += made + 1;
+    calls_.releases += made;
+    return false;
+  }
   auto hint = pages_.lower_bound(address);
   uintptr_t p = address;
   try {
-    for (; p - address < bytes; p += page_bytes)
-      hint = std::next(pages_.emplace_hint(hint, p, page_bytes));
+    for_each_page_handle(address, bytes, page_bytes, cells, [&](uintptr_t at, size_t h) {
+                           hint = std::next(pages_.emplace_hint(hint, at, h));
+                           p = at + h;
+                         });
   } catch (...) {
     pages_.erase(pages_.lower_bound(address), pages_.lower_bound(p));  // the pages made
     throw;
   }
   used_ += bytes;
+  calls_.creates += handles;
+  calls_.maps += handles;
+  calls_.set_access += 1;
   return true;
 }
 
-void SimulatedMemory::unmap_pages(uintptr_t address, size_t bytes, size_t page_bytes) {
-  if (page_bytes == 0 || bytes % page_bytes != 0)
+void SimulatedMemory::unmap_pages(uintptr_t address, size_t bytes, size_t page_bytes,
+                                  size_t cell_bytes) {
+  if (page_bytes == 0 || bytes % page_bytes != 0 ||
+      (cell_bytes != 0 && !valid_cells(cell_bytes, page_bytes, {cell_bytes, 1})))
     throw BackendError(std::string(name_) + ": unmap of partial pages");
+  // Each handle in the range whole, of page_bytes or (with cells)
+  // cell_bytes, one after another from `address` to its end.
   const auto first = pages_.find(address);
   auto it = first;
-  for (size_t k = 0; k < bytes / page_bytes; ++k, ++it) {
-    const uintptr_t p = address + k * page_bytes;
-    if (it == pages_.end() || it->first != p || it->second != page_bytes)
+  size_t handles = 0;
+  for (uintptr_t p = address; p - address < bytes; ++it, ++handles) {
+    if (it == pages_.end() || it->first != p ||
+        (it->second != page_bytes && (cell_bytes == 0 || it->second != cell_bytes)))
       throw BackendError(std::string(name_) + ": unmap of a page that is not mapped at " +
                          std::to_string(p));
+    if (it->second > bytes - (p - address))
+      throw BackendError(std::string(name_) + ": unmap of part of a handle at " +
+                         std::to_string(p));
+    p += it->second;
   }
   if (bytes != 0) pages_.erase(first, it);
   used_ -= bytes;
+  calls_.syncs += 1;
+  calls_.unmaps += handles;
+  calls_.releases += handles;
 }
 
 EventId SimulatedMemory::record_event() {

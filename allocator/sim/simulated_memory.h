@@ -29,6 +29,7 @@
 #include <string>
 
 #include "allocator/base/device_backend.h"
+#include "allocator/base/page_handles.h"
 #include "allocator/base/strong_hash.h"
 
 namespace cachealloc {
@@ -89,21 +90,28 @@ class SimulatedMemory {
 
   // Pages.
 
-  // Maps [address, address + bytes) as pages of `page_bytes`, all or none:
-  // returns false, with nothing mapped, when page number `page_limit` (0
+  // Maps [address, address + bytes) as pages of `page_bytes` grouped into
+  // handles as page_handles.h lays them out (`cells` first, if any, then one
+  // handle per page), all or none:
+  // returns false, with nothing mapped, when handle number `page_limit` (0
   // based) or an earlier one does not fit in the free bytes or is refused
-  // (page_limit: the first page the device refuses). Throws BackendError,
+  // (page_limit: the first handle the device refuses). Throws BackendError,
   // with nothing mapped, when the range is not whole pages inside one
   // reservation, or meets a page already mapped.
   bool map_pages(uintptr_t address, size_t bytes, size_t page_bytes,
-                 size_t page_limit = kNoPageLimit);
+                 size_t page_limit = kNoPageLimit, PageCells cells = {});
   // Throws BackendError, with nothing changed, unless the range is whole
   // pages inside one reservation that map_pages would accept. (The
   // validation map_pages starts with, for a device that fails differently.)
-  void check_map_request(uintptr_t address, size_t bytes, size_t page_bytes) const;
-  // Unmaps [address, address + bytes), every page of `page_bytes` mapped.
-  // Throws BackendError, with nothing changed, otherwise.
-  void unmap_pages(uintptr_t address, size_t bytes, size_t page_bytes);
+  void check_map_request(uintptr_t address, size_t bytes, size_t page_bytes,
+                         PageCells cells = {}) const;
+  // Unmaps [address, address + bytes): mapped handles, each of page_bytes
+  // or (cells) cell_bytes, none crossing either end. Throws BackendError,
+  // with nothing changed, otherwise.
+  void unmap_pages(uintptr_t address, size_t bytes, size_t page_bytes, size_t cell_bytes = 0);
+  // The driver calls a CUDA device would have made for the mappings and
+  // unmappings so far (page_handles.h, PageCalls).
+  const PageCalls& page_calls() const { return calls_; }
   size_t mapped_pages() const { return pages_.size(); }
   static constexpr size_t kNoPageLimit = ~size_t{0};
 
@@ -135,7 +143,8 @@ class SimulatedMemory {
   size_t used_ = 0;  // segment footprints + mapped page bytes
   Extents segments_;      // address -> bytes asked for
   Extents reservations_;  // base -> bytes
-  Extents pages_;         // page address -> page bytes
+  Extents pages_;         // handle address -> handle bytes (a page, or a cell)
+  PageCalls calls_;
   bool hold_events_ = false;
   EventId next_event_ = 1;
   StrongHashSet<EventId> live_events_;

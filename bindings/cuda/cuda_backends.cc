@@ -156,14 +156,14 @@ class CudaRuntimeBackend final : public CudaBackendBase {
     pages_.release(device, base, bytes);
   }
   bool map_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                 StreamId) override {
+                 PageCells cells, StreamId) override {
     DeviceScope scope(device);
-    return pages_.map(device, address, bytes, page_bytes);
+    return pages_.map(device, address, bytes, page_bytes, cells);
   }
   void unmap_pages(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                   StreamId stream) override {
+                   size_t cell_bytes, StreamId stream) override {
     DeviceScope scope(device);
-    pages_.unmap(device, address, bytes, page_bytes, stream);
+    pages_.unmap(device, address, bytes, page_bytes, cell_bytes, stream);
   }
 
   VmmPages& pages() { return pages_; }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/page_handles.h"
 
 namespace cachealloc {
 namespace {
@@ -96,10 +97,15 @@ VmmPages::Range& VmmPages::range_of(int device, uintptr_t address, size_t bytes,
 
 std::vector<int>& VmmPages::peers_of(int device) { return peers_[device]; }
 
-bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_bytes) {
+bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_bytes,
+                   PageCells cells) {
   std::lock_guard<std::mutex> lock(mutex_);
   uintptr_t base = 0;
   Range& r = range_of(device, address, bytes, page_bytes, &base);
+  if (!valid_cells(bytes, page_bytes, cells))
+    fail(std::to_string(cells.count) + " cells of " + std::to_string(cells.bytes) +
+         " bytes are not whole pages of " + std::to_string(page_bytes) + " bytes inside [" +
+         hex(address) + ", +" + std::to_string(bytes) + ")");
   if (bytes == 0) return true;
   const size_t first = (address - base) / page_bytes;
   const size_t last = first + bytes / page_bytes;
@@ -113,10 +119,12 @@ bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_byte
   // refuses a fabric page other than for lack of memory settles on POSIX
   // descriptors for the process.
   if (choice_ == HandleChoice::kUntried) {
-    status = grow(r, base, first, last, page_bytes, ShareableHandle::kFabric, &error, &refused);
+    status = grow(r, base, first, last, page_bytes, cells, ShareableHandle::kFabric, &error,
+                  &refused);
     if (status == VmmStatus::kFailed && refused) {
       choice_ = HandleChoice::kPosixFd;
-      status = grow(r, base, first, last, page_bytes, ShareableHandle::kPosixFd, &error, &refused);
+      status = grow(r, base, first, last, page_bytes, cells, ShareableHandle::kPosixFd,
+                    &error, &refused);
     } else {
       choice_ = HandleChoice::kFabric;
     }
@@ -124,7 +132,7 @@ bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_byte
     const ShareableHandle type = choice_ == HandleChoice::kFabric    ? ShareableHandle::kFabric
                                  : choice_ == HandleChoice::kPosixFd ? ShareableHandle::kPosixFd
                                                                      : ShareableHandle::kNone;
-    status = grow(r, base, first, last, page_bytes, type, &error, &refused);
+    status = grow(r, base, first, last, page_bytes, cells, type, &error, &refused);
   }
   if (status == VmmStatus::kFailed) fail(error);
   if (status == VmmStatus::kOutOfMemory) return false;
@@ -133,60 +141,64 @@ bool VmmPages::map(int device, uintptr_t address, size_t bytes, size_t page_byte
 }
 
 VmmStatus VmmPages::grow(Range& r, uintptr_t base, size_t first, size_t last,
-                         size_t page_bytes, ShareableHandle type, std::string* error,
-                         bool* refused) {
+                         size_t page_bytes, PageCells cells, ShareableHandle type,
+                         std::string* error, bool* refused) {
   const int device = r.device;
   *refused = false;
-  std::vector<uint64_t> handles;
-  handles.reserve(last - first);
+  const uintptr_t address = base + first * page_bytes;
+  const size_t bytes = (last - first) * page_bytes;
+  std::vector<Made> made;
+  made.reserve(page_handle_count(bytes, page_bytes, cells));
   size_t mapped = 0;
   VmmStatus status = VmmStatus::kOk;
   try {
-    for (size_t i = first; i < last && status == VmmStatus::kOk; ++i) {
+    // The cells first (one handle each), then one handle per page.
+    for_each_page_handle(address, bytes, page_bytes, cells, [&](uintptr_t at, size_t n) {
+      if (status != VmmStatus::kOk) return;
       uint64_t h = 0;
-      status = driver_.create(device, page_bytes, type, &h, error);
-      if (status == VmmStatus::kOk) handles.push_back(h);
+      status = driver_.create(device, n, type, &h, error);
+      if (status == VmmStatus::kOk) made.push_back({at, n, h});
       *refused = status == VmmStatus::kFailed;
-    }
-    // One map per page, after every page exists (as native).
-    for (size_t k = 0; k < handles.size() && status == VmmStatus::kOk; ++k) {
-      status = driver_.map(device, base + (first + k) * page_bytes, page_bytes, handles[k], error);
+    });
+    // One map per handle, after every handle exists (as native).
+    for (size_t k = 0; k < made.size() && status == VmmStatus::kOk; ++k) {
+      status = driver_.map(device, made[k].address, made[k].bytes, made[k].handle, error);
       if (status == VmmStatus::kOk) ++mapped;
     }
     if (status == VmmStatus::kOk) {
-      const uintptr_t address = base + first * page_bytes;
-      const size_t bytes = (last - first) * page_bytes;
       driver_.set_access(device, address, bytes, device);
       for (int peer : peers_of(device)) driver_.set_access(device, address, bytes, peer);
     }
   } catch (const std::exception& e) {
-    undo(device, base + first * page_bytes, page_bytes, handles, mapped);
+    undo(device, made, mapped);
     *error = e.what();
     return VmmStatus::kFailed;
   }
   if (status != VmmStatus::kOk) {
-    undo(device, base + first * page_bytes, page_bytes, handles, mapped);
+    undo(device, made, mapped);
     return status;
   }
   if (r.mapped.size() < last) {
     r.mapped.resize(last, false);
     r.handles.resize(last, 0);
+    r.span.resize(last, 0);
     r.exported.resize(last);
   }
   r.type = type;
-  for (size_t k = 0; k < handles.size(); ++k) {
-    r.handles[first + k] = handles[k];
-    r.mapped[first + k] = true;
+  for (const Made& m : made) {
+    const size_t i = (m.address - base) / page_bytes, n = m.bytes / page_bytes;
+    r.handles[i] = m.handle;
+    r.span[i] = static_cast<uint32_t>(n);
+    for (size_t k = i; k < i + n; ++k) r.mapped[k] = true;
   }
   return VmmStatus::kOk;
 }
 
-void VmmPages::undo(int device, uintptr_t address, size_t page_bytes,
-                    const std::vector<uint64_t>& handles, size_t mapped) noexcept {
-  for (size_t k = 0; k < handles.size(); ++k) {
+void VmmPages::undo(int device, const std::vector<Made>& made, size_t mapped) noexcept {
+  for (size_t k = 0; k < made.size(); ++k) {
     try {
-      if (k < mapped) driver_.unmap(device, address + k * page_bytes, page_bytes);
-      driver_.release(device, handles[k]);
+      if (k < mapped) driver_.unmap(device, made[k].address, made[k].bytes);
+      driver_.release(device, made[k].handle);
     } catch (const std::exception&) {
       // Keep undoing the rest; the caller reports the failure that led here.
     }
@@ -194,17 +206,24 @@ void VmmPages::undo(int device, uintptr_t address, size_t page_bytes,
 }
 
 void VmmPages::unmap(int device, uintptr_t address, size_t bytes, size_t page_bytes,
-                     StreamId stream) {
+                     size_t cell_bytes, StreamId stream) {
   uintptr_t base = 0;
   size_t first = 0, last = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    (void)cell_bytes;  // each handle's own size is known here
     Range& r = range_of(device, address, bytes, page_bytes, &base);
     first = (address - base) / page_bytes;
     last = first + bytes / page_bytes;
     for (size_t i = first; i < last; ++i)
       if (i >= r.mapped.size() || !r.mapped[i])
         fail("unmap of " + hex(base + i * page_bytes) + ", a page that is not mapped");
+    // Whole handles only: the range starts at a handle and its last handle
+    // ends at its end (cuMemUnmap cannot take part of a mapping).
+    for (size_t i = first; i < last; i += r.span[i])
+      if (r.span[i] == 0 || i + r.span[i] > last)
+        fail("unmap of [" + hex(address) + ", +" + std::to_string(bytes) +
+             ") cuts the handle at or before " + hex(base + i * page_bytes));
   }
   if (bytes == 0) return;
   // Kernels still queued on the segment's stream may use these pages;
@@ -212,15 +231,19 @@ void VmmPages::unmap(int device, uintptr_t address, size_t bytes, size_t page_by
   driver_.synchronize(device, stream);
   std::lock_guard<std::mutex> lock(mutex_);
   Range& r = ranges_.at(base);
-  for (size_t i = first; i < last; ++i) {
-    driver_.unmap(device, base + i * page_bytes, page_bytes);
-    r.mapped[i] = false;  // unmapped: the handle alone is left to release
+  for (size_t i = first; i < last;) {
+    const size_t n = r.span[i];
+    driver_.unmap(device, base + i * page_bytes, n * page_bytes);
+    for (size_t k = i; k < i + n; ++k) r.mapped[k] = false;  // the handle alone is left
     close_exported(r, i);
     driver_.release(device, r.handles[i]);
+    r.span[i] = 0;
+    i += n;
   }
   while (!r.mapped.empty() && !r.mapped.back()) {
     r.mapped.pop_back();
     r.handles.pop_back();
+    r.span.pop_back();
     r.exported.pop_back();
   }
 }
@@ -248,9 +271,15 @@ uintptr_t VmmPages::share(int device, uintptr_t address, size_t bytes, std::stri
   if (r.page_bytes == 0) fail("share of " + hex(address) + ", in a range with no page mapped");
   const size_t first = (address - base) / r.page_bytes;
   const size_t last = (address + bytes - base + r.page_bytes - 1) / r.page_bytes;
-  for (size_t i = first; i < last; ++i)
+  for (size_t i = first; i < last; ++i) {
     if (i >= r.mapped.size() || !r.mapped[i])
       fail("share of " + hex(base + i * r.page_bytes) + ", a page that is not mapped");
+    // Native's format lists one handle per page of one size.
+    if (r.span[i] != 1)
+      fail("share of " + hex(base + i * r.page_bytes) +
+           ", a page of a cell mapped as one handle (the rescue policy's): native's "
+           "format has one handle per page, so these pages cannot be shared");
+  }
   if (r.type == ShareableHandle::kNone)
     fail("these pages were made without shareable handles "
          "(TORCH_CUDA_EXPANDABLE_SEGMENTS_IPC=0), so they cannot be shared");
@@ -307,6 +336,16 @@ size_t VmmPages::mapped_pages(int device) const {
   size_t n = 0;
   for (const auto& [base, r] : ranges_)
     if (r.device == device) n += static_cast<size_t>(std::count(r.mapped.begin(), r.mapped.end(), true));
+  return n;
+}
+
+size_t VmmPages::live_handles(int device) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  size_t n = 0;
+  for (const auto& [base, r] : ranges_)
+    if (r.device == device)
+      n += static_cast<size_t>(std::count_if(r.span.begin(), r.span.end(),
+                                             [](uint32_t s) { return s != 0; }));
   return n;
 }
 

@@ -5,8 +5,9 @@
 // release_address_range, over any VmmDriver.
 //
 // Per reserved range: its device, size, page size (fixed by the first
-// growth: 2 MiB small pool, 20 MiB large pool) and one handle per mapped
-// page. Invariants: a page is mapped iff it holds a handle from create();
+// growth: 2 MiB small pool, 20 MiB large pool) and the handle behind each
+// mapped page (one per page, or one per cell: allocator/base/page_handles.h).
+// Invariants: a page is mapped iff it lies in a handle from create();
 // every mapped page is readable and writable from its range's device and
 // from every peer added for that device (add_peer) before or after it was
 // mapped; a range is freed only with no page mapped.
@@ -15,6 +16,9 @@
 //   - one cuMemCreate and one cuMemMap per page (a handle cannot be split
 //     after mapping; per-page handles let any page be unmapped alone), then
 //     one cuMemSetAccess over the new pages for the device and one per peer;
+//     with cells (not native: the rescue policy), one create and one map
+//     per cell instead of per page, and an unmapping must take whole
+//     handles;
 //   - pages are requested as shareable through a fabric handle first; the
 //     first cuMemCreate refusal other than out-of-memory switches this
 //     process to POSIX file descriptors for good (CUDAAllocatorConfig's handle type goes
@@ -60,10 +64,13 @@ class VmmPages {
   // device is out of memory; BackendError (likewise nothing left) for any
   // other failure or for a range that is not whole unmapped pages of a
   // range reserved on `device`.
-  bool map(int device, uintptr_t address, size_t bytes, size_t page_bytes);
+  // `cells`: none (one handle per page) or the cells the mapping starts with.
+  bool map(int device, uintptr_t address, size_t bytes, size_t page_bytes, PageCells cells = {});
   // DeviceBackend::unmap_pages: waits for `stream`, then unmaps and releases
-  // each page. Throws BackendError for pages not mapped.
-  void unmap(int device, uintptr_t address, size_t bytes, size_t page_bytes, StreamId stream);
+  // each handle. Throws BackendError, before anything is unmapped, for
+  // pages not mapped or a handle that crosses either end of the range.
+  void unmap(int device, uintptr_t address, size_t bytes, size_t page_bytes, size_t cell_bytes,
+             StreamId stream);
 
   // Gives `peer` access to every page of `device`, mapped now or later
   // (native's addPeerAccess). Adding a peer twice, or the device itself,
@@ -72,7 +79,8 @@ class VmmPages {
 
   // native: ExpandableSegment::share. Appends to `out` what another process
   // needs to map the pages under [address, address + bytes) (whole pages
-  // around it, all mapped): native 2.11's bytes, a header {pid as 4 bytes
+  // around it, all mapped, each its own handle: cells cannot be written in
+  // native's format, and are refused): native 2.11's bytes, a header {pid as 4 bytes
   // and 4 zero bytes, page size and page count as 8 bytes each} and each
   // page's exported handle (shared_pages.h reads them). Returns the
   // address of the first page shared. A page is exported once; a POSIX
@@ -87,6 +95,8 @@ class VmmPages {
   // Observers for tests and messages.
   std::vector<int> peers(int device) const;
   size_t mapped_pages(int device) const;
+  // Handles live on `device` (pages, or cells mapped as one handle).
+  size_t live_handles(int device) const;
   size_t reserved_ranges() const;
   // The handle type the next growth requests (kFabric while untried).
   ShareableHandle handle_type() const;
@@ -96,7 +106,10 @@ class VmmPages {
     int device = 0;
     size_t bytes = 0;
     size_t page_bytes = 0;          // 0 until the first growth
-    std::vector<uint64_t> handles;  // per page; meaningful where mapped
+    std::vector<uint64_t> handles;  // per page; meaningful at a handle's first page
+    // Per page, as long as `handles`: pages of the handle that starts at
+    // this page (1 for a page's own handle), 0 elsewhere and where unmapped.
+    std::vector<uint32_t> span;
     std::vector<bool> mapped;       // per page, as long as `handles`
     // Per page, as long as `handles`: its exported handle's bytes, empty
     // until shared; a POSIX descriptor is closed at the page's unmap.
@@ -109,16 +122,22 @@ class VmmPages {
   // whole pages of `page_bytes`; throws BackendError naming the problem.
   Range& range_of(int device, uintptr_t address, size_t bytes, size_t page_bytes,
                   uintptr_t* base);
-  // Creates pages [first, last) of `range` as `type`, maps them and sets
-  // access; on any failure undoes all of it. kFailed leaves *error set, and
-  // *refused true when cuMemCreate was the call that failed.
+  // One handle of a growth: where it is mapped, its bytes, the driver's id.
+  struct Made {
+    uintptr_t address;
+    size_t bytes;
+    uint64_t handle;
+  };
+  // Creates pages [first, last) of `range` as `type`, in the handles of
+  // page_handles.h (`cells` first), maps them and sets access; on any
+  // failure undoes all of it. kFailed leaves *error set, and *refused true
+  // when cuMemCreate was the call that failed.
   VmmStatus grow(Range& range, uintptr_t base, size_t first, size_t last, size_t page_bytes,
-                 ShareableHandle type, std::string* error, bool* refused);
-  // Undoes a failed growth: unmaps the first `mapped` of `handles` (pages
-  // laid out from `address`) and releases all of them. Never throws: the
-  // failure being reported matters more than one in the clean-up.
-  void undo(int device, uintptr_t address, size_t page_bytes, const std::vector<uint64_t>& handles,
-            size_t mapped) noexcept;
+                 PageCells cells, ShareableHandle type, std::string* error, bool* refused);
+  // Undoes a failed growth: unmaps the first `mapped` of `made` and
+  // releases all of them. Never throws: the failure being reported matters
+  // more than one in the clean-up.
+  void undo(int device, const std::vector<Made>& made, size_t mapped) noexcept;
   std::vector<int>& peers_of(int device);
   // Closes page `page`'s exported POSIX descriptor, if any, and forgets it.
   static void close_exported(Range& r, size_t page) noexcept;

@@ -124,6 +124,15 @@ std::string json_double(double v) {
   return buf;
 }
 
+// Driver calls for pages (page_handles.h), as a JSON object.
+std::string page_calls_json(const PageCalls& c) {
+  auto n = [](size_t v) { return std::to_string(v); };
+  return "{\"creates\": " + n(c.creates) + ", \"maps\": " + n(c.maps) +
+         ", \"unmaps\": " + n(c.unmaps) + ", \"releases\": " + n(c.releases) +
+         ", \"set_access\": " + n(c.set_access) + ", \"syncs\": " + n(c.syncs) +
+         ", \"total\": " + n(c.total()) + "}";
+}
+
 std::string result_json(const WhatIfResult& r, const std::string& snapshot_path, bool series) {
   auto n = [](size_t v) { return std::to_string(v); };
   const double rate = r.seconds > 0 ? 1.0 / r.seconds : 0.0;
@@ -138,6 +147,9 @@ std::string result_json(const WhatIfResult& r, const std::string& snapshot_path,
                   ", \"device_allocs\": " + n(r.device_allocs) +
                   ", \"device_frees\": " + n(r.device_frees) + ", \"retries\": " + n(r.retries) +
                   ", \"ooms\": " + n(r.ooms) + ", \"fallbacks\": " + n(r.fallbacks) +
+                  ", \"page_calls\": " + page_calls_json(r.page_calls) +
+                  ", \"page_calls_late\": " + page_calls_json(r.page_calls_late) +
+                  ", \"late_request\": " + n(r.late_request) +
                   ", \"fallback_skips\": " + n(r.fallback_skips) +
                   ", \"recorded_ooms_succeeded\": " + n(r.recorded_ooms_succeeded) +
                   ", \"final_reserved\": " + n(r.final_reserved) +

@@ -294,10 +294,19 @@ TEST(RescuePolicy, UnderALimitItUnmapsTheLargestFreeBlocksInsteadOfEmptyingTheCa
   h.engine.free(a);  // free: 60 MiB at 0, 40 MiB at 70, 10 MiB at 140
   h.engine.free(d);
   // 100 MiB fits only on top (grown from the 10 MiB free there): 90 MiB
-  // more passes the limit by 40; a's 60 MiB (the largest free block) go in
-  // one call, d's 40 MiB stay mapped and cached. Native: release all, retry.
+  // more passes the limit by 40; the top 40 MiB of a's 60 (the largest free
+  // block) go in one call, exactly what is missing; a's lower 20 MiB and
+  // d's 40 MiB stay mapped and cached. Native: release all, retry. The room
+  // came from its own stream: 2 MiB handles (a later free run may end
+  // anywhere in them), 45 for the 90 MiB; 20 unmapped.
+  const PageCalls before = h.device.memory().page_calls();
   Block* f = h.engine.malloc(100 * kMiB, kStreamA);
-  EXPECT_EQ(h.engine.reserved_bytes(), 180 * kMiB);
+  const PageCalls spent = h.device.memory().page_calls() - before;
+  EXPECT_EQ(spent.creates, 45u);
+  EXPECT_EQ(spent.maps, 45u);
+  EXPECT_EQ(spent.unmaps, 20u);
+  EXPECT_EQ(spent.releases, 20u);
+  EXPECT_EQ(h.engine.reserved_bytes(), 200 * kMiB);
   EXPECT_EQ(h.engine.largest_cached_block(), 40 * kMiB);
   EXPECT_EQ(h.stats().num_device_free, 1);
   EXPECT_EQ(h.stats().num_alloc_retries, 0);
@@ -312,6 +321,51 @@ TEST(RescuePolicy, UnderALimitItUnmapsTheLargestFreeBlocksInsteadOfEmptyingTheCa
   h.engine.check_invariants();
   for (Block* x : {c, e, f, g}) h.engine.free(x);
   h.engine.check_invariants();
+}
+
+// Issue 48's two_streams: under a limit the memory one stream freed is
+// unmapped and mapped on the other, every step. That mapping, and its
+// unmapping when it moves back, takes 20 MiB handles (native's driver calls),
+// not 2 MiB ones (ten times them).
+TEST(RescuePolicy, MemoryMovingBetweenStreamsTakesTwentyMiBHandles) {
+  Harness h("", 8 * kGiB, "rescue");
+  h.engine.set_memory_limit(200 * kMiB);
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);  // fits: 50 pages of 2 MiB
+  EXPECT_EQ(h.device.memory().page_calls().creates, 50u);
+  h.engine.free(a);
+  // 160 MiB on stream B: 60 MiB past the limit, taken from the top of a's
+  // free 100 (pages: 30 handles); B's mapping is 8 cells of 20 MiB.
+  PageCalls before = h.device.memory().page_calls();
+  Block* b = h.engine.malloc(160 * kMiB, kStreamB);
+  PageCalls spent = h.device.memory().page_calls() - before;
+  EXPECT_EQ(spent.unmaps, 30u);
+  EXPECT_EQ(spent.creates, 8u);
+  EXPECT_EQ(spent.maps, 8u);
+  EXPECT_EQ(spent.set_access, 1u);
+  EXPECT_EQ(h.engine.reserved_bytes(), 200 * kMiB);
+  h.engine.check_invariants();
+  h.engine.free(b);
+  // Back to stream A: its 40 MiB cached run grows by 60 MiB on top, taken
+  // from b's cells: 3 handles unmapped, 3 mapped.
+  before = h.device.memory().page_calls();
+  Block* a2 = h.engine.malloc(100 * kMiB, kStreamA);
+  spent = h.device.memory().page_calls() - before;
+  EXPECT_EQ(spent.unmaps, 3u);
+  EXPECT_EQ(spent.releases, 3u);
+  EXPECT_EQ(spent.creates, 3u);
+  EXPECT_EQ(spent.maps, 3u);
+  EXPECT_EQ(h.engine.reserved_bytes(), 200 * kMiB);
+  h.engine.check_invariants();
+  // B again, past its cached 100 MiB: the rest comes from A's free run;
+  // every unmapping takes whole handles (the backend refuses a cut one).
+  h.engine.free(a2);
+  Block* b2 = h.engine.malloc(150 * kMiB, kStreamB);
+  h.engine.check_invariants();
+  EXPECT_LE(h.engine.reserved_bytes(), 200 * kMiB);
+  h.engine.free(b2);
+  h.engine.empty_cache();
+  h.engine.check_invariants();
+  EXPECT_EQ(h.device.mapped_pages(), 0u);
 }
 
 TEST(RescuePolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {

@@ -72,7 +72,7 @@ TEST_F(SharedPagesTest, AnExportedDescriptorIsClosedWhenItsPageIsUnmapped) {
   ASSERT_EQ(driver.exported_fds_.size(), 1u);
   const int fd = driver.exported_fds_[0];
   EXPECT_TRUE(is_open(fd));
-  pages.unmap(0, base + 2 * kPage, 2 * kPage, kPage, 0);
+  pages.unmap(0, base + 2 * kPage, 2 * kPage, kPage, 0, 0);
   EXPECT_FALSE(is_open(fd));
 }
 
@@ -92,7 +92,7 @@ TEST_F(SharedPagesTest, SharingUnmappedPagesOrPagesWithoutHandlesIsRefusedByName
   const uintptr_t b = plain.reserve(0, 8 * kPage, 0);
   ASSERT_TRUE(plain.map(0, b, kPage, kPage));
   EXPECT_THROW(plain.share(0, b, kPage, &d), BackendError);
-  plain.unmap(0, b, kPage, kPage, 0);
+  plain.unmap(0, b, kPage, kPage, 0, 0);
   plain.release(0, b, 8 * kPage);
 }
 

@@ -112,6 +112,43 @@ TEST(SimulatedMemory, UnmappingAPageThatIsNotMappedThrowsAndChangesNothing) {
   EXPECT_EQ(memory.used(), 20 * kMiB);
 }
 
+// Cells (allocator/base/page_handles.h): one handle each, counted as the
+// CUDA backend's driver calls; an unmapping that would cut one is refused.
+TEST(SimulatedMemory, CellsAreOneHandleEachAndCountedAsDriverCalls) {
+  SimulatedMemory memory("test device", 200 * kMiB, 2 * kMiB);
+  memory.add_reservation(kBase, 200 * kMiB);
+  // 46 MiB from +2 MiB: two 20 MiB cells, then three 2 MiB pages.
+  ASSERT_TRUE(memory.map_pages(kBase + 2 * kMiB, 46 * kMiB, 2 * kMiB, SimulatedMemory::kNoPageLimit,
+                               PageCells{20 * kMiB, 2}));
+  EXPECT_EQ(memory.mapped_pages(), 5u);  // handles
+  EXPECT_EQ(memory.used(), 46 * kMiB);
+  PageCalls c = memory.page_calls();
+  EXPECT_EQ(c.creates, 5u);
+  EXPECT_EQ(c.maps, 5u);
+  EXPECT_EQ(c.set_access, 1u);
+  EXPECT_THROW(memory.unmap_pages(kBase + 32 * kMiB, 16 * kMiB, 2 * kMiB, 20 * kMiB),
+               BackendError);  // cuts the second cell
+  EXPECT_THROW(memory.unmap_pages(kBase + 22 * kMiB, 26 * kMiB, 2 * kMiB),
+               BackendError);  // a cell where only pages were said
+  EXPECT_EQ(memory.page_calls().unmaps, 0u);
+  memory.unmap_pages(kBase + 22 * kMiB, 26 * kMiB, 2 * kMiB, 20 * kMiB);
+  c = memory.page_calls();
+  EXPECT_EQ(c.unmaps, 4u);
+  EXPECT_EQ(c.releases, 4u);
+  EXPECT_EQ(c.syncs, 1u);
+  EXPECT_EQ(memory.used(), 20 * kMiB);
+  // No room for the second cell: nothing mapped; the first was made and
+  // released again (2 creates, 1 release).
+  SimulatedMemory small("test device", 30 * kMiB, 2 * kMiB);
+  small.add_reservation(kBase, 100 * kMiB);
+  EXPECT_FALSE(small.map_pages(kBase, 40 * kMiB, 2 * kMiB, SimulatedMemory::kNoPageLimit,
+                               PageCells{20 * kMiB, 2}));
+  EXPECT_EQ(small.page_calls().creates, 2u);
+  EXPECT_EQ(small.page_calls().releases, 1u);
+  EXPECT_EQ(small.used(), 0u);
+  memory.check();
+}
+
 TEST(SimulatedMemory, AReservationWithPagesMappedCannotBeReleased) {
   SimulatedMemory memory("test device", 100 * kMiB, 2 * kMiB);
   memory.add_reservation(kBase, 40 * kMiB);

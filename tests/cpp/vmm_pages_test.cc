@@ -40,6 +40,66 @@ TEST_F(VmmPagesTest, GrowthCreatesAndMapsOnePagePerPageAndGrantsTheDevice) {
   EXPECT_EQ(driver.accesses_[0], (ScoringDriver::Access{base + 2 * kPage, 3 * kPage, 0}));
 }
 
+// Cells (the rescue policy's, allocator/base/page_handles.h): the first
+// cells of a mapping are one handle each, then one per page; an unmapping
+// takes whole handles and refuses, with nothing unmapped, one that would cut
+// a cell; pages of a cell cannot be shared in native's format.
+TEST_F(VmmPagesTest, CellsAreOneHandleEachAndAreNeverCut) {
+  const uintptr_t base = pages.reserve(0, 64 * kLarge, 0);
+  // 46 MiB: two 20 MiB cells, then three 2 MiB pages.
+  ASSERT_TRUE(pages.map(0, base + kPage, 23 * kPage, kPage, PageCells{kLarge, 2}));
+  EXPECT_EQ(driver.live_.size(), 5u);
+  EXPECT_EQ(driver.maps_, 5);
+  EXPECT_EQ(driver.live_.at(driver.mapped_.at(base + kPage)), kLarge);
+  EXPECT_EQ(driver.live_.at(driver.mapped_.at(base + 21 * kPage)), kPage);
+  EXPECT_EQ(pages.mapped_pages(0), 23u);
+  EXPECT_EQ(pages.live_handles(0), 5u);
+  ASSERT_EQ(driver.accesses_.size(), 1u);  // one grant over all of it
+  auto message = [](auto f) {
+    try {
+      f();
+    } catch (const BackendError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Half of the second cell and the pages after it: refused, nothing done.
+  EXPECT_NE(message([&] { pages.unmap(0, base + 16 * kPage, 8 * kPage, kPage, kLarge, 0); })
+                .find("cuts the handle"),
+            std::string::npos);
+  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, 5 * kPage, kPage, kLarge, 0); })
+                .find("cuts the handle"),
+            std::string::npos);
+  EXPECT_EQ(driver.syncs_, 0);
+  EXPECT_EQ(driver.live_.size(), 5u);
+  std::string shared;
+  EXPECT_NE(message([&] { pages.share(0, base + kPage, kPage, &shared); }).find("cannot be shared"),
+            std::string::npos);
+  // The second cell and the ragged pages: 4 handles, one sync.
+  pages.unmap(0, base + 11 * kPage, 13 * kPage, kPage, kLarge, 0);
+  EXPECT_EQ(driver.syncs_, 1);
+  EXPECT_EQ(driver.live_.size(), 1u);
+  EXPECT_EQ(pages.mapped_pages(0), 10u);
+  // Cells that do not fit the mapping are refused before any create.
+  EXPECT_THROW(pages.map(0, base + 30 * kPage, 15 * kPage, kPage, PageCells{kLarge, 2}),
+               BackendError);
+  EXPECT_EQ(driver.live_.size(), 1u);
+  pages.unmap(0, base + kPage, 10 * kPage, kPage, kLarge, 0);
+  EXPECT_TRUE(driver.live_.empty());
+  pages.release(0, base, 64 * kLarge);
+}
+
+TEST_F(VmmPagesTest, OutOfMemoryWhileCreatingCellsLeavesNothing) {
+  const uintptr_t base = pages.reserve(0, 64 * kLarge, 0);
+  driver.fail_create_in_ = 2;  // the second cell
+  EXPECT_FALSE(pages.map(0, base, 30 * kPage, kPage, PageCells{kLarge, 3}));
+  EXPECT_TRUE(driver.live_.empty());
+  EXPECT_TRUE(driver.mapped_.empty());
+  EXPECT_EQ(pages.mapped_pages(0), 0u);
+  EXPECT_TRUE(pages.map(0, base, 30 * kPage, kPage, PageCells{kLarge, 3}));
+  EXPECT_EQ(driver.live_.size(), 3u);
+}
+
 TEST_F(VmmPagesTest, OutOfMemoryHalfwayThroughCreatesLeavesNothingAndReportsFalse) {
   const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
   driver.fail_create_in_ = 3;  // the third page of four
@@ -136,7 +196,7 @@ TEST(VmmPagesIpcOff, PagesRequestNoShareableHandle) {
 TEST_F(VmmPagesTest, UnmapWaitsForTheSegmentsStreamBeforeTheFirstUnmap) {
   const uintptr_t base = pages.reserve(0, 64 * kPage, 0);
   ASSERT_TRUE(pages.map(0, base, 4 * kPage, kPage));
-  pages.unmap(0, base + kPage, 2 * kPage, kPage, /*stream=*/0x1234);
+  pages.unmap(0, base + kPage, 2 * kPage, kPage, 0, /*stream=*/0x1234);
   EXPECT_EQ(driver.synced_, (std::vector<StreamId>{0x1234}));
   EXPECT_EQ(driver.order_, (std::vector<std::string>{"sync", "unmap", "unmap"}));
   EXPECT_EQ(driver.live_.size(), 2u);
@@ -161,7 +221,7 @@ TEST_F(VmmPagesTest, BadRangesAreRefusedNamingTheProblem) {
   EXPECT_NE(message([&] { pages.map(0, base + 7 * kPage, 2 * kPage, kPage); }).find("runs past"), std::string::npos);
   EXPECT_NE(message([&] { pages.map(1, base + kPage, kPage, kPage); }).find("device 1"), std::string::npos);
   EXPECT_NE(message([&] { pages.map(0, base + 2 * kPage, 2 * kPage, 2 * kPage); }).find("pages of"), std::string::npos);
-  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, kPage, kPage, 0); }).find("not mapped"), std::string::npos);
+  EXPECT_NE(message([&] { pages.unmap(0, base + kPage, kPage, kPage, 0, 0); }).find("not mapped"), std::string::npos);
   EXPECT_NE(message([&] { pages.release(0, base, 8 * kPage); }).find("1 pages still mapped"), std::string::npos);
   EXPECT_NE(message([&] { pages.map(0, 12345, kPage, kPage); }).find("not in a reserved"), std::string::npos);
   EXPECT_EQ(driver.live_.size(), 1u);
@@ -170,7 +230,7 @@ TEST_F(VmmPagesTest, BadRangesAreRefusedNamingTheProblem) {
 TEST_F(VmmPagesTest, ReleasingARangeFreesItsAddressSpace) {
   const uintptr_t base = pages.reserve(0, 8 * kPage, 0);
   ASSERT_TRUE(pages.map(0, base, 3 * kPage, kPage));
-  pages.unmap(0, base, 3 * kPage, kPage, 0);
+  pages.unmap(0, base, 3 * kPage, kPage, 0, 0);
   pages.release(0, base, 8 * kPage);
   EXPECT_TRUE(driver.reserved_.empty());
   EXPECT_TRUE(driver.live_.empty());

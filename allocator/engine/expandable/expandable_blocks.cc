@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "allocator/base/errors.h"
+#include "allocator/base/page_handles.h"
 #include "allocator/engine/blocks/best_fit.h"
 #include "allocator/engine/blocks/size_policy.h"
 #include "allocator/engine/pools/private_pool.h"
@@ -21,6 +22,15 @@ namespace {
 // only the segments created after it).
 size_t page_bytes_for(const BlockPool& pool, const AllocatorConfig& config) {
   return pool.is_small() ? kSmallBuffer : config.large_segment_size;
+}
+
+// The cells a large-pool segment's mappings start with (a policy's choice,
+// AllocatorConfig::large_cell_bytes; page_handles.h), or 0: one handle per
+// page, native. Fixed when the segment is created, as its page.
+size_t cell_bytes_for(const BlockPool& pool, const AllocatorConfig& config) {
+  const size_t cell = config.large_cell_bytes, page = config.large_segment_size;
+  if (pool.is_small() || !valid_cells(cell, page, {cell, 1}) || cell / page > 255) return 0;
+  return cell;
 }
 
 // A step along an expandable segment in address order: a mapped Block, or
@@ -146,7 +156,8 @@ Block* ExpandableBlocks::allocate(BlockPool& pool, StreamId stream, size_t size,
     const uintptr_t base = backend_.reserve_address_range(device_, bytes, page);
     std::unique_ptr<ExpandableSegment> owned;
     try {
-      owned = std::make_unique<ExpandableSegment>(base, bytes, page, stream, &pool);
+      owned = std::make_unique<ExpandableSegment>(base, bytes, page, stream, &pool,
+                                                  cell_bytes_for(pool, config));
     } catch (...) {
       backend_.release_address_range(device_, base, bytes);
       throw;
@@ -185,7 +196,15 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
   const size_t mapped = (bytes + page - 1) / page * page;
   // A policy may refuse the mapping or give pages back elsewhere first
   // (before anything below is taken or reserved).
-  if (!may_map(seg, start, mapped)) return nullptr;
+  bool use_cells = seg.cell_bytes() != 0;
+  if (!may_map(seg, start, mapped, &use_cells)) return nullptr;
+  // The request's block covers [start, start + bytes) of this mapping (and
+  // what lies below it): with cells, the whole cells inside that run are
+  // one handle each, from `start`; the pages of the block's ragged end stay
+  // handles of their own (page_handles.h). A free run that later holds the
+  // whole block unmaps them all; a cell is never cut by the block's end.
+  const PageCells cells =
+      use_cells ? PageCells{seg.cell_bytes(), bytes / seg.cell_bytes()} : PageCells{};
   // Host memory first, so nothing below the device call can throw: the
   // Block, a segment head's room, index nodes, and the node of a new range
   // (none when the pages extend the range that ends at `start`).
@@ -204,7 +223,7 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
   }
   bool ok;
   try {
-    ok = backend_.map_pages(device_, start, mapped, page, seg.stream());
+    ok = backend_.map_pages(device_, start, mapped, page, cells, seg.stream());
   } catch (...) {
     recycler_.give_back_unused(n);
     throw;
@@ -213,6 +232,7 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
     recycler_.give_back_unused(n);
     return nullptr;
   }
+  seg.note_mapped(start, cells);
   const size_t ranges_before = ranges.size();
   n->address = start;
   n->size = mapped;
@@ -284,8 +304,10 @@ Block* ExpandableBlocks::map_gap(ExpandableSegment& seg, uintptr_t start, size_t
 void ExpandableBlocks::unmap(Block* b, const ContextPtr& ctx, OnPages on_pages,
                              EmptySegment empty) {
   ExpandableSegment& seg = *segment_of(b->address);
-  const uintptr_t begin = seg.page_up(b->address);
-  const uintptr_t end = seg.page_down(b->address + b->size);
+  // Whole handles only (a handle cannot be split): whole pages, or whole
+  // cells where a cell was mapped as one handle.
+  const uintptr_t begin = seg.handle_up(b->address);
+  const uintptr_t end = seg.handle_down(b->address + b->size);
   if (begin >= end) return;
   BlockPool& pool = *b->pool;
   const size_t ranges_before = seg.ranges().size();
@@ -314,11 +336,13 @@ void ExpandableBlocks::unmap(Block* b, const ContextPtr& ctx, OnPages on_pages,
   }
   ContextPtr event_ctx = ctx ? ctx : b->context_when_segment_allocated;
   try {
-    backend_.unmap_pages(device_, begin, end - begin, seg.page_bytes(), seg.stream());
+    backend_.unmap_pages(device_, begin, end - begin, seg.page_bytes(), seg.cell_bytes(),
+                         seg.stream());
   } catch (...) {
     if (tail) recycler_.give_back_unused(tail);
     throw;
   }
+  seg.note_unmapped(begin, end - begin);
 
   pool.erase(b);
   // Below the hole: b keeps [b, begin), or goes.

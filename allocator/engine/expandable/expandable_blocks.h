@@ -67,10 +67,12 @@ class ExpandableBlocks {
   // the segment, before anything for it is taken: false refuses it (the
   // allocation then fails as a device refusal would). The placement
   // policy's before_map; it may unmap other free pages first, through this
-  // part (never the gap's own neighbours). Native: always true.
+  // part (never the gap's own neighbours). Native: always true. For a
+  // segment with cells (page_handles.h), setting *cells false maps this
+  // one in pages only (it starts true).
   using MayMap = absl::FunctionRef<bool(ExpandableSegment& segment, uintptr_t start,
-                                        size_t bytes)>;
-  static bool always_map(ExpandableSegment&, uintptr_t, size_t) { return true; }
+                                        size_t bytes, bool* cells)>;
+  static bool always_map(ExpandableSegment&, uintptr_t, size_t, bool*) { return true; }
   // What unmap does with a segment left with nothing mapped: native
   // releases it at once. A policy's unmaps keep it (one may run mid-malloc,
   // which may be mapping into that segment): it stays reserved as address

@@ -1,5 +1,6 @@
 #include "allocator/engine/expandable/expandable_segment.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace cachealloc {
@@ -29,6 +30,24 @@ Block* ExpandableSegment::last_block(const Range& range) {
   return b;
 }
 
+void ExpandableSegment::note_mapped(uintptr_t start, PageCells cells) {
+  if (cell_page_.empty() || cells.count == 0) return;
+  const size_t per = cell_bytes_ / page_bytes_;
+  size_t i = (start - base_) / page_bytes_;
+  for (size_t c = 0; c < cells.count; ++c)
+    for (size_t k = 1; k <= per; ++k) cell_page_[i++] = static_cast<uint8_t>(k);
+  cell_pages_marked_ += cells.count * per;
+}
+
+void ExpandableSegment::note_unmapped(uintptr_t start, size_t bytes) {
+  if (cell_page_.empty()) return;
+  const size_t i = (start - base_) / page_bytes_;
+  for (size_t k = i; k < i + bytes / page_bytes_; ++k) {
+    cell_pages_marked_ -= cell_page_[k] != 0;
+    cell_page_[k] = 0;
+  }
+}
+
 size_t ExpandableSegment::mapped_bytes() const {
   size_t total = 0;
   for (const auto& [start, range] : ranges_) total += range.end - start;
@@ -56,6 +75,25 @@ std::string ExpandableSegment::check() const {
       at += b->size;
     }
     if (at != range.end) return "expandable range's blocks do not cover it";
+  }
+  if (!cell_page_.empty()) {
+    // Inside the ranges, cells run 1..per in order; outside, nothing is
+    // marked (counted: the marks inside must be all of them).
+    const size_t per = cell_bytes_ / page_bytes_;
+    size_t inside = 0;
+    for (const auto& [start, range] : ranges_) {
+      size_t expect = 0;  // the next page's place in a cell, 0 outside one
+      for (uintptr_t p = start; p < range.end; p += page_bytes_) {
+        const size_t k = cell_page(p);
+        inside += k != 0;
+        if (k != (expect ? expect : (k == 1 ? 1 : 0)))
+          return "expandable cell mapped as one handle is cut or out of order";
+        expect = k == 0 || k == per ? 0 : k + 1;
+      }
+      if (expect != 0) return "expandable cell mapped as one handle runs past its range";
+    }
+    if (inside != cell_pages_marked_)
+      return "expandable cell mapped as one handle lies outside the mapped ranges";
   }
   return "";
 }

@@ -19,7 +19,14 @@
 //   - each range's chain tiles it exactly; its blocks are expandable and
 //     share the segment's stream and pool;
 //   - mapped_bytes() == sum of range sizes; the engine's reserved bytes
-//     count them (and no gap).
+//     count them (and no gap);
+//   - with cells (cell_bytes() > 0, a policy's choice: page_handles.h),
+//     every page of a cell mapped as one handle lies inside a mapped range,
+//     and a cell's pages are marked 1..cell_bytes/page_bytes in order.
+// Handles: pages are mapped as page_handles.h lays them out (one physical
+// handle per page, or per whole cell of a mapping); an unmapping must not
+// cut a handle, so its ends are handle_up / handle_down of the free
+// block's ends, not page_up / page_down.
 // Units: bytes and addresses.
 #pragma once
 
@@ -27,7 +34,9 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "allocator/base/page_handles.h"
 #include "allocator/engine/blocks/block.h"
 #include "allocator/engine/blocks/block_pool.h"
 
@@ -42,14 +51,24 @@ class ExpandableSegment {
   };
   using Ranges = std::map<uintptr_t, Range>;
 
+  // cell_bytes: 0 (one handle per page, native) or a multiple of
+  // page_bytes above it, at most 255 pages (page_handles.h): the size of
+  // the cells this segment's mappings may start with. Throws std::bad_alloc.
   ExpandableSegment(uintptr_t base, size_t bytes, size_t page_bytes, StreamId stream,
-                    BlockPool* pool)
-      : base_(base), bytes_(bytes), page_bytes_(page_bytes), stream_(stream), pool_(pool) {}
+                    BlockPool* pool, size_t cell_bytes = 0)
+      : base_(base),
+        bytes_(bytes),
+        page_bytes_(page_bytes),
+        cell_bytes_(cell_bytes),
+        stream_(stream),
+        pool_(pool),
+        cell_page_(cell_bytes ? bytes / page_bytes : 0, 0) {}
 
   uintptr_t base() const { return base_; }
   uintptr_t end() const { return base_ + bytes_; }
   size_t bytes() const { return bytes_; }
   size_t page_bytes() const { return page_bytes_; }
+  size_t cell_bytes() const { return cell_bytes_; }
   StreamId stream() const { return stream_; }
   BlockPool* pool() const { return pool_; }
   bool contains(uintptr_t address) const { return address >= base_ && address < end(); }
@@ -61,6 +80,26 @@ class ExpandableSegment {
   uintptr_t page_up(uintptr_t address) const {
     return base_ + (address - base_ + page_bytes_ - 1) / page_bytes_ * page_bytes_;
   }
+
+  // Handle boundaries at or above / at or below `address`: page_up /
+  // page_down, moved to the cell's end / start when that lands strictly
+  // inside a cell mapped as one handle. [handle_up(a), handle_down(b)) is
+  // what can be unmapped of a free run [a, b). O(1).
+  uintptr_t handle_up(uintptr_t address) const {
+    const uintptr_t p = page_up(address);
+    const size_t k = cell_page(p);
+    return k > 1 ? p + (cell_bytes_ / page_bytes_ - (k - 1)) * page_bytes_ : p;
+  }
+  uintptr_t handle_down(uintptr_t address) const {
+    const uintptr_t p = page_down(address);
+    const size_t k = cell_page(p);
+    return k > 1 ? p - (k - 1) * page_bytes_ : p;
+  }
+  // After a mapping at `start` that began with `cells` (of cell_bytes()):
+  // marks their pages, as the backend made them. After an unmapping of
+  // [start, start + bytes) (handle boundaries): clears them. No allocation.
+  void note_mapped(uintptr_t start, PageCells cells);
+  void note_unmapped(uintptr_t start, size_t bytes);
 
   const Ranges& ranges() const { return ranges_; }
   Ranges& ranges() { return ranges_; }
@@ -88,12 +127,24 @@ class ExpandableSegment {
   std::string check() const;
 
  private:
+  // For the page at `address` (a page boundary): 0 when it is its own
+  // handle (or unmapped, or past the end), else its place in its cell, 1 for
+  // the cell's first page.
+  size_t cell_page(uintptr_t address) const {
+    const size_t i = (address - base_) / page_bytes_;
+    return i < cell_page_.size() ? cell_page_[i] : 0;
+  }
+
   const uintptr_t base_;
   const size_t bytes_;       // reserved: whole pages
   const size_t page_bytes_;  // 2 MiB (small pool) or 20 MiB (large pool)
+  const size_t cell_bytes_;  // 0, or the cells' size (page_handles.h)
   const StreamId stream_;
   BlockPool* const pool_;
   Ranges ranges_;
+  // Per page from base_ (only with cells): cell_page()'s value. Sized once.
+  std::vector<uint8_t> cell_page_;
+  size_t cell_pages_marked_ = 0;  // pages of cell_page_ not 0
 };
 
 }  // namespace cachealloc

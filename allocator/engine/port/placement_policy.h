@@ -101,6 +101,18 @@ class PlacementPolicy {
     return true;
   }
 
+  // For a segment whose config gave it cells (AllocatorConfig::
+  // large_cell_bytes, page_handles.h), asked after before_map allowed a
+  // mapping of `bytes` at `start`: true maps the whole cells of the
+  // request's run as one handle each (fewer driver calls; such a cell is
+  // later unmapped whole or not at all), false maps pages only. Default:
+  // true.
+  virtual bool map_in_cells(const PolicyEngine& engine, const ExpandableSegment& segment,
+                            uintptr_t start, size_t bytes) {
+    (void)engine, (void)segment, (void)start, (void)bytes;
+    return true;
+  }
+
   // Called after a block of mapped (expandable) memory was freed and merged
   // with its free neighbours into `merged` (free, indexed). May release or
   // unmap it. Not called for whole-segment blocks (their free is the

@@ -9,16 +9,14 @@ namespace cachealloc {
 
 Block* PolicyEngine::native_alloc(const MissRequest& m) {
   return p_.segments.allocate(*m.pool, m.stream, m.size, m.alloc_size, ctx_,
-                              [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-                                return may_map(seg, start, bytes);
-                              });
+                              [this](ExpandableSegment& seg, uintptr_t start, size_t bytes,
+                                     bool* cells) { return may_map(seg, start, bytes, cells); });
 }
 
 Block* PolicyEngine::map_for(const MissRequest& m) {
   return p_.segments.map_pages(*m.pool, m.stream, m.size, ctx_,
-                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes) {
-                                 return may_map(seg, start, bytes);
-                               });
+                               [this](ExpandableSegment& seg, uintptr_t start, size_t bytes,
+                                      bool* cells) { return may_map(seg, start, bytes, cells); });
 }
 
 void PolicyEngine::unmap_free_pages(Block* b) {
@@ -27,8 +25,9 @@ void PolicyEngine::unmap_free_pages(Block* b) {
 
 size_t PolicyEngine::whole_page_bytes(const ExpandableSegment& segment, uintptr_t address,
                                       size_t size) {
-  const uintptr_t first = segment.page_up(address);
-  const uintptr_t last = segment.page_down(address + size);
+  // Handles, not pages: a cell mapped as one handle goes whole or not at all.
+  const uintptr_t first = segment.handle_up(address);
+  const uintptr_t last = segment.handle_down(address + size);
   return last > first ? last - first : 0;
 }
 
@@ -46,8 +45,15 @@ size_t PolicyEngine::unmap_top_pages(Block* b, size_t bytes) {
   // [hole, b's end), and unmap_free_pages(upper) unmaps upper's whole pages,
   // which are exactly [hole, hole + bytes). Between the cut and the unmap
   // b and upper are two free neighbours, which the unmap separates.
-  const uintptr_t top = seg.page_down(b->address + b->size);
-  const uintptr_t hole = top - bytes;
+  const uintptr_t top = seg.handle_down(b->address + b->size);
+  // The hole starts on a handle boundary: a cell mapped as one handle is
+  // unmapped whole (more than asked), never cut.
+  const uintptr_t hole = seg.handle_down(top - bytes);
+  bytes = top - hole;
+  if (bytes == whole) {
+    unmap_free_pages(b);
+    return bytes;
+  }
   const uintptr_t end = b->address + b->size;
   BlockPool& pool = *b->pool;
   // Host memory first (the Block, the index nodes), each failure undoing

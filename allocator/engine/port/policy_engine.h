@@ -101,9 +101,12 @@ class PolicyEngine {
                                  size_t size);
 
  private:
-  // ExpandableBlocks::MayMap: the policy's before_map, with this engine.
-  bool may_map(ExpandableSegment& segment, uintptr_t start, size_t bytes) {
-    return p_.policy.before_map(*this, segment, start, bytes);
+  // ExpandableBlocks::MayMap: the policy's before_map, with this engine,
+  // then (segments with cells) its map_in_cells.
+  bool may_map(ExpandableSegment& segment, uintptr_t start, size_t bytes, bool* cells) {
+    if (!p_.policy.before_map(*this, segment, start, bytes)) return false;
+    if (*cells) *cells = p_.policy.map_in_cells(*this, segment, start, bytes);
+    return true;
   }
 
   const Parts p_;  // references: cheap to copy
