@@ -173,3 +173,16 @@ def test_scripts_empty_cache_is_replayed(tmp_path):
     row = lab.compare(str(rec.trace), [""])[0]
     assert row["device_frees"] >= 1
     assert row["peak_reserved"] == 50 << 20
+
+
+def test_timing_workspaces_bound_no_plan():
+    """workspace_bound's class ratios use the plans' workspaces only: a
+    cudnn.benchmark first call's timing workspace (the one before each
+    empty cache) takes what the largest plan asks and would blow every
+    bound of its class up (seen: 4.8 GB on one RegNetY key)."""
+    from cachealloc.predict.kernels import workspace_bound
+    e = {"workspaces": [[2, 131]], "first": [[2, 5 << 30], [2, 131], [3, 7 << 20], [3, 4096]],
+         "first_empty_cache": [[2, 1], [3, 3]]}
+    assert workspace_bound.largest_workspace(e) == 4096
+    assert workspace_bound.largest_workspace({"workspaces": [[0, 10]], "first": [[0, 99]]}) == 99
+    assert key_probe.find_marks(e["first"], [[2, 131], [3, 4096]]) == [[2, 1], [3, 3]]
