@@ -27,6 +27,7 @@ python3 benchmarks/zoo/merge_tables.py $R/probe_validation.json $P/tv_efficientn
 python3 benchmarks/zoo/merge_tables.py $R/probe_holdout.json $P/tv_resnext50_32x4d_cl_bf16ac_bench.table.json.gz \
   $P/tv_shufflenet_v2_x1_0_fp32_bench.table.json.gz $P/timm_mixnet_s_fp16.table.json.gz >> $R/merge.log 2>&1
 ( export CUDA_VISIBLE_DEVICES= OMP_NUM_THREADS=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks PYTHONUNBUFFERED=1
+  export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-} CACHEALLOC_CLI=$PWD/.carry/bin/cachealloc
   J=${PRED_JOBS:-6}; T=$(( $(left) - 20 ))
   timeout $T python3 benchmarks/zoo/predict.py --truth $Z/holdout_truth_H100.json --out $R/holdout_unprobed.json \
       --jobs 2 --timeout 300 > $R/holdout_unprobed.log 2>&1 &
