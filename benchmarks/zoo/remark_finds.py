@@ -3,7 +3,8 @@ before find_marks() (session 25's first probe run, which read them off
 segment releases only): for each cudnn.benchmark key, the marks by the
 find rule. In place.
 
-    python3 benchmarks/zoo/remark_finds.py TABLE.json [...]"""
+    python3 benchmarks/zoo/remark_finds.py TABLE.json[.gz] [...]"""
+import gzip
 import json
 import os
 import sys
@@ -13,7 +14,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import key_probe  # noqa: E402  (by path: standard library only)
 
 for path in sys.argv[1:]:
-    with open(path) as f:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
         t = json.load(f)
     if t.get("conv_benchmark_empty_cache") is False:
         continue
@@ -26,6 +28,6 @@ for path in sys.argv[1:]:
                 e["first_empty_cache"] = marks
                 n += 1
     t["remarked"] = "first_empty_cache by key_probe.find_marks (benchmarks/zoo/remark_finds.py)"
-    with open(path, "w") as f:
+    with opener(path, "wt") as f:
         json.dump(t, f, indent=0, sort_keys=True)
     print(f"{path}: {n} keys marked")

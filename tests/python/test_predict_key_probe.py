@@ -186,3 +186,60 @@ def test_timing_workspaces_bound_no_plan():
     assert workspace_bound.largest_workspace(e) == 4096
     assert workspace_bound.largest_workspace({"workspaces": [[0, 10]], "first": [[0, 99]]}) == 99
     assert key_probe.find_marks(e["first"], [[2, 131], [3, 4096]]) == [[2, 1], [3, 3]]
+
+
+def test_find_marks_with_a_timing_workspace_the_size_of_its_plan():
+    """The timing workspace comes before its plan's: when both have the
+    same size the mark still follows the first of them (review, session 25:
+    8 of 576 probed keys)."""
+    assert key_probe.find_marks([[1, 65544339], [1, 65544339]], [[1, 65544339]]) == [[1, 1]]
+    assert key_probe.find_marks([[1, 7], [1, 7], [2, 9], [2, 3]], [[1, 7], [2, 3]]) == [[1, 1], [2, 3]]
+
+
+def test_cudnn_table_option_goes_before_the_bundled_tables(tmp_path, monkeypatch):
+    """`--cudnn-table FILE` (CACHEALLOC_CUDNN_TABLE=+FILE): the file's keys
+    first, the bundled tables' for the keys it lacks, so a probe of only the
+    keys a prediction lacked loses none the bundled tables had; a plain
+    path is that table alone."""
+    from cachealloc import predict
+    from cachealloc.predict.kernels import cudnn_workspace
+    gpu = predict.resolve_gpu("H100-80GB")
+    bundled, _ = cudnn_workspace.choose_table(gpu, "2.11.0", env={})
+    some = next(iter(bundled["entries"]))
+    mine = tmp_path / "mine.json.gz"
+    import gzip
+    with gzip.open(mine, "wt") as f:
+        json.dump({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0", "cudnn": 1,
+                   "gpu": {"name": gpu.product, "capability": [9, 0]},
+                   "entries": {"fwd|mine|flags=0,0,1": {"workspaces": [[0, 5]]},
+                               some: {"workspaces": [[0, 77]]}}}, f)
+    t, why = cudnn_workspace.choose_table(gpu, "2.11.0", env={cudnn_workspace.ENV: f"+{mine}"})
+    assert t["entries"]["fwd|mine|flags=0,0,1"] == {"workspaces": [[0, 5]]}
+    assert t["entries"][some] == {"workspaces": [[0, 77]]}
+    assert len(t["entries"]) == len(bundled["entries"]) + 1 and "first" in why
+    alone, _ = cudnn_workspace.choose_table(gpu, "2.11.0", env={cudnn_workspace.ENV: str(mine)})
+    assert len(alone["entries"]) == 2
+
+
+def test_probe_with_no_keys_writes_an_empty_table(tmp_path, monkeypatch):
+    """A keys file with nothing to measure still gives a table (no GPU
+    call is made for it; the GPU's name is faked here)."""
+    keys = tmp_path / "k.json"
+    keys.write_text(json.dumps({"format": key_probe.KEYS_FORMAT, "sizes": {}}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(key_probe, "gpu_header", lambda torch, source: {
+        "format": key_probe.TABLE_FORMAT, "gpu": {"name": "x", "capability": [9, 0]}, "entries": {}})
+    out = tmp_path / "t.json"
+    assert key_probe.main([str(keys), "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["entries"] == {}
+
+
+def test_history_alignment_skips_the_empty_cache():
+    """cudnn_history's walk of the fake run against a GPU history: the fake
+    run's EMPTY (a script's torch.cuda.empty_cache()) has no GPU request."""
+    from cachealloc.predict.device.recorder import ALLOC, EMPTY, FREE, NO_ID
+    from cachealloc.predict.kernels import cudnn_history
+    fake = [(ALLOC, 1, 100, 0), (FREE, 1, 0, 0), (EMPTY, NO_ID, 0, 0), (ALLOC, 2, 200, 0)]
+    gpu = [("a", 10, 100), ("f", 10, 100), ("a", 11, 200)]
+    found, matched = cudnn_history.workspaces_by_call(gpu, fake, [])
+    assert found == {} and matched == 3

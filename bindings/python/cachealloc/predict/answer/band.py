@@ -231,8 +231,9 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
             it["detail"] += ("; placed together with the item above (one replay holds every "
                              "missing workspace at its bound): no more to peak allocated and the need")
             it["placed"] = True
-            it["need"] = [0, 0]
-            if not benchmark:
+            if placed["need"] is not None:
+                it["need"] = [0, 0]
+            if not benchmark and placed["allocated"] is not None:
                 it["allocated"] = [0, 0]
         elif placed is not None:
             placed_item = items[-1]
@@ -285,15 +286,19 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
     other = summary.get("cudnn_other_gpu_keys") or {}
     if other:
         bounds = [workspace_bound.bound(k) for k in other]
-        top = None if None in bounds else max(bounds, default=0)
-        total = None if None in bounds else sum(-(-b // SEGMENT) * SEGMENT for b in bounds)
+        known = [b for b in bounds if b is not None]
+        top = None if None in bounds else max(known, default=0)
+        total = None if None in bounds else sum(-(-b // SEGMENT) * SEGMENT for b in known)
         up = None if top is None else -(-top // SEGMENT) * SEGMENT
+        low = max(known, default=0)      # a known bound still bounds the low side
+        low_total = sum(-(-b // SEGMENT) * SEGMENT for b in known)
         items.append({
             "what": "cuDNN convolutions measured on another GPU of the same compute capability",
             "calls": sum(other.values()), "keys": len(other), "example": next(iter(other)),
             "detail": "their table workspaces are counted; this GPU's heuristics may pick other "
                       "plans, so each is taken to differ by up to its shape class's bound",
-            "allocated": [top or 0, top], "need": [up or 0, up], "reserved": [total or 0, total]})
+            "allocated": [low, top], "need": [-(-low // SEGMENT) * SEGMENT, up],
+            "reserved": [low_total, total]})
     rnn = summary.get("unmodelled_calls") or {}
     if rnn:
         held = (summary.get("at_optimizer_step") or {}).get("total") or 0

@@ -118,8 +118,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--html", metavar="PAGE", help="also write a page to decide from: the answer, "
                    "peaks against the size with the limit, memory over the step, what the peak "
                    "is made of (self-contained HTML)")
-    p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from benchmarks/predict/cudnn_probe.py) "
-                   "instead of the bundled one for the GPU; 'none' models no cuDNN workspace")
+    p.add_argument("--cudnn-table", help="cuDNN workspace table (JSON from key_probe or benchmarks/predict/cudnn_probe.py; "
+                   "used first, the bundled tables for the keys it lacks); 'none' models no cuDNN "
+                   "workspace")
     p.add_argument("--cudnn-keys", metavar="KEYS",
                    help="also write the convolutions the cuDNN table lacks, per size recorded, to "
                         "KEYS (JSON); measure them on a GPU with `python -m "
@@ -200,7 +201,10 @@ def _main(argv: Optional[List[str]]) -> int:
                 cudnn_workspace.load_table(ns.cudnn_table)
             except cudnn_workspace.TableError as e:
                 return bad(str(e))
-        os.environ[cudnn_workspace.ENV] = ns.cudnn_table   # the worker processes read it
+        # The worker processes read it; a file goes first, the bundled
+        # tables give the keys it lacks ("+": cudnn_workspace.choose_table).
+        os.environ[cudnn_workspace.ENV] = (ns.cudnn_table if ns.cudnn_table.lower() == "none"
+                                           else "+" + ns.cudnn_table)
     target = ns.builder or command
     common = dict(memory_fraction=ns.memory_fraction, steps=ns.steps, batch_arg=ns.batch_arg,
                   batch_env=ns.batch_env, no_optimizer_step=ns.no_optimizer_step,
@@ -263,6 +267,11 @@ def write_keys(path: str, answer: dict) -> int:
            "sizes": {s: k for s, k in sizes.items() if k}}
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
+    missing = ((answer.get("recording") or {}).get("cudnn") or {}).get("not_modelled_keys") or 0
+    written = len(doc["sizes"].get(str(answer.get("size")), ())) if answer.get("size") is not None else None
+    if written is not None and missing > written:
+        print(f"cachealloc predict: warning: {missing} keys were missing, the recording kept "
+              f"{written}: probe them, then predict again for the rest", file=sys.stderr)
     return sum(len(k) for k in doc["sizes"].values())
 
 

@@ -80,7 +80,7 @@ class Recording:
         self._op_allocs = 0         # the running convolution's own allocations so far
         self.conv_calls = []        # (key, first event index, end event index) per convolution
         self.unmodelled = {}        # what ran that the fake run records otherwise than a GPU -> calls
-        self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (not replayed)
+        self.empty_cache_calls = 0  # torch.cuda.empty_cache() calls (replayed: EMPTY events)
         self.attention = {}         # "kernel: dtype, head dim ..." -> scaled_dot_product_attention calls
         self.attention_bytes = {}   # the same key -> its largest call's output, bytes (the band's bound)
         self.op_calls = {}          # "aten.mm.default" -> calls that made an allocation (the band's coverage)

@@ -20,7 +20,7 @@ from typing import Dict, List, Tuple
 
 from ..request_stream import requests
 
-ALLOC, FREE = 0, 1
+ALLOC, FREE, EMPTY = 0, 1, 2   # recorder's event kinds
 
 
 class AlignmentError(ValueError):
@@ -55,6 +55,9 @@ def workspaces_by_call(gpu, fake_events, conv_calls) -> Tuple[Dict[int, list], i
     while i < len(gpu):
         g = gpu[i]
         f = fake_events[j] if j < len(fake_events) else None
+        if f is not None and f[0] == EMPTY:      # the cache emptied: no request on the GPU side
+            j += 1
+            continue
         if f is not None and g[0] == "a" and f[0] == ALLOC and g[2] == f[2]:
             addr_to_id[g[1]] = f[1]
             i, j = i + 1, j + 1

@@ -16,7 +16,9 @@ Tables live in data/cudnn_*.json (format below, written by the probe, or
 derived from a recorded history by benchmarks/predict/cudnn_from_history.py).
 For a target GPU the table chosen has the same compute capability; among
 those, one from the same GPU product and the running torch's major.minor is
-preferred. CACHEALLOC_CUDNN_TABLE=PATH uses that file, =none uses no table.
+preferred. CACHEALLOC_CUDNN_TABLE=PATH uses that file alone, =+PATH that
+file first and the bundled tables for the keys it lacks (what
+`cachealloc predict --cudnn-table PATH` sets), =none no table.
 
 A convolution whose key the table lacks gets no workspace and is counted as
 not modelled (calls, distinct keys, an example key), so the output says
@@ -34,6 +36,7 @@ position = the number of the op's own allocations made before the workspace.
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pathlib
@@ -51,7 +54,8 @@ class TableError(ValueError):
 def load_table(path) -> dict:
     path = pathlib.Path(path)
     try:
-        table = json.loads(path.read_text())
+        raw = path.read_bytes()
+        table = json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
     except (OSError, ValueError) as e:
         raise TableError(f"cuDNN workspace table {path}: {e}") from None
     if not isinstance(table, dict) or table.get("format") != FORMAT:
@@ -96,7 +100,8 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
     if override:
         if override.lower() == "none":
             return None, f"{ENV}=none"
-        return load_table(override), f"{ENV}={override}"
+        if not override.startswith("+"):
+            return load_table(override), f"{ENV}={override}"
     ranked = []
     for path in sorted(DATA.glob("cudnn_*.json")):
         t = load_table(path)
@@ -107,7 +112,7 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
         rank = (t["gpu"].get("name") == gpu.product, _minor(t.get("torch", "")) == _minor(torch_version),
                 t.get("cudnn") is not None)
         ranked.append((rank, path.name, t))
-    if not ranked:
+    if not ranked and not override:
         return None, f"no bundled table for compute capability {gpu.capability[0]}.{gpu.capability[1]}"
     # The best-ranked table, with the keys only the others measured (each
     # key from the best-ranked table that has it): tables of one
@@ -116,6 +121,12 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
     # count, memory) is marked "other_gpu": its plan may differ here, so it
     # gives the workspace but the band bounds it as unmeasured (band.py).
     ranked.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    if override:
+        # "+FILE" (--cudnn-table): the user's table first (a probe of this
+        # model's keys on the target's product), the bundled ones for the
+        # keys it lacks.
+        t = load_table(override[1:])
+        ranked.insert(0, ((True, True, True), pathlib.Path(override[1:]).name, t))
 
     def marked(t):
         name = t["gpu"].get("name")
@@ -128,6 +139,8 @@ def choose_table(gpu, torch_version: str, env=None) -> tuple:
         if added:
             best["entries"].update(added)
             best["path"] = best["path"] + f" + {len(added)} keys of {name}"
+    if override:
+        return best, f"{ENV}={override}: that table first, then the bundled tables"
     return best, "bundled table for compute capability {}.{}".format(*gpu.capability)
 
 

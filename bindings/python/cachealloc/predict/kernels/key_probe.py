@@ -175,13 +175,17 @@ def find_marks(first: list, steady: list) -> list:
     each. A segment release in the history shows it only when some cached
     segment was wholly free then, so the history alone misses some (seen on
     the H100: 41 of 92 ResNet-50 keys showed one)."""
-    marks, j = [], 0
-    for i, (position, size) in enumerate(first):
-        if j < len(steady) and steady[j][1] == size:
-            j += 1                      # a plan's workspace, as later calls ask it
+    # Matched from the end: each op's timing workspace comes before its own
+    # plan's, so a timing workspace the size of its plan's is still the
+    # first of the two.
+    marks, j = [], len(steady) - 1
+    for i in range(len(first) - 1, -1, -1):
+        position, size = first[i]
+        if j >= 0 and steady[j][1] == size:
+            j -= 1                      # a plan's workspace, as later calls ask it
             continue
         marks.append([position, i + 1])
-    return marks
+    return marks[::-1]
 
 
 # --- rebuilding a call from its key (GPU side) ---------------------------------------
@@ -291,7 +295,12 @@ def probe_keys(keys: List[str], calls: int = 2, log=None) -> Dict[str, dict]:
             e["first"] = results[0][0]
         marks = results[0][2]
         if k["flags"][0] and EMPTY_AFTER_FIND:
-            marks = find_marks(results[0][0], steady[-1][0])
+            # The find rule's marks, and those the history showed where the
+            # rule has none (a find whose plans need no workspace still
+            # empties the cache): one per count of workspaces before it.
+            by_before = {m[1]: m for m in marks}
+            by_before.update({m[1]: m for m in find_marks(results[0][0], steady[-1][0])})
+            marks = [by_before[b] for b in sorted(by_before)]
         if marks:
             e["first_empty_cache"] = marks
         if any(r[0] != steady[-1][0] for r in steady):
@@ -395,6 +404,7 @@ def main(argv: Optional[list] = None) -> int:
                   f"with a workspace, {time.time() - t0:.1f} s", flush=True)
             table["seconds"] = round(time.time() - t0, 1)
             _write(table, args.out)          # a run cut short keeps what it measured
+    _write(table, args.out)                  # also with no key to measure
     print(f"wrote {args.out}: {len(table['entries'])} keys")
     return 0
 

@@ -128,7 +128,7 @@ def measured() -> Dict[tuple, tuple]:
     and the run's own (CACHEALLOC_CUDNN_TABLE), for the levels: the whole
     class (4 fields), (direction, kind of convolution), (direction,). A key measured
     in several tables counts once, with its largest ratio."""
-    extra = os.environ.get(ENV) or ""
+    extra = (os.environ.get(ENV) or "").lstrip("+")    # "+PATH": that table and the bundled ones
     return _measured("" if extra.lower() == "none" else extra)
 
 
