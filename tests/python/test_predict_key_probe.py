@@ -243,3 +243,34 @@ def test_history_alignment_skips_the_empty_cache():
     gpu = [("a", 10, 100), ("f", 10, 100), ("a", 11, 200)]
     found, matched = cudnn_history.workspaces_by_call(gpu, fake, [])
     assert found == {} and matched == 3
+
+
+def test_keys_file_bounds(tmp_path, monkeypatch):
+    """A size that is not a whole number and a file over the byte bound are
+    refused with the problem named (never read whole into memory)."""
+    good = cudnn_key.conv_key(*_calls()[0])
+    f = tmp_path / "k.json"
+    f.write_text(json.dumps({"format": key_probe.KEYS_FORMAT, "sizes": {"--x": [good]}}))
+    with pytest.raises(ValueError, match="size '--x' is not a whole number"):
+        key_probe.load_keys(f)
+    monkeypatch.setattr(key_probe, "MAX_BYTES", 100)
+    f.write_text(json.dumps({"format": key_probe.KEYS_FORMAT, "sizes": {"2": [good] * 5}}))
+    with pytest.raises(ValueError, match="larger than 100 bytes"):
+        key_probe.load_keys(f)
+
+
+def test_a_key_that_does_not_rebuild_is_not_measured(monkeypatch):
+    """A strided key whose last dimension is 1 cannot be rebuilt strided:
+    the probe marks it unstable (not modelled) instead of measuring another
+    call under its name. Run on the CPU here: such a key never reaches the
+    GPU calls."""
+    x = torch.randn(2, 8, 1, 9)[:, :, :, ::2]          # neither contiguous nor channels_last
+    w = torch.randn(4, 8, 1, 1)
+    key = cudnn_key.conv_key(torch.ops.aten.convolution.default,
+                             (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1))
+    assert "fmt=strided" in key
+    build = key_probe.build_call
+    monkeypatch.setattr(key_probe, "build_call", lambda k, device="cpu": build(k, device="cpu"))
+    e = key_probe.probe_keys([key])[key]
+    assert e["unstable"] is True and e["workspaces"] == []
+    assert e["not_rebuilt"] != key and "fmt=contiguous" in e["not_rebuilt"]

@@ -50,6 +50,7 @@ KEYS_FORMAT = "cachealloc-cudnn-keys/1"
 TABLE_FORMAT = "cachealloc-cudnn-workspaces/1"
 MAX_KEYS = 200_000          # a keys file larger than this is refused (memory bound)
 SIZES_PER_PROCESS = 12      # sizes a process probes when no key runs under cudnn.benchmark
+MAX_BYTES = 256 << 20       # a keys file's text larger than this is refused
 
 
 class KeyError_(ValueError):
@@ -89,7 +90,10 @@ def load_keys(path) -> Dict[str, List[str]]:
     """{size: [key, ...]} from a keys file, checked."""
     try:
         with (gzip.open(path, "rt") if str(path).endswith(".gz") else open(path)) as f:
-            doc = json.load(f)
+            text = f.read(MAX_BYTES + 1)        # bounded, a gzip file's unpacked bytes too
+        if len(text) > MAX_BYTES:
+            raise ValueError(f"larger than {MAX_BYTES} bytes")
+        doc = json.loads(text)
     except (OSError, ValueError) as e:
         raise ValueError(f"cuDNN keys {path}: {e}") from None
     sizes = doc.get("sizes") if isinstance(doc, dict) else None
@@ -97,6 +101,8 @@ def load_keys(path) -> Dict[str, List[str]]:
         raise ValueError(f"cuDNN keys {path}: not a {KEYS_FORMAT} file with 'sizes'")
     n = 0
     for size, keys in sizes.items():
+        if not size.isdigit():
+            raise ValueError(f"cuDNN keys {path}: size {size!r} is not a whole number")
         if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
             raise ValueError(f"cuDNN keys {path}: size {size}: not a list of key strings")
         for k in keys:
@@ -233,6 +239,21 @@ def build_call(k: dict, device="cuda"):
     return aten.convolution_backward.default, (go, inp, w, bias_sizes, *common, k["mask"])
 
 
+def _rebuilt_key(func, args) -> Optional[str]:
+    """The key of the call as rebuilt (cudnn_key.py, loaded by path so this
+    file keeps to the standard library and torch); None if it cannot be
+    loaded."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cudnn_key.py")
+    try:
+        spec = importlib.util.spec_from_file_location("_cudnn_key_for_probe", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    except (OSError, ImportError):
+        return None
+    return mod.conv_key(func, args)
+
+
 def _set_flags(torch, flags) -> None:
     b = torch.backends.cudnn
     b.benchmark, b.deterministic, b.allow_tf32 = bool(flags[0]), bool(flags[1]), bool(flags[2])
@@ -279,6 +300,12 @@ def probe_keys(keys: List[str], calls: int = 2, log=None) -> Dict[str, dict]:
         k = parse_key(key)
         _set_flags(torch, k["flags"])
         func, args = build_call(k)
+        rebuilt = _rebuilt_key(func, args)
+        if rebuilt is not None and rebuilt != key:
+            # The tensors made cannot show the key's layout (a strided key
+            # whose last dimensions are 1): not measured, so not claimed.
+            entries[key] = {"workspaces": [], "unstable": True, "not_rebuilt": rebuilt}
+            continue
         bias_bytes = 0
         if k["kind"] == "bwd" and k["mask"][2]:
             out_channels = k["weight"][1] * k["groups"] if k["transposed"] else k["weight"][0]
