@@ -283,6 +283,14 @@ TEST(RescuePolicy, UnderALimitAMissIsCheckedAgainstThePagesItMaps) {
   h.engine.free(b);
 }
 
+// malloc(bytes, stream), with the page layer's driver calls it made in *spent.
+Block* MallocCounting(Harness& h, size_t bytes, StreamId stream, PageCalls* spent) {
+  const PageCalls before = h.device.memory().page_calls();
+  Block* b = h.engine.malloc(bytes, stream);
+  *spent = h.device.memory().page_calls() - before;
+  return b;
+}
+
 TEST(RescuePolicy, UnderALimitItUnmapsTheLargestFreeBlocksInsteadOfEmptyingTheCache) {
   Harness h("", 8 * kGiB, "rescue");
   h.engine.set_memory_limit(200 * kMiB);
@@ -299,9 +307,8 @@ TEST(RescuePolicy, UnderALimitItUnmapsTheLargestFreeBlocksInsteadOfEmptyingTheCa
   // d's 40 MiB stay mapped and cached. Native: release all, retry. The room
   // came from its own stream: 2 MiB handles (a later free run may end
   // anywhere in them), 45 for the 90 MiB; 20 unmapped.
-  const PageCalls before = h.device.memory().page_calls();
-  Block* f = h.engine.malloc(100 * kMiB, kStreamA);
-  const PageCalls spent = h.device.memory().page_calls() - before;
+  PageCalls spent;
+  Block* f = MallocCounting(h, 100 * kMiB, kStreamA, &spent);
   EXPECT_EQ(spent.creates, 45u);
   EXPECT_EQ(spent.maps, 45u);
   EXPECT_EQ(spent.unmaps, 20u);
@@ -335,9 +342,8 @@ TEST(RescuePolicy, MemoryMovingBetweenStreamsTakesTwentyMiBHandles) {
   h.engine.free(a);
   // 160 MiB on stream B: 60 MiB past the limit, taken from the top of a's
   // free 100 (pages: 30 handles); B's mapping is 8 cells of 20 MiB.
-  PageCalls before = h.device.memory().page_calls();
-  Block* b = h.engine.malloc(160 * kMiB, kStreamB);
-  PageCalls spent = h.device.memory().page_calls() - before;
+  PageCalls spent;
+  Block* b = MallocCounting(h, 160 * kMiB, kStreamB, &spent);
   EXPECT_EQ(spent.unmaps, 30u);
   EXPECT_EQ(spent.creates, 8u);
   EXPECT_EQ(spent.maps, 8u);
@@ -347,9 +353,7 @@ TEST(RescuePolicy, MemoryMovingBetweenStreamsTakesTwentyMiBHandles) {
   h.engine.free(b);
   // Back to stream A: its 40 MiB cached run grows by 60 MiB on top, taken
   // from b's cells: 3 handles unmapped, 3 mapped.
-  before = h.device.memory().page_calls();
-  Block* a2 = h.engine.malloc(100 * kMiB, kStreamA);
-  spent = h.device.memory().page_calls() - before;
+  Block* a2 = MallocCounting(h, 100 * kMiB, kStreamA, &spent);
   EXPECT_EQ(spent.unmaps, 3u);
   EXPECT_EQ(spent.releases, 3u);
   EXPECT_EQ(spent.creates, 3u);

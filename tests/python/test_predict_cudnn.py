@@ -47,10 +47,12 @@ def test_table_gives_the_gpu_request_stream(workload, convs, workspaces, tmp_pat
 
 
 
-def _table(path, entries):
+def _table(path, entries, product="NVIDIA H200", capability=(9, 0)):
+    """A cuDNN workspace table file of `entries` measured on `product`
+    (also used by test_predict_key_probe.py)."""
     path.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0",
                                 "cudnn": 91300, "source": "test",
-                                "gpu": {"name": "NVIDIA H200", "capability": [9, 0]},
+                                "gpu": {"name": product, "capability": list(capability)},
                                 "entries": entries}))
     return path
 
@@ -196,18 +198,10 @@ def test_tables_of_one_capability_are_merged(tmp_path, monkeypatch):
     from cachealloc.predict.kernels import cudnn_workspace
     gpu = predict.resolve_gpu("H100-80GB")
     a, b = "fwd|a|flags=0,0,1", "fwd|b|flags=0,0,1"
-
-    def table(name, product, entries):
-        p = tmp_path / name
-        p.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0",
-                                 "cudnn": 91300, "source": "test",
-                                 "gpu": {"name": product, "capability": [9, 0]}, "entries": entries}))
-    table("cudnn_here.json", gpu.product, {a: {"workspaces": [[0, 100]]}})
-    table("cudnn_there.json", "NVIDIA H200", {a: {"workspaces": [[0, 999]]},
-                                              b: {"workspaces": [[1, 200]]}})
-    table("cudnn_other_cap.json", "NVIDIA A100", {b: {"workspaces": [[0, 5]]}})
-    tbl = dict(json.loads((tmp_path / "cudnn_there.json").read_text()), gpu={"capability": [8, 0]})
-    (tmp_path / "cudnn_other_cap.json").write_text(json.dumps(tbl))
+    _table(tmp_path / "cudnn_here.json", {a: {"workspaces": [[0, 100]]}}, gpu.product)
+    _table(tmp_path / "cudnn_there.json", {a: {"workspaces": [[0, 999]]},
+                                           b: {"workspaces": [[1, 200]]}})
+    _table(tmp_path / "cudnn_other_cap.json", {b: {"workspaces": [[0, 5]]}}, "NVIDIA A100", (8, 0))
     monkeypatch.setattr(cudnn_workspace, "DATA", tmp_path)
     t, why = cudnn_workspace.choose_table(gpu, "2.11.0", env={})
     assert t["entries"][a] == {"workspaces": [[0, 100]]}

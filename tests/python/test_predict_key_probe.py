@@ -17,6 +17,7 @@ STEPS = pathlib.Path(__file__).with_name("predict_steps") / "steps.py"
 torch = pytest.importorskip("torch")
 
 from cachealloc.predict.kernels import cudnn_key, key_probe  # noqa: E402
+from test_predict_cudnn import _table  # noqa: E402
 
 
 def _calls():
@@ -101,14 +102,6 @@ def test_one_calls_history_is_classified():
     assert ws == [[1, 5 << 20], [1, 1 << 20]]
     assert own == [100]
     assert empties == [[1, 1]]
-
-
-def _table(path, entries):
-    path.write_text(json.dumps({"format": "cachealloc-cudnn-workspaces/1", "torch": "2.11.0",
-                                "cudnn": 91300, "source": "test",
-                                "gpu": {"name": "NVIDIA H200", "capability": [9, 0]},
-                                "entries": entries}))
-    return path
 
 
 def test_benchmark_empty_cache_is_replayed(tmp_path, monkeypatch):
