@@ -45,17 +45,18 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 FORMAT = "cachealloc-cudnn-workspaces/1"
 
 
-def _load_key_module():
-    """cudnn_key.py by path: the cachealloc package (and its native library)
-    need not be built on the GPU machine."""
-    path = os.path.join(ROOT, "bindings", "python", "cachealloc", "predict", "kernels", "cudnn_key.py")
-    spec = importlib.util.spec_from_file_location("cudnn_key", path)
+def _load_kernel_module(name: str):
+    """A module of cachealloc/predict/kernels by path: the cachealloc
+    package (and its native library) need not be built on the GPU machine."""
+    path = os.path.join(ROOT, "bindings", "python", "cachealloc", "predict", "kernels", name + ".py")
+    spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
-cudnn_key = _load_key_module()
+cudnn_key = _load_kernel_module("cudnn_key")
+key_probe = _load_kernel_module("key_probe")   # the workspace classifier and the table's header
 
 
 def _counters():
@@ -114,38 +115,6 @@ def _slice_call(reqs, index, before, after):
     return [reqs[p] for p in positions]
 
 
-def classify(events, bias_bytes: int = 0):
-    """(workspaces [[position, bytes]], own allocation sizes) of one call.
-    With bias_bytes (a backward that computes grad_bias), everything from
-    the last allocation of grad_bias's size on is that reduction's (its
-    output, and the staging buffer and semaphores a split reduction takes
-    and frees at once), not cuDNN's: the bias gradient is computed after
-    cuDNN has run, and the predictor models the reduction itself."""
-    end = len(events)
-    if bias_bytes:
-        kept = [i for i, e in enumerate(events) if e[0] == "a" and e[2] == bias_bytes]
-        if kept:
-            end = kept[-1]
-    workspaces, own = [], []
-    i = 0
-    while i < len(events):
-        if i >= end:
-            if events[i][0] == "a":
-                own.append(events[i][2])
-            i += 1
-            continue
-        kind, addr, size, _ = events[i]
-        if kind == "a":
-            nxt = events[i + 1] if i + 1 < len(events) else None
-            if nxt is not None and nxt[0] == "f" and nxt[1] == addr:
-                workspaces.append([len(own), size])
-                i += 2
-                continue
-            own.append(size)
-        i += 1
-    return workspaces, own
-
-
 def _zoo_step(name: str, batch: int):
     """A zoo setup's step (benchmarks/zoo/setups.py) at `batch`, with
     cudnn.benchmark off whatever its regime says: the table holds the
@@ -184,7 +153,7 @@ def probe(workload: str, batch: int, dtype, steps: int, entries: dict, zoo: bool
     seen = {}
     for key, before, after, bias_bytes in slicer.calls:
         seen.setdefault(key, []).append(
-            classify(_slice_call(reqs, index, before, after), bias_bytes))
+            key_probe.classify(_slice_call(reqs, index, before, after), bias_bytes)[:2])
     for key, results in seen.items():
         e = entries.setdefault(key, {"calls": 0})
         steady = results[1:] or results

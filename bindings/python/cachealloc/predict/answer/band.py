@@ -185,13 +185,14 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
     missing = summary.get("cudnn_missing_keys") or {}
     placed = _placed(configs)
     placed_item = None           # the item that carries the placed figure (it holds every key)
-    every = [workspace_bound.bound(k) for k in missing]
+    bound_of = {k: workspace_bound.bound(k) for k in missing}      # each key's bound, once
+    every = list(bound_of.values())
     top_all = None if None in every else max(every, default=0)   # one workspace runs at a time
     for benchmark in (False, True):
         keys = {k: c for k, c in missing.items() if ("|flags=1," in k) == benchmark}
         if not keys:
             continue
-        bounds = [workspace_bound.bound(k) for k in keys]
+        bounds = [bound_of[k] for k in keys]
         known = [b for b in bounds if b is not None]
         top = None if None in bounds else max(known, default=0)
         total = None if None in bounds else sum(-(-b // SEGMENT) * SEGMENT for b in known)

@@ -39,6 +39,7 @@ empty cache, when torch makes one, always releases something and shows.
 from __future__ import annotations
 
 import argparse
+import functools
 import gzip
 import json
 import os
@@ -239,10 +240,11 @@ def build_call(k: dict, device="cuda"):
     return aten.convolution_backward.default, (go, inp, w, bias_sizes, *common, k["mask"])
 
 
-def _rebuilt_key(func, args) -> Optional[str]:
-    """The key of the call as rebuilt (cudnn_key.py, loaded by path so this
-    file keeps to the standard library and torch); None if it cannot be
-    loaded."""
+@functools.lru_cache(maxsize=1)
+def _key_module():
+    """cudnn_key.py, loaded by path once (this file keeps to the standard
+    library and torch, and runs where the package is not built); None if it
+    cannot be loaded."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cudnn_key.py")
     try:
@@ -251,7 +253,13 @@ def _rebuilt_key(func, args) -> Optional[str]:
         spec.loader.exec_module(mod)
     except (OSError, ImportError):
         return None
-    return mod.conv_key(func, args)
+    return mod
+
+
+def _rebuilt_key(func, args) -> Optional[str]:
+    """The key of the call as rebuilt; None if cudnn_key.py cannot be loaded."""
+    mod = _key_module()
+    return None if mod is None else mod.conv_key(func, args)
 
 
 def _set_flags(torch, flags) -> None:
