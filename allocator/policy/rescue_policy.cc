@@ -74,8 +74,20 @@ bool RescuePolicy::map_in_cells(const PolicyEngine& engine, const ExpandableSegm
   // that took room from its own stream (fragmentation repair), keeps 2 MiB
   // handles: there a later free run may end anywhere, and a cell it cuts
   // stays mapped (the lab's strand traces: up to 290 MiB more at the limit
-  // with cells everywhere).
-  return !engine.limit().is_set() || took_from_other_stream_;
+  // with cells everywhere). And only with headroom: at the very limit a
+  // cell cut by a later free run strands up to 18 MiB that 2 MiB handles
+  // would give back, so there memory wins over driver calls.
+  const MemoryLimit& limit = engine.limit();
+  if (!limit.is_set()) return true;
+  if (!took_from_other_stream_) return false;
+  const size_t allowed = limit.allowed_bytes();
+  return peak_seen_ + allowed / kCellHeadroomDivisor < allowed;
+}
+
+BlockPool::iterator RescuePolicy::find_cached(PolicyEngine& engine, BlockPool& pool,
+                                              StreamId stream, size_t size) {
+  peak_seen_ = std::max(peak_seen_, engine.allocated_bytes() + size);
+  return PlacementPolicy::find_cached(engine, pool, stream, size);
 }
 
 bool RescuePolicy::release_on_empty_cache(const Block* free_block) const {

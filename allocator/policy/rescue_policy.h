@@ -29,7 +29,13 @@
 //     mapped; that is why same-stream mappings under a limit, where rescue
 //     repairs fragmentation, keep 2 MiB handles. The memory that moves
 //     between stream-private caches every step (two_streams) is mapped and
-//     unmapped whole, so cells cost it nothing.
+//     unmapped whole, so cells cost it nothing while the limit has room
+//     to spare. Only while it has: a cell that a later free run cuts stays
+//     mapped whole, so at the very limit (the step's peak allocated within
+//     kCellHeadroomDivisor-th of it) every mapping keeps 2 MiB handles and
+//     the last MiB go to the step, not to driver-call savings (on the H100,
+//     two_streams with cells at the limit lost the 128 tokens rescue had
+//     closed; with headroom, the calls are where the step time goes).
 //   - Hits, splits, frees: native's (the default hooks). No page is ever
 //     unmapped outside a miss that would pass the limit, the OOM path and
 //     empty_cache, so a step that repeats one already run makes no device
@@ -75,6 +81,15 @@ class RescuePolicy : public PlacementPolicy {
   bool map_in_cells(const PolicyEngine& engine, const ExpandableSegment& segment, uintptr_t start,
                     size_t bytes) override;
   bool release_on_empty_cache(const Block* free_block) const override;
+  // Native's best fit; notes the largest allocated bytes a request has met
+  // (for map_in_cells' headroom). One compare per malloc.
+  BlockPool::iterator find_cached(PolicyEngine& engine, BlockPool& pool, StreamId stream,
+                                  size_t size) override;
+
+  // Cells need the step's peak allocated at least limit / this below the
+  // limit (5 %: at 82 % of the physical size two_streams' step, where its
+  // timing runs, has 18 %; at its largest under the limit, about 1 %).
+  static constexpr size_t kCellHeadroomDivisor = 20;
 
  private:
   // Unmaps whole free pages of cached blocks of the default pools until at
@@ -86,6 +101,9 @@ class RescuePolicy : public PlacementPolicy {
   // Set by before_map for the mapping it allowed, read by map_in_cells for
   // the same mapping (the engine asks the two in a row).
   bool took_from_other_stream_ = false;
+  // The largest allocated_bytes() + request size seen by find_cached: the
+  // step's peak allocated so far, to within one block's rounding (bytes).
+  size_t peak_seen_ = 0;
 };
 
 }  // namespace cachealloc

@@ -372,6 +372,35 @@ TEST(RescuePolicy, MemoryMovingBetweenStreamsTakesTwentyMiBHandles) {
   EXPECT_EQ(h.device.mapped_pages(), 0u);
 }
 
+TEST(RescuePolicy, AtTheVeryLimitMemoryMovingBetweenStreamsKeepsTwoMiBHandles) {
+  // The same move as above, but the step's peak allocated (194 MiB) comes
+  // within a twentieth of the 200 MiB limit: a cell that a later free run
+  // cuts would stay mapped whole, so the mapping takes 2 MiB handles (the
+  // memory over the driver calls; on the H100 two_streams lost its 128
+  // closed tokens to cells at its largest size).
+  Harness h("", 8 * kGiB, "rescue");
+  h.engine.set_memory_limit(200 * kMiB);
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  h.engine.free(a);
+  PageCalls spent;
+  Block* b = MallocCounting(h, 194 * kMiB, kStreamB, &spent);
+  EXPECT_EQ(spent.unmaps, 47u);   // 94 MiB past the limit, from a's top
+  EXPECT_EQ(spent.creates, 97u);  // 194 MiB in 2 MiB handles, no cell
+  EXPECT_EQ(h.engine.reserved_bytes(), 200 * kMiB);
+  h.engine.check_invariants();
+  h.engine.free(b);
+  // Stream A takes 150 MiB back: its cached 6 MiB grow by 144 on top, which
+  // b's free run gives exactly, 2 MiB at a time (cells: 20 MiB at a time).
+  Block* a2 = MallocCounting(h, 150 * kMiB, kStreamA, &spent);
+  EXPECT_EQ(spent.unmaps, 72u);
+  EXPECT_EQ(spent.creates, 72u);
+  EXPECT_EQ(h.engine.reserved_bytes(), 200 * kMiB);
+  h.engine.check_invariants();
+  h.engine.free(a2);
+  h.engine.empty_cache();
+  EXPECT_EQ(h.device.mapped_pages(), 0u);
+}
+
 TEST(RescuePolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {
   Harness h("", 8 * kGiB, "rescue");
   h.engine.set_memory_limit(150 * kMiB);
