@@ -86,6 +86,22 @@ def test_driver_on_cpu(tmp_path):
     assert T2["kinds"] == [k for k in ("classic", "expandable", "policy:rescue")
                            if W2["kinds"][k]["largest"]["value"]]
     assert all(len(v) == 2 for v in T2["rounds"].values()), T2
+    # Native's open peaks that the reused run skipped (--no-open there) are
+    # measured by a reusing run, even with no policy of ours to search.
+    out4 = tmp_path / "res4"
+    cmd4 = [c if c != str(out) else str(out4) for c in cmd if c != "--no-open"]
+    cmd4[cmd4.index("--policies") + 1] = "native"
+    cmd4[cmd4.index("--timing-share") + 1] = "0"
+    p = subprocess.run(cmd4 + ["--reuse", str(out / "strand.json")], capture_output=True, text=True,
+                       timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    W4 = json.loads((out4 / "strand.json").read_text())["workloads"]["kv_generation"]
+    assert not [k for k in W4["kinds"] if k.startswith("policy:")]
+    for kind in ("classic", "expandable"):
+        assert "open" not in W["kinds"][kind]
+        assert W4["kinds"][kind]["open"]["outcome"] == "ok", W4["kinds"][kind]
+        assert W4["kinds"][kind]["open"]["size"] == phys["value"]
+        assert W4["kinds"][kind]["largest"] == W["kinds"][kind]["largest"]
     # Measurements of another limit are refused, naming the file.
     cmd3 = list(cmd2)
     cmd3[cmd3.index("--limit-gib") + 1] = repr(2 * limit / 2**30)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Session 26's device call (one H100), everything in ONE file, $OUT/gpu_s26.tgz
+# (plus the strand driver's own tars):
+#   1. issue 46: the GPU's request stream of the tuning row that sets the
+#      convnet band (tv_resnet50_cl_fp16_bench b64 classic: +1.9 % peak
+#      allocated predicted, with or without its workspaces; op_probe.py gpu,
+#      as scripts/gpu_probe_rows.sh), to compare with the fake run here;
+#   2. issue 48, two_streams under `rescue` after cells were limited to steps
+#      with 5 % headroom (scripts/gpu_two_streams_rescue.sh: its largest size,
+#      native's open peaks the first run skipped, 7 timing rounds), then three
+#      fresh processes each of rescue and native expandable at 15,744 tokens
+#      (the size the session-25 search failed: does it vary by process?);
+#   3. issue 48, native's open peaks (the physical size under twice the
+#      limit) on the other seven strand workloads, which the first run
+#      skipped (measure.py --reuse --policies native: no search, no timing).
+# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (560 s), NO_PROBE,
+# NO_STRAND, NO_OPEN.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s26; mkdir -p $R
+DEADLINE=${DEADLINE:-560}; t0=$SECONDS
+left() { echo $(( DEADLINE - (SECONDS - t0) )); }
+stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
+pack() { tar czf "$OUT/gpu_s26.tgz" -C /tmp s26 2>/dev/null; }
+trap pack EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
+export PYTHONUNBUFFERED=1
+if [ -z "${NO_PROBE:-}" ]; then
+  PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout 150 python3 benchmarks/predict/op_probe.py gpu \
+    --builder benchmarks/zoo/setups.py:tv_resnet50_cl_fp16_bench --batch 64 \
+    --name tv_resnet50_cl_fp16_bench_classic --out $R \
+    --snapshot $R/tv_resnet50_cl_fp16_bench_classic_b64.pickle.gz > $R/probe_resnet50_bench.log 2>&1
+  stamp "op probe resnet50 bench b64 classic rc=$?"
+fi
+REUSE=benchmarks/results/strand_H100/strand_run1.json,benchmarks/results/strand_H100/strand_run2_stitch.json
+if [ -z "${NO_STRAND:-}" ]; then
+  mkdir -p $R/ts
+  OUT=$R/ts STRAND_WALL=$(( $(left) > 400 ? 260 : $(left) / 2 )) STRAND_REUSE=$REUSE \
+    bash scripts/gpu_two_streams_rescue.sh > $R/two_streams.log 2>&1
+  stamp "two_streams rc=$?"
+  ( export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+    export PYTHONPATH=$PWD/bindings/python OMP_NUM_THREADS=2
+    for i in 1 2 3; do
+      for k in policy:rescue expandable; do
+        timeout 60 python3 benchmarks/strand/child.py --workload two_streams --kind $k --size 15744 \
+          --steps 8 --limit 6442450944 2>>$R/repeat_15744.err | tail -1 | sed "s/^/$k $i /" >> $R/repeat_15744.txt &
+      done
+      wait
+    done )
+  stamp "two_streams 15,744 repeats"
+fi
+if [ -z "${NO_OPEN:-}" ] && [ "$(left)" -gt 60 ]; then
+  mkdir -p $R/open
+  OUT=$R/open STRAND_WALL=$(( $(left) - 25 )) STRAND_REUSE=$REUSE STRAND_POLICIES=native STRAND_TIMING_SHARE=0 \
+  STRAND_WORKLOADS=finetune_padding,finetune_padding_ckpt,kv_generation,rl_loop,moe_routing,pipeline_1f1b,pipeline_1f1b_recompute \
+    bash scripts/gpu_strand.sh > $R/open.log 2>&1
+  stamp "native open peaks rc=$?"
+fi
+cat $R/timeline.txt; tail -n 5 $R/*.log; cat $R/repeat_15744.txt 2>/dev/null
