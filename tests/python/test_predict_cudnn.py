@@ -210,3 +210,39 @@ def test_tables_of_one_capability_are_merged(tmp_path, monkeypatch):
     ws = cudnn_workspace.CudnnWorkspaces(t, why, "2.11.0")
     assert ws.plan(a) == [[0, 100]] and ws.plan(b) == [[1, 200]]
     assert ws.borrowed_keys == {b: 1} and ws.stats()["other_gpu_keys"] == 1
+
+
+def test_convolutions_without_cudnn_take_no_key_and_are_listed(tmp_path):
+    """cuDNN off (torch.backends.cudnn.enabled False, or aten._convolution's
+    own cudnn_enabled False): torch's native CUDA kernels run the call, so
+    it has no cuDNN key (no workspace, not a missing key) and no cuDNN
+    memory format, and the answer names the calls as not modelled, with a
+    finite band."""
+    from cachealloc import predict
+    from cachealloc.predict.kernels import conv_format, cudnn_key
+    aten = torch.ops.aten
+    x, w = torch.zeros(2, 8, 4, 4), torch.zeros(4, 8, 1, 1)
+    cl = x.contiguous(memory_format=torch.channels_last)
+    args = [x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1, True, False, True, False]
+    key = cudnn_key.conv_key(aten._convolution.default, args)
+    assert key.startswith("fwd|in=2,8,4,4|w=4,8,1,1|") and key.endswith("flags=1,0,0")  # its own
+    off = list(args)
+    off[11] = False
+    assert cudnn_key.conv_key(aten._convolution.default, off) is None
+    off[0] = cl
+    out = conv_format.restride(aten._convolution.default, off, {}, torch.zeros(2, 4, 4, 4))
+    assert out.is_contiguous()                        # native kernels keep the fake output
+    with torch.backends.cudnn.flags(enabled=False):
+        assert cudnn_key.conv_key(aten.convolution.default, args[:9]) is None
+    assert cudnn_key.conv_key(aten.convolution.default, args[:9]) is not None
+
+    r = predict.fits(f"{STEPS}:convolution_without_cudnn", predict.resolve_gpu("H100-80GB"),
+                     size=2, steps=2, advise=False, no_optimizer_step=True, workdir=tmp_path)
+    c = r["recording"]["cudnn"]
+    assert c["modelled_calls"] == 0 and c["not_modelled_calls"] == 0, c
+    assert r["recording"]["unmodelled_calls"] == {
+        "convolutions without cuDNN (torch's native CUDA kernels)": 8}   # 2 steps x (2 fwd + 2 bwd)
+    items = [i["what"] for i in r["band"]["items"]]
+    assert "convolutions without cuDNN (torch's native CUDA kernels)" in items, items
+    for conf in r["configs"].values():
+        assert conf["band"]["peak_allocated"][1] is not None

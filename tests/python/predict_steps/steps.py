@@ -232,3 +232,25 @@ def empty_cache_between(size):
         b = torch.empty(50 << 20, dtype=torch.uint8, device="cuda")
         del b
     return step
+
+
+def convolution_without_cudnn(size):
+    """The `convolution` step with cuDNN switched off for the first
+    convolution (torch.backends.cudnn.flags) and the second called through
+    aten._convolution with its own cudnn_enabled False: torch's native CUDA
+    kernels run both, so no cuDNN key, and the answer lists them as not
+    modelled (their im2col column buffers)."""
+    conv1 = torch.nn.Conv2d(3, 8, 3).to("cuda")
+    w2 = torch.nn.Parameter(torch.zeros(4, 8, 1, 1, device="cuda"))
+    x = torch.zeros(size, 3, 16, 16, device="cuda")
+    g = torch.zeros(size, 4, 14, 14, device="cuda")
+
+    def step():
+        with torch.backends.cudnn.flags(enabled=False):
+            y = conv1(x)
+            z = torch.ops.aten._convolution(y, w2, None, [1, 1], [0, 0], [1, 1], False, [0, 0],
+                                            1, False, False, False, True)
+            z.backward(g)
+        for p in (conv1.weight, conv1.bias, w2):
+            p.grad = None
+    return step

@@ -37,6 +37,7 @@ import pathlib
 from typing import Dict, Optional
 
 from ..kernels import workspace_bound
+from ..kernels.cudnn_workspace import NON_CUDNN_CONV
 
 DATA_FILE = pathlib.Path(__file__).with_name("data") / "tuning_errors.json"
 FORMAT = "cachealloc-predict-tuning-errors/1"
@@ -300,10 +301,19 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
                       "plans, so each is taken to differ by up to its shape class's bound",
             "allocated": [low, top], "need": [-(-low // SEGMENT) * SEGMENT, up],
             "reserved": [low_total, total]})
-    rnn = summary.get("unmodelled_calls") or {}
+    rnn = dict(summary.get("unmodelled_calls") or {})
+    held = (summary.get("at_optimizer_step") or {}).get("total") or 0
+    b = max(0, peak_allocated - held)
+    native_convs = rnn.pop(NON_CUDNN_CONV, 0)
+    if native_convs:
+        items.append({
+            "what": NON_CUDNN_CONV, "calls": native_convs,
+            "detail": "cuDNN is off (torch.backends.cudnn.enabled, or _convolution's own switch): "
+                      "torch's own kernels unfold the input into column buffers the fake run does "
+                      "not model; taken to differ by at most everything the step holds beyond "
+                      "parameters, gradients and optimizer state",
+            "allocated": _both(b), "need": _both(b), "reserved": _both(b)})
     if rnn:
-        held = (summary.get("at_optimizer_step") or {}).get("total") or 0
-        b = max(0, peak_allocated - held)
         items.append({
             "what": "cuDNN RNNs: " + ", ".join(sorted(rnn)), "calls": sum(rnn.values()),
             "detail": "recorded unrolled per time step (the CPU's ops); cuDNN's workspace and "

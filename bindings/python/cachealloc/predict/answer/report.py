@@ -2,6 +2,7 @@
 line on a line of its own (ready to copy). The HTML page is page.py."""
 from __future__ import annotations
 
+from ..kernels.cudnn_workspace import NON_CUDNN_CONV
 from .band_text import (VERDICT_WORDS, amount, band_line, coverage_lines, steps_line,
                         torch_lines, with_band)
 
@@ -140,6 +141,10 @@ def notes(a: dict) -> list:
     for what, n in sorted((rec.get("attention_calls") or {}).items()):
         out.append(f"attention: {n} call(s) on {what}")
     for what, n in sorted((rec.get("unmodelled_calls") or {}).items()):
+        if what == NON_CUDNN_CONV:
+            out.append(f"NOT MODELLED: {n} call(s) of {what}: cuDNN is off, and torch's own "
+                       "kernels' column buffers are not modelled (the band bounds them)")
+            continue
         out.append(f"NOT MODELLED: {n} call(s) of {what}: a GPU runs each as one cuDNN call with a "
                    "workspace and reserve space cuDNN sizes; the fake run recorded the CPU build's "
                    "per-time-step ops instead (the prediction may be far off for this step)")

@@ -299,10 +299,15 @@ class RecordingMode(TorchDispatchMode):
             target = self.rec.rules.inplace_target(args, kwargs)
             if target is not None:
                 return plain_tensor.run_inplace(args, target)
-        conv = cudnn_key.conv_key(func, args, kwargs)
-        if conv is not None and any(getattr(t, "device", None) is None or t.device.type != "cuda"
-                                    for t in args[:2]):
-            conv = None
+        on_cuda = func in _CONV_OPS and all(getattr(t, "device", None) is not None
+                                            and t.device.type == "cuda" for t in args[:3]
+                                            if isinstance(t, torch.Tensor))
+        conv = cudnn_key.conv_key(func, args, kwargs) if on_cuda else None
+        if on_cuda and not cudnn_key.uses_cudnn(func, args, kwargs):
+            # torch's native CUDA convolutions (cuDNN off): their im2col
+            # buffers are not modelled; the band bounds them (band.py).
+            what = cudnn_workspace.NON_CUDNN_CONV
+            self.rec.unmodelled[what] = self.rec.unmodelled.get(what, 0) + 1
         if conv is not None:
             self.rec.begin_convolution(conv)
         try:

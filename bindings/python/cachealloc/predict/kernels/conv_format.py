@@ -79,6 +79,9 @@ def _to(t, fmt):
 
 def restride(func, args, kwargs, out):
     """out, with its tensors in cuDNN's format where that differs."""
+    if func is aten._convolution.default and not (args[11] if len(args) > 11
+                                                  else kwargs.get("cudnn_enabled", True)):
+        return out          # its own switch sends it to torch's native kernels
     if func in _FORWARD:
         inp, weight = args[0], args[1] if len(args) > 1 else kwargs.get("weight")
         fmt = cudnn_format(inp, weight)

@@ -33,8 +33,26 @@ import torch
 
 aten = torch.ops.aten
 
-FORWARD_OPS = (aten.convolution.default,)
+FORWARD_OPS = (aten.convolution.default, aten._convolution.default)
 BACKWARD_OPS = (aten.convolution_backward.default,)
+# aten._convolution's own switch (its 12th argument): False sends the call to
+# torch's native CUDA kernels whatever torch.backends.cudnn.enabled says.
+_CUDNN_ENABLED_ARG = 11
+
+
+def uses_cudnn(func, args, kwargs=None) -> bool:
+    """Whether a convolution call goes to cuDNN on a CUDA build: cuDNN
+    switched on (torch.backends.cudnn.enabled, which convolution and
+    convolution_backward read when they run; aten._convolution reads its
+    own cudnn_enabled argument instead). False for any other op."""
+    if func is aten._convolution.default:
+        kwargs = kwargs or {}
+        on = (args[_CUDNN_ENABLED_ARG] if len(args) > _CUDNN_ENABLED_ARG
+              else kwargs.get("cudnn_enabled", True))
+        return bool(on)
+    if func in FORWARD_OPS or func in BACKWARD_OPS:
+        return bool(torch.backends.cudnn.enabled)
+    return False
 
 
 def _ints(v) -> str:
@@ -65,17 +83,25 @@ def flags() -> str:
 
 def conv_key(func, args, kwargs=None) -> str | None:
     """The table key of an aten.convolution / aten.convolution_backward
-    call, or None for any other op (or a call whose tensors are not all
-    tensors, which cannot happen for these schemas)."""
+    call, or None for any other op, for a call that does not go to cuDNN
+    (uses_cudnn: it asks for no cuDNN workspace), or a call whose tensors
+    are not all tensors (which cannot happen for these schemas)."""
     kwargs = kwargs or {}
+    if (func in FORWARD_OPS or func in BACKWARD_OPS) and not uses_cudnn(func, args, kwargs):
+        return None
+    call_flags = flags()
     if func in FORWARD_OPS:
         names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
-                 "output_padding", "groups")
+                 "output_padding", "groups", "benchmark", "deterministic", "cudnn_enabled",
+                 "allow_tf32")
         a = dict(zip(names, args))
         a.update(kwargs)
         inp, w = a["input"], a["weight"]
         extra = f"bias={int(a['bias'] is not None)}"
         kind = "fwd"
+        if func is aten._convolution.default:  # its own flags, not torch.backends.cudnn's
+            call_flags = ",".join(str(int(bool(a.get(k, 0))))
+                                  for k in ("benchmark", "deterministic", "allow_tf32"))
     elif func in BACKWARD_OPS:
         names = ("grad_output", "input", "weight", "bias_sizes", "stride", "padding", "dilation",
                  "transposed", "output_padding", "groups", "output_mask")
@@ -93,4 +119,4 @@ def conv_key(func, args, kwargs=None) -> str | None:
         "p=" + _ints(a["padding"]), "d=" + _ints(a["dilation"]),
         "op=" + _ints(a["output_padding"]), f"g={int(a['groups'])}",
         f"t={int(bool(a['transposed']))}", str(inp.dtype).replace("torch.", ""),
-        "fmt=" + memory_format(inp, w), extra, "flags=" + flags()])
+        "fmt=" + memory_format(inp, w), extra, "flags=" + call_flags])

@@ -42,6 +42,11 @@ import os
 import pathlib
 from typing import Optional
 
+# The recording's unmodelled_calls entry for convolutions that run without
+# cuDNN (cudnn_key.uses_cudnn False): torch's native CUDA kernels, whose
+# im2col column buffers are not modelled (answer/band.py bounds them).
+NON_CUDNN_CONV = "convolutions without cuDNN (torch's native CUDA kernels)"
+
 DATA = pathlib.Path(__file__).with_name("data")
 FORMAT = "cachealloc-cudnn-workspaces/1"
 ENV = "CACHEALLOC_CUDNN_TABLE"
