@@ -289,6 +289,9 @@ class _Search:
                 for name, (size, c) in at.items()}}
         answer.update(_facts(self.summaries[shown], self.bands[shown], self.data))
         answer.update(mode_of(self.summaries.values()))   # every probe's mode, not the shown one's
-        answer["recording"], answer["trace"] = self.summaries[shown], self.traces[shown]
+        # The shown size's missing keys are in cudnn_missing already.
+        answer["recording"] = {k: v for k, v in self.summaries[shown].items()
+                               if k != "cudnn_missing_keys"}
+        answer["trace"] = self.traces[shown]
         return answer
 
