@@ -42,7 +42,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-FORMAT = "cachealloc-cudnn-workspaces/1"
 
 
 def _load_kernel_module(name: str):
@@ -215,14 +214,9 @@ def main() -> None:
     torch.backends.cudnn.benchmark = args.benchmark
     torch.backends.cudnn.deterministic = args.deterministic
     torch.backends.cudnn.allow_tf32 = not args.no_tf32
-    p = torch.cuda.get_device_properties(0)
-    table = {"format": FORMAT,
-             "gpu": {"name": p.name, "capability": [p.major, p.minor],
-                     "sms": p.multi_processor_count, "total_memory": p.total_memory},
-             "torch": torch.__version__, "cuda": torch.version.cuda,
-             "cudnn": torch.backends.cudnn.version(),
-             "source": "benchmarks/predict/cudnn_probe.py " + " ".join(sys.argv[1:]),
-             "workloads": {}, "entries": {}}
+    # The table's header is key_probe's (the same GPU, torch and cuDNN facts).
+    table = key_probe.gpu_header(torch, "benchmarks/predict/cudnn_probe.py " + " ".join(sys.argv[1:]))
+    table["workloads"] = {}
     t0 = time.time()
     # Per-workload batches ("NAME:1,2;NAME2:4-8"), or one range for all.
     per = dict(part.split(":", 1) for part in args.batches.split(";") if ":" in part)
@@ -244,7 +238,7 @@ def main() -> None:
                       f"{time.time() - t0:.1f} s", flush=True)
     ws = sum(1 for e in table["entries"].values() if e["workspaces"])
     print(f"wrote {args.out}: {len(table['entries'])} keys, {ws} with a workspace, "
-          f"cuDNN {table['cudnn']}, {p.name}, torch {torch.__version__}")
+          f"cuDNN {table['cudnn']}, {table['gpu']['name']}, torch {torch.__version__}")
     compare_bundled(table)
 
 
