@@ -10,9 +10,10 @@
 #      native's open peaks the first run skipped, 7 timing rounds), then three
 #      fresh processes each of rescue and native expandable at 15,744 tokens
 #      (the size the session-25 search failed: does it vary by process?);
-#   3. issue 48, native's open peaks (the physical size under twice the
-#      limit) on the other seven strand workloads, which the first run
-#      skipped (measure.py --reuse --policies native: no search, no timing).
+#   3. issue 48, the open peaks (the physical size under twice the limit)
+#      of native classic, expandable, advised and rescue on all eight strand
+#      workloads, in the same run (benchmarks/strand/open_peaks.py): the
+#      first run skipped native's, so the memory rule was not checked.
 # Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (560 s), NO_PROBE,
 # NO_STRAND, NO_OPEN.
 set -uo pipefail
@@ -50,10 +51,10 @@ if [ -z "${NO_STRAND:-}" ]; then
   stamp "two_streams 15,744 repeats"
 fi
 if [ -z "${NO_OPEN:-}" ] && [ "$(left)" -gt 60 ]; then
-  mkdir -p $R/open
-  OUT=$R/open STRAND_WALL=$(( $(left) - 25 )) STRAND_REUSE=$REUSE STRAND_POLICIES=native STRAND_TIMING_SHARE=0 \
-  STRAND_WORKLOADS=finetune_padding,finetune_padding_ckpt,kv_generation,rl_loop,moe_routing,pipeline_1f1b,pipeline_1f1b_recompute \
-    bash scripts/gpu_strand.sh > $R/open.log 2>&1
-  stamp "native open peaks rc=$?"
+  ( export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+    export PYTHONPATH=$PWD/bindings/python OMP_NUM_THREADS=2
+    timeout $(( $(left) - 15 )) python3 benchmarks/strand/open_peaks.py --reuse $REUSE --out $R/open_peaks.json \
+      --policies rescue --jobs 5 > $R/open_peaks.log 2>&1 )
+  stamp "open peaks rc=$?"
 fi
 cat $R/timeline.txt; tail -n 5 $R/*.log; cat $R/repeat_15744.txt 2>/dev/null
