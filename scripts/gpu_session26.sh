@@ -14,12 +14,12 @@
 #      of native classic, expandable, advised and rescue on all eight strand
 #      workloads, in the same run (benchmarks/strand/open_peaks.py): the
 #      first run skipped native's, so the memory rule was not checked.
-# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (560 s), NO_PROBE,
+# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (420 s), NO_PROBE,
 # NO_STRAND, NO_OPEN.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s26; mkdir -p $R
-DEADLINE=${DEADLINE:-560}; t0=$SECONDS
+DEADLINE=${DEADLINE:-420}; t0=$SECONDS
 left() { echo $(( DEADLINE - (SECONDS - t0) )); }
 stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
 pack() { tar czf "$OUT/gpu_s26.tgz" -C /tmp s26 2>/dev/null; }
@@ -27,7 +27,7 @@ trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
 export PYTHONUNBUFFERED=1
 if [ -z "${NO_PROBE:-}" ]; then
-  PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout 150 python3 benchmarks/predict/op_probe.py gpu \
+  PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout 100 python3 benchmarks/predict/op_probe.py gpu \
     --builder benchmarks/zoo/setups.py:tv_resnet50_cl_fp16_bench --batch 64 \
     --name tv_resnet50_cl_fp16_bench_classic --out $R \
     --snapshot $R/tv_resnet50_cl_fp16_bench_classic_b64.pickle.gz > $R/probe_resnet50_bench.log 2>&1
@@ -36,7 +36,7 @@ fi
 REUSE=benchmarks/results/strand_H100/strand_run1.json,benchmarks/results/strand_H100/strand_run2_stitch.json
 if [ -z "${NO_STRAND:-}" ]; then
   mkdir -p $R/ts
-  OUT=$R/ts STRAND_WALL=$(( $(left) > 400 ? 260 : $(left) / 2 )) STRAND_REUSE=$REUSE \
+  OUT=$R/ts STRAND_WALL=$(( $(left) > 300 ? 190 : $(left) / 2 )) STRAND_REUSE=$REUSE \
     bash scripts/gpu_two_streams_rescue.sh > $R/two_streams.log 2>&1
   stamp "two_streams rc=$?"
   ( export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
