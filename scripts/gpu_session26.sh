@@ -14,8 +14,8 @@
 #      of native classic, expandable, advised and rescue on all eight strand
 #      workloads, in the same run (benchmarks/strand/open_peaks.py): the
 #      first run skipped native's, so the memory rule was not checked.
-# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (420 s), NO_PROBE,
-# NO_STRAND, NO_OPEN.
+# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (420 s), ORDER (the
+# parts run, in this order: default "strand probe open_peaks").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s26; mkdir -p $R
@@ -26,15 +26,15 @@ pack() { tar czf "$OUT/gpu_s26.tgz" -C /tmp s26 2>/dev/null; }
 trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
 export PYTHONUNBUFFERED=1
-if [ -z "${NO_PROBE:-}" ]; then
+probe() {
   PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout 100 python3 benchmarks/predict/op_probe.py gpu \
     --builder benchmarks/zoo/setups.py:tv_resnet50_cl_fp16_bench --batch 64 \
     --name tv_resnet50_cl_fp16_bench_classic --out $R \
     --snapshot $R/tv_resnet50_cl_fp16_bench_classic_b64.pickle.gz > $R/probe_resnet50_bench.log 2>&1
   stamp "op probe resnet50 bench b64 classic rc=$?"
-fi
+}
 REUSE=benchmarks/results/strand_H100/strand_run1.json,benchmarks/results/strand_H100/strand_run2_stitch.json
-if [ -z "${NO_STRAND:-}" ]; then
+strand() {
   mkdir -p $R/ts
   OUT=$R/ts STRAND_WALL=$(( $(left) > 300 ? 190 : $(left) / 2 )) STRAND_REUSE=$REUSE \
     bash scripts/gpu_two_streams_rescue.sh > $R/two_streams.log 2>&1
@@ -49,12 +49,16 @@ if [ -z "${NO_STRAND:-}" ]; then
       wait
     done )
   stamp "two_streams 15,744 repeats"
-fi
-if [ -z "${NO_OPEN:-}" ] && [ "$(left)" -gt 60 ]; then
+}
+open_peaks() {
+  [ "$(left)" -gt 60 ] || return 0
   ( export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
     export PYTHONPATH=$PWD/bindings/python OMP_NUM_THREADS=2
     timeout $(( $(left) - 15 )) python3 benchmarks/strand/open_peaks.py --reuse $REUSE --out $R/open_peaks.json \
       --policies rescue --jobs 5 > $R/open_peaks.log 2>&1 )
   stamp "open peaks rc=$?"
-fi
+}
+for part in ${ORDER:-strand probe open_peaks}; do
+  [ "$(left)" -gt 45 ] && $part
+done
 cat $R/timeline.txt; tail -n 5 $R/*.log; cat $R/repeat_15744.txt 2>/dev/null
