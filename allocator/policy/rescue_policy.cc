@@ -81,12 +81,15 @@ bool RescuePolicy::map_in_cells(const PolicyEngine& engine, const ExpandableSegm
   if (!limit.is_set()) return true;
   if (!took_from_other_stream_) return false;
   const size_t allowed = limit.allowed_bytes();
-  return peak_seen_ + allowed / kCellHeadroomDivisor < allowed;
+  return peak_allocated_ + allowed / kCellHeadroomDivisor < allowed;
 }
 
 BlockPool::iterator RescuePolicy::find_cached(PolicyEngine& engine, BlockPool& pool,
                                               StreamId stream, size_t size) {
-  peak_seen_ = std::max(peak_seen_, engine.allocated_bytes() + size);
+  const size_t reach = engine.allocated_bytes() + size;
+  const MemoryLimit& limit = engine.limit();
+  if (reach > peak_allocated_ && (!limit.is_set() || reach <= limit.allowed_bytes()))
+    peak_allocated_ = reach;
   return PlacementPolicy::find_cached(engine, pool, stream, size);
 }
 

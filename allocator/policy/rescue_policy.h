@@ -31,8 +31,8 @@
 //     between stream-private caches every step (two_streams) is mapped and
 //     unmapped whole, so cells cost it nothing while the limit has room
 //     to spare. Only while it has: a cell that a later free run cuts stays
-//     mapped whole, so at the very limit (the step's peak allocated within
-//     kCellHeadroomDivisor-th of it) every mapping keeps 2 MiB handles and
+//     mapped whole, so at the very limit (the peak allocated so far, or the
+//     request being placed, within a kCellHeadroomDivisor-th of it) every mapping keeps 2 MiB handles and
 //     the last MiB go to the step, not to driver-call savings (on the H100,
 //     two_streams with cells at the limit lost the 128 tokens rescue had
 //     closed; with headroom, the calls are where the step time goes).
@@ -81,8 +81,9 @@ class RescuePolicy : public PlacementPolicy {
   bool map_in_cells(const PolicyEngine& engine, const ExpandableSegment& segment, uintptr_t start,
                     size_t bytes) override;
   bool release_on_empty_cache(const Block* free_block) const override;
-  // Native's best fit; notes the largest allocated bytes a request has met
-  // (for map_in_cells' headroom). One compare per malloc.
+  // Native's best fit; notes the largest allocated bytes a request asks to
+  // reach within the limit (for map_in_cells' headroom). A compare per
+  // malloc.
   BlockPool::iterator find_cached(PolicyEngine& engine, BlockPool& pool, StreamId stream,
                                   size_t size) override;
 
@@ -101,9 +102,14 @@ class RescuePolicy : public PlacementPolicy {
   // Set by before_map for the mapping it allowed, read by map_in_cells for
   // the same mapping (the engine asks the two in a row).
   bool took_from_other_stream_ = false;
-  // The largest allocated_bytes() + request size seen by find_cached: the
-  // step's peak allocated so far, to within one block's rounding (bytes).
-  size_t peak_seen_ = 0;
+  // The largest allocated_bytes() + rounded request size find_cached has
+  // met, counting only requests within the limit (bytes): the process's
+  // peak allocated so far. A request past the limit cannot succeed, so an
+  // OOM a script catches (a batch-size finder) does not turn cells off for
+  // good; one that fails by fragmentation within the limit does count (the
+  // step is near the limit then anyway). Never lowered: a step that
+  // repeats reaches its peak again.
+  size_t peak_allocated_ = 0;
 };
 
 }  // namespace cachealloc

@@ -401,6 +401,23 @@ TEST(RescuePolicy, AtTheVeryLimitMemoryMovingBetweenStreamsKeepsTwoMiBHandles) {
   EXPECT_EQ(h.device.mapped_pages(), 0u);
 }
 
+TEST(RescuePolicy, ARequestThatFailedDoesNotCountAsThePeak) {
+  // A script that catches an OOM (a batch-size finder) asked for more than
+  // the limit once; the peak that decides cells is what succeeded, so the
+  // cross-stream move of MemoryMovingBetweenStreamsTakesTwentyMiBHandles
+  // still takes cells afterwards.
+  Harness h("", 8 * kGiB, "rescue");
+  h.engine.set_memory_limit(200 * kMiB);
+  EXPECT_THROW(h.engine.malloc(500 * kMiB, kStreamA), OutOfMemoryError);
+  Block* a = h.engine.malloc(100 * kMiB, kStreamA);
+  h.engine.free(a);
+  PageCalls spent;
+  Block* b = MallocCounting(h, 160 * kMiB, kStreamB, &spent);
+  EXPECT_EQ(spent.creates, 8u);  // 8 cells of 20 MiB
+  h.engine.check_invariants();
+  h.engine.free(b);
+}
+
 TEST(RescuePolicy, NothingIsUnmappedWhileAPoolIsRoutedTo) {
   Harness h("", 8 * kGiB, "rescue");
   h.engine.set_memory_limit(150 * kMiB);
