@@ -76,10 +76,11 @@ def main() -> None:
         for (n, kind), f in jobs.items():
             res["workloads"].setdefault(n, {})[kind] = f.result()
             pathlib.Path(a.out).write_text(json.dumps(res, indent=1))
+    pols = [p for p in a.policies.split(",") if p]
     print("| workload | size | " + " | ".join(["classic", "expandable", "advised", "native's best"]
-                                                + [f"policy:{p}" for p in a.policies.split(",")])
-          + " | ratio to native's best |")
-    print("|---" * (6 + 2 * len(a.policies.split(","))) + "|")
+                                                + [f"policy:{p}" for p in pols]
+                                                + [f"policy:{p} / native's best" for p in pols]) + " |")
+    print("|---" * (6 + 2 * len(pols)) + "|")
     for n, K in res["workloads"].items():
         mib = {k: (v.get("peak_reserved") or 0) / 2**20 if v.get("outcome") == "ok" else None
                for k, v in K.items()}

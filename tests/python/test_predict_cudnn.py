@@ -246,3 +246,9 @@ def test_convolutions_without_cudnn_take_no_key_and_are_listed(tmp_path):
     assert "convolutions without cuDNN (torch's native CUDA kernels)" in items, items
     for conf in r["configs"].values():
         assert conf["band"]["peak_allocated"][1] is not None
+    # Checked (and modelled) only with cuDNN: here the meta function's outputs.
+    assert set(r["coverage"]["meta_only"]) >= {"aten.convolution.default",
+                                               "aten._convolution.default",
+                                               "aten.convolution_backward.default"}
+    assert not {"aten.convolution.default", "aten.convolution_backward.default"} & (
+        set(r["coverage"]["gpu_checked"]) | set(r["coverage"]["kernel_model"]))

@@ -48,7 +48,7 @@ LARGE_SEGMENT = 20 << 20  # the segment a 1-10 MiB request opens in the large po
 SMALL_REQUEST = 1 << 20   # requests up to this go to the small pool (2 MiB segments)
 CLASSES = ("convnet", "transformer", "other")
 _ATTENTION_OPS = ("aten._softmax.default", "aten._safe_softmax.default")
-_CONV_OPS = ("aten.convolution.default",)
+_CONV_OPS = ("aten.convolution.default", "aten._convolution.default")
 
 
 class BandDataError(ValueError):
@@ -150,8 +150,15 @@ def coverage(summary: dict, data: dict) -> dict:
     alone, unchecked)."""
     checked = data.get("checked_ops") or {}
     models = set(summary.get("kernel_model_ops") or [])
+    # Convolutions that ran without cuDNN were checked (and modelled) only
+    # with it: here their outputs are the meta function's, their column
+    # buffers a band item (unmodelled).
+    native_convs = NON_CUDNN_CONV in (summary.get("unmodelled_calls") or {})
     out = {"gpu_checked": {}, "kernel_model": {}, "meta_only": {}}
     for op, calls in sorted((summary.get("op_calls") or {}).items()):
+        if native_convs and op in _CONV_OPS + ("aten.convolution_backward.default",):
+            out["meta_only"][op] = calls
+            continue
         kind = "gpu_checked" if op in checked else "kernel_model" if op in models else "meta_only"
         out[kind][op] = calls
     return out

@@ -287,11 +287,13 @@ def _coverage_facts(recording) -> dict:
     the cuDNN convolutions, the steered attention kernels), and the
     convolution keys the cuDNN table lacked and those it had from another
     GPU of the same capability (at most 500 each, with their calls)."""
-    from cachealloc.predict.kernels import cuda_kernels, cudnn_key
+    from cachealloc.predict.kernels import cuda_kernels, cudnn_key, cudnn_workspace
     from cachealloc.predict.device import recorder
     modelled = {str(op) for op in cuda_kernels.MODELS}
     modelled |= {str(op) for op in recorder._GEMM_OPS}
-    modelled |= {str(op) for op in cudnn_key.FORWARD_OPS + cudnn_key.BACKWARD_OPS}
+    if cudnn_workspace.NON_CUDNN_CONV not in recording.unmodelled:
+        # (convolutions that ran without cuDNN are a band item instead)
+        modelled |= {str(op) for op in cudnn_key.FORWARD_OPS + cudnn_key.BACKWARD_OPS}
     missing = dict(list(recording.cudnn.missing_keys.items())[:500])
     borrowed = dict(list(recording.cudnn.borrowed_keys.items())[:500])
     return {"kernel_model_ops": sorted(op for op in recording.op_calls if op in modelled),

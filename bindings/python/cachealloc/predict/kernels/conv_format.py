@@ -31,6 +31,8 @@ try:
 except ImportError:         # a torch without it: the plain stride test below
     suggest_memory_format = None
 
+from . import cudnn_key
+
 aten = torch.ops.aten
 _FORWARD = (aten.convolution.default, aten._convolution.default)
 _BACKWARD = (aten.convolution_backward.default,)
@@ -54,8 +56,9 @@ def _suggests(t, fmt) -> bool:
 
 def cudnn_format(inp, weight) -> Optional[torch.memory_format]:
     """cuDNN's output format for (input, weight), or None when cuDNN would
-    not pick a channels-last format (the fake output stands)."""
-    if not isinstance(weight, torch.Tensor) or not torch.backends.cudnn.enabled:
+    not pick a channels-last format (the fake output stands). Whether the
+    call goes to cuDNN at all is restride's question (cudnn_key.uses_cudnn)."""
+    if not isinstance(weight, torch.Tensor):
         return None
     if torch.float64 in (getattr(inp, "dtype", None), weight.dtype):
         return None
@@ -79,9 +82,8 @@ def _to(t, fmt):
 
 def restride(func, args, kwargs, out):
     """out, with its tensors in cuDNN's format where that differs."""
-    if func is aten._convolution.default and not (args[11] if len(args) > 11
-                                                  else kwargs.get("cudnn_enabled", True)):
-        return out          # its own switch sends it to torch's native kernels
+    if not cudnn_key.uses_cudnn(func, args, kwargs):
+        return out          # torch's native kernels: the fake output stands
     if func in _FORWARD:
         inp, weight = args[0], args[1] if len(args) > 1 else kwargs.get("weight")
         fmt = cudnn_format(inp, weight)
