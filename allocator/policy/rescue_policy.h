@@ -31,8 +31,8 @@
 //     between stream-private caches every step (two_streams) is mapped and
 //     unmapped whole, so cells cost it nothing while the limit has room
 //     to spare. Only while it has: a cell that a later free run cuts stays
-//     mapped whole, so at the very limit (the peak allocated so far, or the
-//     request being placed, within a kCellHeadroomDivisor-th of it) every mapping keeps 2 MiB handles and
+//     mapped whole, so at the very limit (the peak allocated so far within
+//     a kCellHeadroomDivisor-th of it) every mapping keeps 2 MiB handles and
 //     the last MiB go to the step, not to driver-call savings (on the H100,
 //     two_streams with cells at the limit lost the 128 tokens rescue had
 //     closed; with headroom, the calls are where the step time goes).

@@ -14,25 +14,17 @@ under a config when it is at most that config's measured largest batch.
 
     python3 benchmarks/zoo/verdicts.py --truth T.json --pred P.json [--half validation] [--md OUT]
 
-CPU only (no torch, no cachealloc build)."""
+CPU only: no torch, no cachealloc build (it imports the answer's own rule,
+answer/band.py, from bindings/python)."""
 from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 
-
-def judge(need, band, limit):
-    """band.py's judge, with the replay at the limit taken to fit when the
-    need does (the need is the smallest memory without an OOM)."""
-    if need is None:
-        return "does_not_fit"
-    low, high = band
-    if high is not None and need + high <= limit:
-        return "fits"
-    if need - low > limit:
-        return "does_not_fit"
-    return "too_close_to_call"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bindings" / "python"))
+from cachealloc.predict.answer import band  # noqa: E402  (judge and combine: the answer's rule)
 
 
 def rows(truth: dict, pred: dict, half: str | None):
@@ -45,11 +37,13 @@ def rows(truth: dict, pred: dict, half: str | None):
         for batch, a in sorted((P.get("fits") or {}).items(), key=lambda kv: int(kv[0])):
             if not a or not a.get("configs") or limit is None:
                 continue
-            per = {c: judge(v.get("min_memory"), (v.get("band") or {}).get("min_memory") or [0, 0],
-                            limit) for c, v in a["configs"].items()}
-            vs = list(per.values())
-            verdict = ("fits" if "fits" in vs else "does_not_fit" if all(v == "does_not_fit" for v in vs)
-                       else "too_close_to_call")
+            # The replay at the limit is taken to fit when the need does (the
+            # need is the smallest memory without an OOM).
+            per = {c: band.judge(v.get("min_memory"), v.get("min_memory") is not None
+                                 and v["min_memory"] <= limit,
+                                 (v.get("band") or {}).get("min_memory") or [0, 0], limit)
+                   for c, v in a["configs"].items()}
+            verdict = band.combine(per.values())
             trains = {c: largest.get(c) is not None and int(batch) <= largest[c] for c in per}
             if verdict == "fits":
                 ok = any(trains[c] for c, v in per.items() if v == "fits")

@@ -433,6 +433,17 @@ def judge(need: Optional[int], fits_at_limit: bool, band: list, limit: int) -> s
     return "too_close_to_call"
 
 
+def combine(verdicts) -> str:
+    """The answer's verdict from its candidates' (judge's): "fits" when one
+    fits, "does_not_fit" when every one does not, else "too_close_to_call"."""
+    verdicts = list(verdicts)
+    if "fits" in verdicts:
+        return "fits"
+    if all(v == "does_not_fit" for v in verdicts):
+        return "does_not_fit"
+    return "too_close_to_call"
+
+
 def torch_versions(summary: dict, data: dict) -> dict:
     """The torch the kernel models follow, the one installed (that ran the
     fake device), and which of this step's kernel models were checked under

@@ -141,9 +141,7 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
                                  best["min_memory"] <= limit))
     answer["physical_fits"] = max(c["peak_allocated"] for c in configs.values()) <= limit
     verdicts = [c["verdict"] for c in configs.values()] + ([best["verdict"]] if best else [])
-    answer["verdict"] = ("fits" if "fits" in verdicts else
-                         "does_not_fit" if all(v == "does_not_fit" for v in verdicts) else
-                         "too_close_to_call")
+    answer["verdict"] = band.combine(verdicts)
     answer["fits"] = answer["verdict"] == "fits"
     if answer["fits"]:
         ok = [c["conf"] for c in configs.values() if c["verdict"] == "fits"]
