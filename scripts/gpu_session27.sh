@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Session 27's device call (one H100), everything in ONE file, $OUT/gpu_s27.tgz:
+#   probe      issue 46: the GPU's request stream (op_probe.py gpu, classic) of
+#              the tuning row that sets the convnet band (tv_resnet50_cl_fp16_bench
+#              b64: +1.9 % peak allocated, with or without its workspaces) and of
+#              the validation row that kept the transformer band wide
+#              (t5_base_fp32_sdpa b8: reserved -1.25 %), to compare here;
+#   open_peaks issue 48: the open peaks of native classic, expandable, advised and
+#              rescue on all eight strand workloads in one run (open_peaks.py);
+#   timing     issue 48: two_streams under rescue again (gpu_two_streams_rescue.sh:
+#              rescue's largest, then >= 5 alternating timing rounds).
+# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 480),
+# ORDER (default "probe open_peaks timing"), PROBE_ROWS ("setup:batch ...").
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s27; rm -rf $R; mkdir -p $R
+DEADLINE=${DEADLINE:-480}; t0=$SECONDS
+left() { echo $(( DEADLINE - (SECONDS - t0) )); }
+stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
+pack() { tar czf "$OUT/gpu_s27.tgz" -C /tmp s27 2>/dev/null; }
+trap pack EXIT
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
+export PYTHONUNBUFFERED=1
+export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+glue() {  # the glue for this host's torch, as gpu_strand.sh builds it
+  [ -f .carry/lib/libcachealloc_torch.so ] && return 0
+  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+  (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
+    && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) > $R/glue_build.log 2>&1
+  stamp "glue build rc=$?"
+}
+probe() {
+  for row in ${PROBE_ROWS:-tv_resnet50_cl_fp16_bench:64 t5_base_fp32_sdpa:8}; do
+    s=${row%%:*}; b=${row##*:}
+    [ "$(left)" -gt 60 ] || break
+    PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout 120 python3 benchmarks/predict/op_probe.py gpu \
+      --builder benchmarks/zoo/setups.py:$s --batch $b --name ${s}_classic --out $R \
+      --snapshot $R/${s}_classic_b$b.pickle.gz > $R/probe_$s.log 2>&1
+    stamp "op probe $s b$b classic rc=$?"
+  done
+}
+REUSE=benchmarks/results/strand_H100/strand_run1.json,benchmarks/results/strand_H100/strand_run2_stitch.json
+open_peaks() {
+  glue
+  [ "$(left)" -gt 60 ] || return 0
+  ( export PYTHONPATH=$PWD/bindings/python OMP_NUM_THREADS=2
+    timeout $(( $(left) - 15 )) python3 benchmarks/strand/open_peaks.py --reuse $REUSE --out $R/open_peaks.json \
+      --policies rescue --jobs 5 > $R/open_peaks.log 2>&1 )
+  stamp "open peaks rc=$?"
+}
+timing() {
+  glue
+  mkdir -p $R/ts
+  OUT=$R/ts STRAND_WALL=$(( $(left) - 30 )) STRAND_REUSE=$REUSE \
+    bash scripts/gpu_two_streams_rescue.sh > $R/two_streams.log 2>&1
+  stamp "two_streams rc=$?"
+}
+for part in ${ORDER:-probe open_peaks timing}; do
+  [ "$(left)" -gt 60 ] && $part
+done
+cat $R/timeline.txt; tail -n 8 $R/*.log
