@@ -221,6 +221,27 @@ _ALL = [
     _image("timm_mixnet_s_fp16", "mixnet", "convnet", "timm",
            "MixNet-S (4.1 M, mixed depthwise kernels)", R("fp16_scaler"), 128, 10,
            timm_m("mixnet_s")),
+    # --- holdout, session 27 (added before any GPU run or prediction of them): to
+    # check, on families nobody has tuned on, the rules made after the op probes
+    # of the tuning row that sets the convnet band and of T5-base b8, and the
+    # transformer band as it stands --------------------------------------------------
+    _lm(text.seq2seq, "pegasus_fp32_sdpa", "pegasus",
+        "Pegasus-style (12+12 x 768, vocab 96103, sinusoidal positions), 512 -> 128",
+        R("fp32", attn="sdpa"), 8, 10, "PegasusForConditionalGeneration", "PegasusConfig",
+        dict(vocab_size=96103, d_model=768, encoder_layers=12, decoder_layers=12,
+             encoder_attention_heads=12, decoder_attention_heads=12, encoder_ffn_dim=3072,
+             decoder_ffn_dim=3072, max_position_embeddings=1024, use_cache=False),
+        cousin="bart", src=512, tgt=128, vocab=96103),
+    _lm(text.causal_lm, "phi_bf16ac_sdpa", "phi", "Phi-style (20 x 1024, partial rotary 0.5, "
+        "parallel attention and MLP), seq 2048", R("bf16_autocast", attn="sdpa"), 4, 29,
+        "PhiForCausalLM", "PhiConfig",
+        dict(vocab_size=51200, hidden_size=1024, intermediate_size=4096, num_hidden_layers=20,
+             num_attention_heads=16, partial_rotary_factor=0.5, max_position_embeddings=2048,
+             use_cache=False),
+        seq=2048, vocab=51200),
+    _image("timm_beit_base_fp16", "beit", "transformer", "timm",
+           "BEiT-B/16 (86 M, relative position bias)", R("fp16_scaler"), 64, 8,
+           timm_m("beit_base_patch16_224")),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
