@@ -5,12 +5,15 @@
 #              b64: +1.9 % peak allocated, with or without its workspaces) and of
 #              the validation row that kept the transformer band wide
 #              (t5_base_fp32_sdpa b8: reserved -1.25 %), to compare here;
+#   holdout    issue 46: the session-27 holdout's truth (record.py; split.json
+#              "holdout": Pegasus-style, Phi-style, BEiT-B/16), in the background
+#              beside the probes (memory only; nothing is timed meanwhile);
 #   open_peaks issue 48: the open peaks of native classic, expandable, advised and
 #              rescue on all eight strand workloads in one run (open_peaks.py);
 #   timing     issue 48: two_streams under rescue again (gpu_two_streams_rescue.sh:
 #              rescue's largest, then >= 5 alternating timing rounds).
 # Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 480),
-# ORDER (default "probe open_peaks timing"), PROBE_ROWS ("setup:batch ...").
+# ORDER (default "holdout probe wait_holdout open_peaks timing"), PROBE_ROWS ("setup:batch ...").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s27; rm -rf $R; mkdir -p $R
@@ -39,6 +42,14 @@ probe() {
     stamp "op probe $s b$b classic rc=$?"
   done
 }
+HOLDOUT=${HOLDOUT:-pegasus_fp32_sdpa,phi_bf16ac_sdpa,timm_beit_base_fp16}
+holdout() {
+  ( PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout $(( $(left) - 200 )) python3 benchmarks/zoo/record.py run \
+      --out $R/holdout --setups "$HOLDOUT" --cpus 8 --gpu-gib 44 --deadline $(( $(left) - 210 )) > $R/holdout.log 2>&1
+    stamp "holdout truth rc=$?" ) &
+  HPID=$!
+}
+wait_holdout() { [ -n "${HPID:-}" ] && wait $HPID; return 0; }
 REUSE=benchmarks/results/strand_H100/strand_run1.json,benchmarks/results/strand_H100/strand_run2_stitch.json
 open_peaks() {
   glue
@@ -55,7 +66,7 @@ timing() {
     bash scripts/gpu_two_streams_rescue.sh > $R/two_streams.log 2>&1
   stamp "two_streams rc=$?"
 }
-for part in ${ORDER:-probe open_peaks timing}; do
+for part in ${ORDER:-holdout probe wait_holdout open_peaks timing}; do
   [ "$(left)" -gt 60 ] && $part
 done
 cat $R/timeline.txt; tail -n 8 $R/*.log
