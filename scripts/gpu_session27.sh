@@ -8,12 +8,15 @@
 #   holdout    issue 46: the session-27 holdout's truth (record.py; split.json
 #              "holdout": Pegasus-style, Phi-style, BEiT-B/16), in the background
 #              beside the probes (memory only; nothing is timed meanwhile);
+#   cpu211     issue 46: session 26's predictor change (convolutions without cuDNN)
+#              under torch 2.11 on this host's CPU: tests/python/test_predict_cudnn.py
+#              (the fake device needs no GPU), in the background beside the probes;
 #   open_peaks issue 48: the open peaks of native classic, expandable, advised and
 #              rescue on all eight strand workloads in one run (open_peaks.py);
 #   timing     issue 48: two_streams under rescue again (gpu_two_streams_rescue.sh:
 #              rescue's largest, then >= 5 alternating timing rounds).
 # Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 480),
-# ORDER (default "holdout probe wait_holdout open_peaks timing"), PROBE_ROWS ("setup:batch ...").
+# ORDER (default "holdout cpu211 probe wait_holdout open_peaks timing"), PROBE_ROWS ("setup:batch ...").
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s27; rm -rf $R; mkdir -p $R
@@ -49,7 +52,13 @@ holdout() {
     stamp "holdout truth rc=$?" ) &
   HPID=$!
 }
-wait_holdout() { [ -n "${HPID:-}" ] && wait $HPID; return 0; }
+wait_holdout() { [ -n "${HPID:-}" ] && wait $HPID; [ -n "${CPID:-}" ] && wait $CPID; return 0; }
+cpu211() {
+  ( CACHEALLOC_CLI=$PWD/.carry/bin/cachealloc PYTHONPATH=$PWD/bindings/python CUDA_VISIBLE_DEVICES= \
+      timeout 200 python3 -m pytest -q -p no:cacheprovider tests/python/test_predict_cudnn.py > $R/cpu211.log 2>&1
+    stamp "torch 2.11 CPU predict tests rc=$?" ) &
+  CPID=$!
+}
 REUSE=benchmarks/results/strand_H100/strand_run1.json,benchmarks/results/strand_H100/strand_run2_stitch.json
 open_peaks() {
   glue
@@ -66,7 +75,7 @@ timing() {
     bash scripts/gpu_two_streams_rescue.sh > $R/two_streams.log 2>&1
   stamp "two_streams rc=$?"
 }
-for part in ${ORDER:-holdout probe wait_holdout open_peaks timing}; do
+for part in ${ORDER:-holdout cpu211 probe wait_holdout open_peaks timing}; do
   [ "$(left)" -gt 60 ] && $part
 done
 cat $R/timeline.txt; tail -n 8 $R/*.log
