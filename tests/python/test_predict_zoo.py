@@ -159,3 +159,26 @@ def test_validation_row_within_the_band(predicted, name):
                 misses.append(f"{conf} {key}: predicted {p[key]:,} B, GPU {t[gpu_key]:,} B, "
                               f"{err:+.2f} % outside the {cls} band of {band:.2f} %")
     assert not misses, f"{name} (batch {b}):\n" + "\n".join(misses)
+
+
+def test_truth_runs_until_the_optimizer_steps_the_prediction_assumes():
+    """record_truth's builder loop counts optimizer steps that really ran, as
+    the predictor does: a step whose GradScaler skipped optimizer.step()
+    (inf gradients at the initial scale) is called again, up to a cap."""
+    import torch
+    from record_truth import MAX_EXTRA_CALLS, until_optimizer_steps
+    w = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.SGD([w], lr=0.1, momentum=0.9)
+    calls = []
+
+    def step(skips=2):
+        calls.append(1)
+        (w * 2).sum().backward()
+        if len(calls) > skips:   # the first calls "found inf": no optimizer step
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+    assert until_optimizer_steps(step, 3) == (5, 3)
+    assert "momentum_buffer" in opt.state[w]
+    calls.clear()
+    # Never stepping stops at the cap, and says so.
+    assert until_optimizer_steps(lambda: step(skips=10 ** 6), 3) == (3 + MAX_EXTRA_CALLS, 0)
