@@ -87,6 +87,29 @@ def test_cudnn_attention_requests_equal_the_gpus(step, probe, shape, tmp_path):
     assert _contains(fake, bwd), (bwd, fake[-40:])
 
 
+def test_safe_softmax_requests_equal_the_gpus(tmp_path):
+    """The math kernel's _safe_softmax, as the H100 ran it in T5-base b8
+    (session 27's op probe): after the output, a bool mask of the input's
+    size, the all() of its rows and a 4-byte scalar, freed last first. Before
+    this model the fake run lacked the three, and T5-base's classic peak
+    reserved came out 128 MiB under the GPU's."""
+    from cachealloc import predict
+    probe = REPO / "benchmarks" / "results" / "session27_H100" / "t5_base_fp32_sdpa_classic_b8.json.gz"
+    reqs = json.load(gzip.open(probe, "rt"))["requests"]
+    label = "aten._safe_softmax.default float32"
+    first = next(i for i, r in enumerate(reqs) if r[2] == label)
+    call = [(k, b) for k, b, lab in reqs[first:first + 7]]
+    assert all(lab == label for _, _, lab in reqs[first:first + 7])
+    out = 8 * 12 * 512 * 512 * 4
+    assert call == [("a", out), ("a", out // 4), ("a", out // 4 // 512), ("a", 4),
+                    ("f", 4), ("f", out // 4 // 512), ("f", out // 4)]
+    rec = predict.record(f"{STEPS}:t5_math", predict.resolve_gpu("H100-80GB"), size=1, steps=1,
+                         workdir=tmp_path, no_optimizer_step=True)
+    assert list(rec.summary["attention_calls"])[0].startswith("math:")
+    fake = _tokens(request_stream(load_device_trace(rec.trace)))
+    assert _contains(fake, call), fake[:60]
+
+
 def test_kernel_choice_follows_the_target_and_the_inputs(monkeypatch):
     from cachealloc.predict.kernels import gpu_model as G
 

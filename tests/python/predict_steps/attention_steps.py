@@ -26,6 +26,25 @@ gpt2_medium = _attention(4, 16, 16, 1024, 1024, 64, torch.bfloat16, True)
 bart_cross = _attention(16, 12, 12, 128, 512, 64, torch.float16, False)
 
 
+def t5_math(size=None):
+    """T5-base's encoder self-attention at batch 8 (fp32, dropout 0.1): its
+    relative-position bias is an embedding lookup (query, key, heads)
+    permuted to (1, heads, query, key), so the float mask's last dimension
+    is not of stride 1 and neither memory-efficient nor cuDNN attention
+    takes it: the math kernel runs (_safe_softmax inside it)."""
+    B, H, M, D = 8, 12, 512, 64
+    q, k, v = (torch.randn(B, H, M, D, device="cuda", requires_grad=True) for _ in range(3))
+    table = torch.randn(M, M, H, device="cuda", requires_grad=True)
+    g = torch.randn(B, H, M, D, device="cuda")
+
+    def step():
+        bias = table.permute(2, 0, 1).unsqueeze(0) + 0.0
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=0.1)
+        (out * g).sum().backward()
+        q.grad = k.grad = v.grad = table.grad = None
+    return step
+
+
 def packed_check(size=None):
     """transformers' packed-sequence test on arange-made position ids: on the
     GPU the check is True and the step allocates 1 MiB; a placeholder False
