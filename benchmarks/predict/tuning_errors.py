@@ -40,7 +40,34 @@ def _minor(version: str) -> str:
     return ".".join(str(version).split("+")[0].split(".")[:2])
 
 
-def _pct(pred, meas, alt=None, others=()):
+def gpu_noise(pairs, spread) -> dict:
+    """The GPU's own spread between fresh native processes of one step, bytes:
+    per quantity, the largest max - min over every (workload, config, batch)
+    measured in more than one process (the pairs' truth plus spread_runs'
+    other runs). band.py widens every band by it, and a tuning row's error
+    is what lies beyond it."""
+    worst = {"allocated": (0, None), "reserved": (0, None)}
+    runs = 0
+    for truth_path, _ in pairs:
+        for w, R in json.load(open(truth_path))["workloads"].items():
+            for conf, by_batch in (R.get("truth") or {}).items():
+                for b, t in by_batch.items():
+                    others = (spread or {}).get((w, conf, b), [])
+                    if not others or not t.get("ok", True) or not t.get("max_memory_reserved"):
+                        continue
+                    runs += 1
+                    figs = [(t["max_memory_allocated"], t["max_memory_reserved"]), *others]
+                    for i, q in enumerate(("allocated", "reserved")):
+                        d = max(f[i] for f in figs) - min(f[i] for f in figs)
+                        if d > worst[q][0]:
+                            worst[q] = (d, f"{w} {conf} b{b} ({len(figs)} processes)")
+    return {"allocated_bytes": worst["allocated"][0], "reserved_bytes": worst["reserved"][0],
+            "set_by": {q: worst[q][1] for q in worst}, "steps_measured": runs,
+            "about": "the largest max - min of one step's peaks over fresh native processes "
+                     "on one GPU (tuning_errors.py gpu_noise)"}
+
+
+def _pct(pred, meas, alt=None, others=(), noise=0):
     """The error in %, of the prediction; with alt (the other segment
     placement's figure), only what lies outside [pred, alt] (band.py widens
     by that spread); with others (the same step's figure in other native
@@ -49,7 +76,7 @@ def _pct(pred, meas, alt=None, others=()):
     if pred is None or not meas:
         return None
     lo, hi = sorted((pred, pred if alt is None else alt))
-    return round(residual_pct(pred, (lo, hi), [meas, *others]), 4)
+    return round(residual_pct(pred, (lo, hi), [meas, *others], noise), 4)
 
 
 def spread_runs(paths) -> dict:
@@ -73,7 +100,7 @@ def spread_runs(paths) -> dict:
     return out
 
 
-def pair_rows(truth_path: str, pred_path: str, spread=None):
+def pair_rows(truth_path: str, pred_path: str, spread=None, noise=None):
     """(rows, classes {workload: class}, ops {op: set(workloads)}, cpu torch).
     spread: spread_runs()'s other GPU figures of the same rows."""
     truth, pred = json.load(open(truth_path)), json.load(open(pred_path))
@@ -97,9 +124,11 @@ def pair_rows(truth_path: str, pred_path: str, spread=None):
                 alt = c.get("placement_alt") or {}
                 rows.append({"workload": w, "policy": conf, "batch": int(b),
                              "allocated_error_pct": _pct(c["peak_allocated"], t.get("max_memory_allocated"),
-                                                         alt.get("peak_allocated"), [a for a, _ in others]),
+                                                         alt.get("peak_allocated"), [a for a, _ in others],
+                                                         (noise or {}).get("allocated_bytes", 0)),
                              "reserved_error_pct": _pct(c["peak_reserved"], t.get("max_memory_reserved"),
-                                                        alt.get("peak_reserved"), [r for _, r in others]),
+                                                        alt.get("peak_reserved"), [r for _, r in others],
+                                                        (noise or {}).get("reserved_bytes", 0)),
                              "gpu_runs": 1 + len(others),
                              "gpu": truth.get("device"), "torch_gpu": truth.get("torch"),
                              "torch_cpu": pred.get("torch"), "source": source})
@@ -108,8 +137,9 @@ def pair_rows(truth_path: str, pred_path: str, spread=None):
 
 def build(pairs, reported, excluded, spread=None) -> dict:
     rows, classes, ops, cpu = [], {}, {}, {}
+    noise = gpu_noise(pairs, spread)
     for truth_path, pred_path in pairs:
-        r, c, o, torch_cpu = pair_rows(truth_path, pred_path, spread)
+        r, c, o, torch_cpu = pair_rows(truth_path, pred_path, spread, noise)
         rows += r
         classes.update(c)
         for op, ws in o.items():
@@ -127,8 +157,10 @@ def build(pairs, reported, excluded, spread=None) -> dict:
         why = excluded.get(r["workload"])
         (out_excluded if why else kept).append(dict(r, why=why) if why else r)
     return {"format": FORMAT, "kernel_models_torch": KERNEL_MODELS_TORCH,
+            "gpu_noise": noise,
             "note": ("Tuning rows the error band is made from (answer/band.py: per class, the "
-                     "largest |error| x 1.25, at least 0.5 %). Each row names its source. "
+                     "largest |error| beyond the GPU's own spread (gpu_noise) x 1.25, at least "
+                     "0.5 %, plus that spread in bytes). Each row names its source. "
                      "Regenerate with benchmarks/predict/tuning_errors.py; never add a "
                      "validation row."),
             "rows": kept, "excluded": out_excluded,

@@ -36,7 +36,7 @@ def err_pct(pred, meas):
     return 100.0 * (pred - meas) / meas
 
 
-def residual_pct(pred, alt, meas, items=(0, 0)):
+def residual_pct(pred, alt, meas, items=(0, 0), noise=0):
     """The error left outside what band.py widens every answer by besides
     the class band: the segment-placement spread (alt: the other placement's
     figure) and the known unmodelled items' bounds (items: (low, high)
@@ -45,7 +45,7 @@ def residual_pct(pred, alt, meas, items=(0, 0)):
         return err_pct(pred, meas)
     lo, hi = sorted((pred, pred if alt is None else alt))
     covered = (lo - items[0], None if items[1] is None else hi + items[1])
-    return band.residual_pct(pred, covered, [meas])
+    return band.residual_pct(pred, covered, [meas], noise)
 
 
 def _items(items, quantity):
@@ -86,9 +86,12 @@ def rows(truth: dict, pred: dict):
 
 def tuning_errors(truth: dict, pred: dict) -> dict:
     """Per class: the largest |error| over the tuning rows, and the band."""
+    noise = band.noise(band.load())
     out = {"about": "largest |error| per class over the TUNING half only (benchmarks/zoo/"
                     "compare.py), outside the segment-placement spread each answer is widened "
-                    "by; band = max(that x 1.25, 0.5 %) (issue 46)",
+                    "by and the GPU's own spread between processes (gpu_noise, bytes, from "
+                    "the band data); band = max(that x 1.25, 0.5 %) plus that spread (issue 46)",
+           "gpu_noise": noise,
            "truth": {"device": truth["device"], "torch": truth["torch"],
                      "libraries": truth.get("libraries")},
            "predicted_with_torch": pred.get("torch"), "classes": {}}
@@ -98,9 +101,9 @@ def tuning_errors(truth: dict, pred: dict) -> dict:
         C = out["classes"].setdefault(r["class"], {"rows": 0, "rows_without_prediction": [],
                                                    "allocated": None, "reserved": None})
         ea = residual_pct(r["pred_allocated"], r["alt_allocated"], r["gpu_allocated"],
-                          r["items_allocated"])
+                          r["items_allocated"], noise["allocated"])
         er = residual_pct(r["pred_reserved"], r["alt_reserved"], r["gpu_reserved"],
-                          r["items_reserved"])
+                          r["items_reserved"], noise["reserved"])
         if ea is None or er is None:
             C["rows_without_prediction"].append(f"{r['setup']} {r['conf']} b{r['batch']}")
             continue

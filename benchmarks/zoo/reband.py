@@ -3,7 +3,7 @@
 placement spread, and the GPU figures inside it counted: for prediction
 files made before the band data changed (their stored bands are older).
 
-    python3 benchmarks/zoo/reband.py TRUTH.json PRED.json
+    python3 benchmarks/zoo/reband.py TRUTH.json PRED.json [BAND_DATA.json]
 
 PRED must carry band_items and placement_alt (benchmarks/zoo/predict.py
 since 2026-12-06); rows without them get no items and no spread."""
@@ -14,7 +14,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bindings", "python"))
 from cachealloc.predict.answer import band
-d=band.load()
+d=band.load(sys.argv[3] if len(sys.argv)>3 else None)
 truth=json.load(open(sys.argv[1])); pred=json.load(open(sys.argv[2]))
 n=inside=0; out=[]
 for s,R in truth['setups'].items():
@@ -28,7 +28,7 @@ for s,R in truth['setups'].items():
             sp=band.placement_spread(pc)
             ok=True
             for q,tq,pct,iq in (('peak_allocated','max_memory_allocated',cb['allocated_pct'],'allocated'),('peak_reserved','max_memory_reserved',cb['reserved_pct'],'reserved')):
-                lo,hi=band.spread(band.widen(pc[q],pct,items,iq),sp[q])
+                lo,hi=band.spread(band.widen(pc[q],pct,items,iq,cb[f'{iq}_noise']),sp[q])
                 v=pc[q]; g=t[tq]
                 if not (v-lo<=g and (hi is None or g<=v+hi)): ok=False; out.append((s,c,b,q,round((v-g)/g*100,2)))
             n+=1; inside+=ok

@@ -204,6 +204,37 @@ def test_class_band_from_the_data_file():
         band.load(str(SCRIPT))
 
 
+def test_the_gpus_own_spread_is_bytes_beside_the_share(tmp_path):
+    """The same step in fresh native processes differs by a segment or so,
+    whatever the step's size: the band carries that spread in bytes, and a
+    tuning row's error is only what lies beyond it (a 538 / 558 MiB step
+    must not widen a 10 GiB step's band by 3.6 %)."""
+    from cachealloc.predict.answer import band
+    mib = 1 << 20
+    data = dict(band.load(str(TUNING)), gpu_noise={"allocated_bytes": 4 * mib,
+                                                  "reserved_bytes": 20 * mib})
+    t = band.class_band(data, "transformer")
+    assert (t["allocated_noise"], t["reserved_noise"]) == (4 * mib, 20 * mib)
+    assert band.widen(1000 * mib, 0.5, [], "reserved", t["reserved_noise"]) == [25 * mib, 25 * mib]
+    assert band.class_band(band.load(str(TUNING)), "transformer")["reserved_noise"] == 0
+    # 538 predicted, processes at 538 and 558: inside the spread, no error;
+    # 600 is 22 MiB beyond it.
+    assert band.residual_pct(538 * mib, (538 * mib, 538 * mib), [538 * mib, 558 * mib], 20 * mib) == 0
+    assert band.residual_pct(538 * mib, (538 * mib, 538 * mib), [600 * mib], 20 * mib) == \
+        pytest.approx(-100 * 42 / 538)
+    # The spread itself, from one step measured in several processes.
+    sys.path.insert(0, str(REPO / "benchmarks" / "predict"))
+    import tuning_errors
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps({"workloads": {"enc": {"truth": {"classic": {"2": {
+        "max_memory_allocated": 100 * mib, "max_memory_reserved": 538 * mib}}}}}}))
+    runs = {("enc", "classic", "2"): [(101 * mib, 558 * mib), (100 * mib, 538 * mib)]}
+    n = tuning_errors.gpu_noise([(str(truth), "unused")], runs)
+    assert (n["allocated_bytes"], n["reserved_bytes"]) == (mib, 20 * mib)
+    assert n["set_by"]["reserved"] == "enc classic b2 (3 processes)"
+    assert tuning_errors.gpu_noise([(str(truth), "unused")], {})["reserved_bytes"] == 0
+
+
 def test_step_class_from_the_recording():
     from cachealloc.predict.answer import band
     assert band.step_class({"op_calls": {"aten.convolution.default": 53}})[0] == "convnet"
