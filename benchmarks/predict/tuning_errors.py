@@ -135,9 +135,9 @@ def pair_rows(truth_path: str, pred_path: str, spread=None, noise=None):
     return rows, classes, ops, pred.get("torch")
 
 
-def build(pairs, reported, excluded, spread=None) -> dict:
+def build(pairs, reported, excluded, spread=None, with_noise=False) -> dict:
     rows, classes, ops, cpu = [], {}, {}, {}
-    noise = gpu_noise(pairs, spread)
+    noise = gpu_noise(pairs, spread) if with_noise else None
     for truth_path, pred_path in pairs:
         r, c, o, torch_cpu = pair_rows(truth_path, pred_path, spread, noise)
         rows += r
@@ -157,10 +157,11 @@ def build(pairs, reported, excluded, spread=None) -> dict:
         why = excluded.get(r["workload"])
         (out_excluded if why else kept).append(dict(r, why=why) if why else r)
     return {"format": FORMAT, "kernel_models_torch": KERNEL_MODELS_TORCH,
-            "gpu_noise": noise,
+            **({"gpu_noise": noise} if noise else {}),
             "note": ("Tuning rows the error band is made from (answer/band.py: per class, the "
-                     "largest |error| beyond the GPU's own spread (gpu_noise) x 1.25, at least "
-                     "0.5 %, plus that spread in bytes). Each row names its source. "
+                     "largest |error| x 1.25, at least 0.5 %; with gpu_noise, the error beyond "
+                     "the GPU's own spread, and the band plus that spread in bytes). Each row "
+                     "names its source. "
                      "Regenerate with benchmarks/predict/tuning_errors.py; never add a "
                      "validation row."),
             "rows": kept, "excluded": out_excluded,
@@ -177,6 +178,10 @@ def main() -> None:
                          "spread: truth_spread.py's DIR/rN/predict_truth_H200.json); repeatable")
     ap.add_argument("--reported", help="JSON list of rows measured elsewhere")
     ap.add_argument("--exclude", action="append", default=[], help="WORKLOAD=why (kept, not counted)")
+    ap.add_argument("--gpu-noise", action="store_true",
+                    help="band the GPU's own spread between processes (measured on --truth-runs) "
+                         "as bytes beside the share (docs/prediction.md, session 27: not the "
+                         "bundled file's rule, since the need at the limit misses by more)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     pairs = [tuple(p.split(":", 1)) for p in args.pair]
@@ -184,7 +189,7 @@ def main() -> None:
     if args.zoo_errors:
         reported += from_zoo(json.load(open(args.zoo_errors)), os.path.relpath(args.zoo_errors))["rows"]
     excluded = dict(e.split("=", 1) for e in args.exclude)
-    data = build(pairs, reported, excluded, spread_runs(args.truth_runs))
+    data = build(pairs, reported, excluded, spread_runs(args.truth_runs), args.gpu_noise)
     if args.zoo_errors:
         # The zoo's tuning half counts as checked under the torch it was
         # predicted with (compare.py records it).

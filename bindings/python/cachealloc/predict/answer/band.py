@@ -11,14 +11,15 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   through benchmarks/predict/tuning_errors.py) x MARGIN, at least
   FLOOR_PCT, per quantity (peak allocated; peak reserved, which also
   bands the smallest memory the step needs), plus the GPU's own noise in
-  bytes. A class with no rows, and "other", take the band of all rows.
-- The GPU's noise (gpu_noise in the data): the same step in fresh native
-  processes on one GPU differs by up to a few MiB allocated and one segment
-  reserved (the seed workloads' repeated processes: 326-8,858 MiB steps,
-  the spread does not grow with the step). It is bytes, not a share: as a
-  share, a 538 MiB step's one segment (3.6 %) widened every transformer's
-  band to 4.5 %. A tuning row's error is what lies beyond it
-  (residual_pct's noise), so the share is the model's error alone.
+  bytes where the data has one. A class with no rows, and "other", take
+  the band of all rows.
+- The GPU's noise (gpu_noise in the data, tuning_errors.py --gpu-noise):
+  the same step in fresh native processes on one GPU differs by up to a few
+  MiB allocated and one segment reserved (the seed workloads' repeated
+  processes: 326-8,858 MiB steps, the spread does not grow with the step).
+  As bytes, a tuning row's error is what lies beyond it (residual_pct's
+  noise). The bundled data has none (docs/prediction.md, session 27: with
+  it, the need at the limit of one validation row missed by more).
 - Widened by each known unmodelled item (unmodelled()), by its bound:
   a convolution the cuDNN table lacks (workspace_bound.py), the same under
   cudnn.benchmark, one the table has from another GPU of the same compute
