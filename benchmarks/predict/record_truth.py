@@ -116,8 +116,14 @@ def worker(spec: dict) -> dict:
         if build is not None:
             step = build(spec["batch"], device=dev)
             out["attn_implementation"] = getattr(step, "attn_implementation", None)
+            # Only a GradScaler skips optimizer steps: other steps run N calls,
+            # as the predictor records a builder (N calls of its step).
+            extra = spec.get("max_step_calls") if getattr(step, "scaler", None) is not None \
+                else spec["steps"]
             out["step_calls"], out["optimizer_steps"] = until_optimizer_steps(
-                step, spec["steps"], spec.get("max_step_calls"))
+                step, spec["steps"], extra)
+            if getattr(step, "scaler", None) is not None and out["optimizer_steps"] < spec["steps"]:
+                out["short_of_steps"] = True   # the cap came first: not the step predicted
         elif spec["workload"] in workloads.SCRIPTS:
             out["sdp_choices"] = run_script(spec["workload"], spec["batch"], spec["steps"])
         elif spec.get("memtracker"):
@@ -169,10 +175,11 @@ def worker(spec: dict) -> dict:
 # at the initial scale (2**16) a fp16 step often does, and then no optimizer
 # state exists yet (ResNet-50 channels_last fp16 under cudnn.benchmark, SGD
 # with momentum, session 27: 3 of 3 steps skipped, no momentum buffer, the
-# truth 1.9 % under the predictor's steady step). The predictor records until
-# its N-th optimizer step (GradScaler always steps there), so the truth runs
-# until N optimizer steps really ran, as a training job gets there: the scale
-# halves per skip, so MAX_EXTRA_CALLS more calls reach 2**4.
+# truth 1.9 % under the predictor's steady step). The predictor calls a builder's
+# step() N times, each of which takes its optimizer step on the fake device
+# (GradScaler always steps there), so under a GradScaler the truth runs until
+# N optimizer steps really ran, as a training job gets there: the scale halves
+# per skip, so MAX_EXTRA_CALLS more calls reach 2**4. Other steps run N calls.
 MAX_EXTRA_CALLS = 12
 
 

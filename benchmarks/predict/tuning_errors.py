@@ -158,12 +158,14 @@ def build(pairs, reported, excluded, spread=None, with_noise=False) -> dict:
         (out_excluded if why else kept).append(dict(r, why=why) if why else r)
     return {"format": FORMAT, "kernel_models_torch": KERNEL_MODELS_TORCH,
             **({"gpu_noise": noise} if noise else {}),
-            "note": ("Tuning rows the error band is made from (answer/band.py: per class, the "
-                     "largest |error| x 1.25, at least 0.5 %; with gpu_noise, the error beyond "
-                     "the GPU's own spread, and the band plus that spread in bytes). Each row "
-                     "names its source. "
-                     "Regenerate with benchmarks/predict/tuning_errors.py; never add a "
-                     "validation row."),
+            "note": (("Tuning rows the error band is made from (answer/band.py: per class, the "
+                      "largest |error| x 1.25, at least 0.5 %). Each row names its source. "
+                      if not noise else
+                      "Tuning rows the error band is made from (answer/band.py: per class, the "
+                      "largest |error| beyond the GPU's own spread (gpu_noise) x 1.25, at least "
+                      "0.5 %, plus that spread in bytes). Each row names its source. ")
+                     + "Regenerate with benchmarks/predict/tuning_errors.py; never add a "
+                       "validation row."),
             "rows": kept, "excluded": out_excluded,
             "checked_ops": {op: sorted(ws) for op, ws in sorted(ops.items())},
             "cpu_torch_checked": {v: "; ".join(s) for v, s in sorted(cpu.items())}}
@@ -190,6 +192,14 @@ def main() -> None:
         reported += from_zoo(json.load(open(args.zoo_errors)), os.path.relpath(args.zoo_errors))["rows"]
     excluded = dict(e.split("=", 1) for e in args.exclude)
     data = build(pairs, reported, excluded, spread_runs(args.truth_runs), args.gpu_noise)
+    if args.zoo_errors:
+        # The zoo's rows must be net of the same spread the band adds back
+        # (compare.py --gpu-noise-from a file with this figure), or of none.
+        zn = json.load(open(args.zoo_errors)).get("gpu_noise") or {}
+        mine = data.get("gpu_noise") or {}
+        if any(zn.get(k, 0) != mine.get(k, 0) for k in ("allocated_bytes", "reserved_bytes")):
+            sys.exit(f"{args.zoo_errors}: its rows are net of gpu_noise {zn or 'none'}, this band's "
+                     f"is {mine or 'none'}: make it again with compare.py --gpu-noise-from")
     if args.zoo_errors:
         # The zoo's tuning half counts as checked under the torch it was
         # predicted with (compare.py records it).

@@ -222,6 +222,15 @@ def test_the_gpus_own_spread_is_bytes_beside_the_share(tmp_path):
     assert band.residual_pct(538 * mib, (538 * mib, 538 * mib), [538 * mib, 558 * mib], 20 * mib) == 0
     assert band.residual_pct(538 * mib, (538 * mib, 538 * mib), [600 * mib], 20 * mib) == \
         pytest.approx(-100 * 42 / 538)
+    # The answer's line says which rule it used.
+    from cachealloc.predict.answer.band_text import band_line
+    b = {"allocated_pct": 0.82, "reserved_pct": 4.48, "class": "transformer", "why": "w",
+         "rows": 26, "set_by": {}, "items": []}
+    assert band_line({"band": dict(b, allocated_noise=0, reserved_noise=0)}).startswith(
+        "Error band: ±0.82 % of peak allocated, ±4.48 % of peak reserved")
+    assert "spread" not in band_line({"band": b})
+    assert band_line({"band": dict(b, allocated_noise=4 * mib, reserved_noise=20 * mib)}).startswith(
+        "Error band: ±(0.82 % + 4.0 MiB) of peak allocated, ±(4.48 % + 20.0 MiB)")
     # The spread itself, from one step measured in several processes.
     sys.path.insert(0, str(REPO / "benchmarks" / "predict"))
     import tuning_errors

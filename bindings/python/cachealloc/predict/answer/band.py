@@ -15,8 +15,9 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   the band of all rows.
 - The GPU's noise (gpu_noise in the data, tuning_errors.py --gpu-noise):
   the same step in fresh native processes on one GPU differs by up to a few
-  MiB allocated and one segment reserved (the seed workloads' repeated
-  processes: 326-8,858 MiB steps, the spread does not grow with the step).
+  MiB allocated and one segment reserved (the seed workloads' repeated truth
+  and MemTracker-harness processes: 326-8,858 MiB steps, the spread does not
+  grow with the step).
   As bytes, a tuning row's error is what lies beyond it (residual_pct's
   noise). The bundled data has none (docs/prediction.md, session 27: with
   it, the need at the limit of one validation row missed by more).
@@ -93,8 +94,11 @@ def from_zoo(zoo: dict, path) -> dict:
                 rows.append({"workload": worst.get("row"), "class": cls,
                              f"{q}_error_pct": worst["max_abs_error_pct"],
                              "source": f"{path} (zoo tuning half, {C.get('rows')} rows)"})
-    return {"format": FORMAT, "kernel_models_torch": "2.11", "rows": rows,
-            "checked_ops": {}, "cpu_torch_checked": {}, "note": zoo.get("about")}
+    out = {"format": FORMAT, "kernel_models_torch": "2.11", "rows": rows,
+           "checked_ops": {}, "cpu_torch_checked": {}, "note": zoo.get("about")}
+    if zoo.get("gpu_noise"):   # its rows are net of it: the band must add it back
+        out["gpu_noise"] = zoo["gpu_noise"]
+    return out
 
 
 def noise(data: dict) -> dict:

@@ -45,12 +45,18 @@ def band_line(a: dict) -> str:
         at = " ".join(str(row[k]) for k in ("policy", "batch") if row.get(k) not in (None, "both"))
         return f"{row['workload']}{' ' + at if at else ''} {row[f'{q}_error_pct']:+.2f} %"
     na, nr = b.get("allocated_noise") or 0, b.get("reserved_noise") or 0
-    noise = (f" + {amount(na)}" if na else "", f" + {amount(nr)}" if nr else "")
-    text = (f"Error band: ±({b['allocated_pct']:.2f} %{noise[0]}) of peak allocated, "
-            f"±({b['reserved_pct']:.2f} %{noise[1]}) of peak reserved and of the need; step class "
-            f"{b['class']} ({b['why']}): the worst error of its {b['rows']} tuning row(s) beyond the "
-            f"GPU's own spread between processes, x 1.25, at least 0.5 %, plus that spread in bytes "
-            f"(allocated: {origin('allocated')}; reserved: {origin('reserved')}; sources in --json)")
+    if not (na or nr):
+        text = (f"Error band: ±{b['allocated_pct']:.2f} % of peak allocated, ±{b['reserved_pct']:.2f} % of "
+                f"peak reserved and of the need; step class {b['class']} ({b['why']}): the worst error "
+                f"of its {b['rows']} tuning row(s) x 1.25, at least 0.5 % (allocated: {origin('allocated')}; "
+                f"reserved: {origin('reserved')}; sources in --json)")
+    else:  # band data with the GPU's own spread in bytes (tuning_errors.py --gpu-noise)
+        text = (f"Error band: ±({b['allocated_pct']:.2f} % + {amount(na)}) of peak allocated, "
+                f"±({b['reserved_pct']:.2f} % + {amount(nr)}) of peak reserved and of the need; step "
+                f"class {b['class']} ({b['why']}): the worst error of its {b['rows']} tuning row(s) "
+                f"beyond the GPU's own spread between processes, x 1.25, at least 0.5 %, plus that "
+                f"spread (allocated: {origin('allocated')}; reserved: {origin('reserved')}; sources "
+                f"in --json)")
     if b["items"]:
         text += f"; widened by {len(b['items'])} unmodelled item(s), listed below"
     names = {"peak_allocated": "peak allocated", "peak_reserved": "peak reserved",

@@ -318,13 +318,18 @@ class RecordingMode(TorchDispatchMode):
 
     def _run(self, func, args, kwargs, real_inputs=None):
         try:
-            if func is aten._convolution.default:
+            if func is aten._convolution.default and not kwargs:
                 # A CUDA build of torch runs _convolution's own C++ here, which
                 # picks a backend from the tensor's device; a fake tensor's is
                 # none it knows (convolution_overrideable: torch 2.11+cu130 with
-                # no GPU visible, session 27). convolution gives the same output
-                # from its meta function; the flags were read above (cudnn_key).
-                out = aten.convolution.default(*args[:9])
+                # no GPU visible, session 27). convolution (its first 9
+                # arguments) gives the same output from its meta function, under
+                # _convolution's own flags (benchmark, deterministic,
+                # cudnn_enabled, allow_tf32: arguments 9-12), which decide it.
+                with torch.backends.cudnn.flags(enabled=bool(args[11]), benchmark=bool(args[9]),
+                                                deterministic=bool(args[10]),
+                                                allow_tf32=bool(args[12])):
+                    out = aten.convolution.default(*args[:9])
             else:
                 out = func(*args, **kwargs)
         except (torch._subclasses.fake_tensor.DynamicOutputShapeException,

@@ -241,14 +241,24 @@ def _softmax_backward(rec, args, kwargs, out):
 
 
 def _safe_softmax(rec, args, kwargs, out):
-    """The rows-all-masked fix-up after the softmax (module docstring)."""
+    """The rows-all-masked fix-up after the softmax (module docstring). Not
+    modelled: the copy softmax makes first when `dtype` converts the input
+    (other than half to float), rare in attention."""
     x = args[0]
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     rec.track(out)
-    if not x.numel():
+    if not x.numel() or out.device.type != "cuda":
         return
     mask = rec.alloc(x.numel(), rec.stream)                          # bool, one byte each
     rows = rec.alloc(x.numel() // x.shape[dim] if x.dim() else 1, rec.stream)  # all(dim, keepdim)
+    # all() is a reduction: split across thread blocks, it stages in global memory.
+    gpu = rec.gpu
+    size, sem = cuda_reduce.buffers(x, [dim] if x.dim() else [], 1, gpu.multi_processor_count,
+                                    cuda_reduce.max_threads_per_sm(tuple(gpu.capability)))
+    if size:
+        buf = rec.alloc(size, rec.stream)
+        rec.free(rec.alloc(sem, rec.stream), rec.stream)
+        rec.free(buf, rec.stream)
     zero = rec.alloc(out.element_size(), rec.stream)                 # scalar_tensor(0, out.dtype)
     for block in (zero, rows, mask):
         rec.free(block, rec.stream)
