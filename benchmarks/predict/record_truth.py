@@ -118,11 +118,10 @@ def worker(spec: dict) -> dict:
             out["attn_implementation"] = getattr(step, "attn_implementation", None)
             # Only a GradScaler skips optimizer steps: other steps run N calls,
             # as the predictor records a builder (N calls of its step).
-            extra = spec.get("max_step_calls") if getattr(step, "scaler", None) is not None \
-                else spec["steps"]
+            scaled = getattr(step, "scaler", None) is not None
             out["step_calls"], out["optimizer_steps"] = until_optimizer_steps(
-                step, spec["steps"], extra)
-            if getattr(step, "scaler", None) is not None and out["optimizer_steps"] < spec["steps"]:
+                step, spec["steps"], spec.get("max_step_calls") if scaled else spec["steps"])
+            if scaled and out["optimizer_steps"] < spec["steps"]:
                 out["short_of_steps"] = True   # the cap came first: not the step predicted
         elif spec["workload"] in workloads.SCRIPTS:
             out["sdp_choices"] = run_script(spec["workload"], spec["batch"], spec["steps"])

@@ -188,22 +188,21 @@ def main() -> None:
     args = ap.parse_args()
     pairs = [tuple(p.split(":", 1)) for p in args.pair]
     reported = json.load(open(args.reported)) if args.reported else []
-    if args.zoo_errors:
-        reported += from_zoo(json.load(open(args.zoo_errors)), os.path.relpath(args.zoo_errors))["rows"]
+    zoo = json.load(open(args.zoo_errors)) if args.zoo_errors else None
+    if zoo:
+        reported += from_zoo(zoo, os.path.relpath(args.zoo_errors))["rows"]
     excluded = dict(e.split("=", 1) for e in args.exclude)
     data = build(pairs, reported, excluded, spread_runs(args.truth_runs), args.gpu_noise)
-    if args.zoo_errors:
+    if zoo:
         # The zoo's rows must be net of the same spread the band adds back
         # (compare.py --gpu-noise-from a file with this figure), or of none.
-        zn = json.load(open(args.zoo_errors)).get("gpu_noise") or {}
+        zn = zoo.get("gpu_noise") or {}
         mine = data.get("gpu_noise") or {}
         if any(zn.get(k, 0) != mine.get(k, 0) for k in ("allocated_bytes", "reserved_bytes")):
             sys.exit(f"{args.zoo_errors}: its rows are net of gpu_noise {zn or 'none'}, this band's "
                      f"is {mine or 'none'}: make it again with compare.py --gpu-noise-from")
-    if args.zoo_errors:
         # The zoo's tuning half counts as checked under the torch it was
         # predicted with (compare.py records it).
-        zoo = json.load(open(args.zoo_errors))
         zt = zoo.get("predicted_with_torch")
         if zt:
             n = sum((c or {}).get("rows", 0) for c in (zoo.get("classes") or {}).values())

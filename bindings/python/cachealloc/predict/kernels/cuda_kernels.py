@@ -218,16 +218,8 @@ def _convolution_backward(rec, args, kwargs, out):
         rec.free(copy, rec.stream)
     if isinstance(grad_bias, torch.Tensor):
         rec.track(grad_bias)
-        dims = [0] + list(range(2, grad_out.dim()))
-        gpu = rec.gpu
-        size, sem = cuda_reduce.buffers(grad_out, dims, cuda_reduce._acc_bytes(grad_out.dtype),
-                                        gpu.multi_processor_count,
-                                        cuda_reduce.max_threads_per_sm(tuple(gpu.capability)))
-        if size:
-            buf = rec.alloc(size, rec.stream)
-            sems = rec.alloc(sem, rec.stream)
-            rec.free(sems, rec.stream)
-            rec.free(buf, rec.stream)
+        cuda_reduce.stage(rec, grad_out, [0] + list(range(2, grad_out.dim())),
+                          cuda_reduce._acc_bytes(grad_out.dtype))
 
 
 def _softmax_backward(rec, args, kwargs, out):
@@ -251,14 +243,8 @@ def _safe_softmax(rec, args, kwargs, out):
         return
     mask = rec.alloc(x.numel(), rec.stream)                          # bool, one byte each
     rows = rec.alloc(x.numel() // x.shape[dim] if x.dim() else 1, rec.stream)  # all(dim, keepdim)
-    # all() is a reduction: split across thread blocks, it stages in global memory.
-    gpu = rec.gpu
-    size, sem = cuda_reduce.buffers(x, [dim] if x.dim() else [], 1, gpu.multi_processor_count,
-                                    cuda_reduce.max_threads_per_sm(tuple(gpu.capability)))
-    if size:
-        buf = rec.alloc(size, rec.stream)
-        rec.free(rec.alloc(sem, rec.stream), rec.stream)
-        rec.free(buf, rec.stream)
+    # all() is a reduction (of bools): split across thread blocks, it stages.
+    cuda_reduce.stage(rec, x, [dim] if x.dim() else [], 1)
     zero = rec.alloc(out.element_size(), rec.stream)                 # scalar_tensor(0, out.dtype)
     for block in (zero, rows, mask):
         rec.free(block, rec.stream)

@@ -208,15 +208,21 @@ def _reduce_model(dims_at, acc=_acc_bytes):
         dims = kwargs.get("dim", args[dims_at] if dims_at is not None and len(args) > dims_at else None)
         if isinstance(dims, int):
             dims = [dims]
-        gpu = rec.gpu
-        size, sem = buffers(inp, list(dims or []), acc(inp.dtype), gpu.multi_processor_count,
-                            max_threads_per_sm(tuple(gpu.capability)))
-        if size:
-            buf = rec.alloc(size, rec.stream)
-            semaphores = rec.alloc(sem, rec.stream)
-            rec.free(semaphores, rec.stream)
-            rec.free(buf, rec.stream)
+        stage(rec, inp, list(dims or []), acc(inp.dtype))
     return model
+
+
+def stage(rec, inp: torch.Tensor, dims, acc_bytes: int) -> None:
+    """Records the staging buffer and semaphores a reduction of `inp` over
+    `dims` asks for after its output on the recording's GPU (buffers()),
+    both freed at once, semaphores first; nothing when it needs none."""
+    gpu = rec.gpu
+    size, sem = buffers(inp, dims, acc_bytes, gpu.multi_processor_count,
+                        max_threads_per_sm(tuple(gpu.capability)))
+    if size:
+        buf = rec.alloc(size, rec.stream)
+        rec.free(rec.alloc(sem, rec.stream), rec.stream)
+        rec.free(buf, rec.stream)
 
 
 MODELS = {
