@@ -10,10 +10,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python
-TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 # The glue builds while native's side runs (on the second GPU).
-( cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-  && cmake --build /tmp/glue -j12 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/ ) >"$OUT/glue.log" 2>&1 &
+bash scripts/gpu_glue.sh "$OUT/glue.log" 12 &
 glue=$!
 CASES=$(cd tests/gpu && python3 -c 'from large_segment_script import CASES; print(" ".join(CASES))')
 run_side() {  # allocator gpu

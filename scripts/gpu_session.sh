@@ -13,10 +13,7 @@ stage=${1:-tests}
 # The PyTorch glue must be built against the torch installed there.
 # (Not for predict_unnamed: it runs only native PyTorch and the cachealloc tool.)
 if [ ! -f .carry/lib/libcachealloc_torch.so ] && [ "$stage" != predict_unnamed ]; then
-  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" >/tmp/glue.log 2>&1 \
-    && cmake --build /tmp/glue -j16 >>/tmp/glue.log 2>&1 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/ \
-    || { echo "glue build failed"; tail -40 /tmp/glue.log; }
+  bash scripts/gpu_glue.sh /tmp/glue.log || { echo "glue build failed"; tail -40 /tmp/glue.log; }
 fi
 ls .carry/lib
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

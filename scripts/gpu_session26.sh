@@ -19,13 +19,8 @@
 # only the 15,744-token processes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s26; rm -rf $R; mkdir -p $R
-DEADLINE=${DEADLINE:-420}; t0=$SECONDS
-left() { echo $(( DEADLINE - (SECONDS - t0) )); }
-stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
-pack() { tar czf "$OUT/gpu_s26.tgz" -C /tmp s26 2>/dev/null; }
-trap pack EXIT
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
+. scripts/gpu_session_lib.sh
+session_begin s26 420
 export PYTHONUNBUFFERED=1
 probe() {
   PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks timeout 100 python3 benchmarks/predict/op_probe.py gpu \
@@ -46,9 +41,7 @@ repeats() {
   ( export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
     # The glue for this host's torch, as gpu_strand.sh builds it (when strand did not run).
     if [ ! -f .carry/lib/libcachealloc_torch.so ]; then
-      TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-      (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-        && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) > $R/glue_build.log 2>&1
+      bash scripts/gpu_glue.sh $R/glue_build.log
       stamp "glue build rc=$?"
     fi
     export PYTHONPATH=$PWD/bindings/python OMP_NUM_THREADS=2

@@ -19,20 +19,13 @@
 # ORDER (default "holdout cpu211 probe wait_holdout open_peaks timing"), PROBE_ROWS ("setup:batch ...").
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s27; rm -rf $R; mkdir -p $R
-DEADLINE=${DEADLINE:-480}; t0=$SECONDS
-left() { echo $(( DEADLINE - (SECONDS - t0) )); }
-stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
-pack() { tar czf "$OUT/gpu_s27.tgz" -C /tmp s27 2>/dev/null; }
-trap pack EXIT
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
+. scripts/gpu_session_lib.sh
+session_begin s27 480
 export PYTHONUNBUFFERED=1
 export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
 glue() {  # the glue for this host's torch, as gpu_strand.sh builds it
   [ -f .carry/lib/libcachealloc_torch.so ] && return 0
-  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-    && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) > $R/glue_build.log 2>&1
+  bash scripts/gpu_glue.sh $R/glue_build.log
   stamp "glue build rc=$?"
 }
 probe() {

@@ -17,13 +17,8 @@
 # Knobs: DEADLINE (s, default 300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; R=/tmp/s27b; rm -rf $R; mkdir -p $R
-DEADLINE=${DEADLINE:-300}; t0=$SECONDS
-left() { echo $(( DEADLINE - (SECONDS - t0) )); }
-stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
-pack() { tar czf "$OUT/gpu_s27b.tgz" -C /tmp s27b 2>/dev/null; }
-trap pack EXIT
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
+. scripts/gpu_session_lib.sh
+session_begin s27b 300
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
 if [ -x .carry/bin/cachealloc ]; then
   ( CACHEALLOC_CLI=$PWD/.carry/bin/cachealloc CUDA_VISIBLE_DEVICES= timeout 200 \

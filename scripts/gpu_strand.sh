@@ -62,9 +62,7 @@ trap pack EXIT
 # (as gpu_session.sh does); every child process loads it.
 DEVICE=${STRAND_DEVICE:-cuda}
 if [ "$DEVICE" = cuda ] && [ ! -f .carry/lib/libcachealloc_torch.so ]; then
-  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-    && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) >"$WORK/results/glue_build.log" 2>&1 \
+  bash scripts/gpu_glue.sh "$WORK/results/glue_build.log" \
     || { echo "glue build failed (cachealloc kinds will fail; native kinds still run)"; tail -20 "$WORK/results/glue_build.log"; } | tee -a "$LOG"
 fi
 ls .carry/lib .carry/bin 2>&1 | tr '\n' ' ' | tee -a "$LOG"; echo | tee -a "$LOG"

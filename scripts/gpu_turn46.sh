@@ -31,10 +31,7 @@ trap pack EXIT
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > $R/gpu.txt 2>&1
 if [ -n "${TESTS_K-x}" ] || [ "${OOM_COST:-1}" != 0 ]; then
   # The glue against this torch (the GPU tests and ab_train run through it).
-  TP=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-  (cmake -S bindings/torch -B /tmp/glue -DCACHEALLOC_LIBRARY="$CACHEALLOC_LIBRARY" -DCMAKE_PREFIX_PATH="$TP" \
-    && cmake --build /tmp/glue -j16 && cp /tmp/glue/libcachealloc_torch.so .carry/lib/) >"$R/glue.log" 2>&1 \
-    || stamp "glue build failed"
+  bash scripts/gpu_glue.sh "$R/glue.log" || stamp "glue build failed"
   stamp "glue built"
 fi
 # CPU, torch 2.11, no GPU visible, one thread per prediction:

@@ -1,0 +1,15 @@
+# Sourced by the per-session device scripts (scripts/gpu_session2*.sh): the
+# part they share. `session_begin NAME DEADLINE` (from the repository root)
+# makes an empty /tmp/NAME as R, OUT (default /tmp/out), the clock (left:
+# seconds to DEADLINE, or $DEADLINE when set; stamp MSG: a line in
+# R/timeline.txt), packs /tmp/NAME into OUT/gpu_NAME.tgz on exit, and notes
+# the GPU in R/gpu.txt.
+session_begin() {
+  R=/tmp/$1; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; rm -rf "$R"; mkdir -p "$R"
+  DEADLINE=${DEADLINE:-$2}; t0=$SECONDS
+  PACK_NAME=$1
+  trap 'tar czf "$OUT/gpu_$PACK_NAME.tgz" -C /tmp "$PACK_NAME" 2>/dev/null' EXIT
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$R/gpu.txt" 2>&1
+}
+left() { echo $(( DEADLINE - (SECONDS - t0) )); }
+stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
