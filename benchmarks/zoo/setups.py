@@ -242,6 +242,26 @@ _ALL = [
     _image("timm_beit_base_fp16", "beit", "transformer", "timm",
            "BEiT-B/16 (86 M, relative position bias)", R("fp16_scaler"), 64, 8,
            timm_m("beit_base_patch16_224")),
+    # --- holdout, session 28 (added before any GPU run or prediction of them): to
+    # check, on families nobody has tuned on, the convnet band as it stands after
+    # the ResNet-50 benchmark row's truth was re-measured (0.5 %, from 2.35 %) and
+    # the transformer band --------------------------------------------------------------
+    _image("tv_vgg11_bn_bf16ac", "vgg", "convnet", "torchvision",
+           "VGG-11-BN (132.9 M, dense 3x3 convolutions, large classifier)",
+           R("bf16_autocast"), 64, 16, tvm("vgg11_bn")),
+    _image("tv_mnasnet1_0_cl_fp16", "mnasnet", "convnet", "torchvision",
+           "MNASNet 1.0 (4.4 M, depthwise)", R("fp16_scaler", channels_last=True), 128, 10,
+           tvm("mnasnet1_0")),
+    _lm(text.causal_lm, "gemma_bf16w_sdpa", "gemma", "Gemma-style (12 x 1024, multi-query "
+        "attention, head dim 256, GeGLU, tied), seq 1024", R("bf16_weights", attn="sdpa"), 4, 12,
+        "GemmaForCausalLM", "GemmaConfig",
+        dict(vocab_size=32000, hidden_size=1024, intermediate_size=4096, num_hidden_layers=12,
+             num_attention_heads=8, num_key_value_heads=1, head_dim=256,
+             max_position_embeddings=4096, use_cache=False),
+        seq=1024, vocab=32000),
+    _lm(text.masked_lm, "distilbert_mlm_fp16_eager", "distilbert", "DistilBERT MLM (66 M), seq 512",
+        R("fp16_scaler", attn="eager"), 32, 16, "DistilBertForMaskedLM", "DistilBertConfig", {},
+        seq=512, vocab=30522),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
