@@ -89,10 +89,12 @@ def tuning_errors(truth: dict, pred: dict, gpu_noise=None) -> dict:
     gpu_noise: {"allocated_bytes", "reserved_bytes"} to take the errors
     beyond (tuning_errors.py --gpu-noise's figure), or None."""
     noise = band.noise({"gpu_noise": gpu_noise})
-    out = {"about": "largest |error| per class over the TUNING half only (benchmarks/zoo/"
-                    "compare.py), outside the segment-placement spread each answer is widened "
-                    "by (and, with gpu_noise, the GPU's own spread between processes, bytes); "
-                    "band = max(that x 1.25, 0.5 %) (plus that spread) (issue 46)",
+    about = ("largest |error| per class over the TUNING half only (benchmarks/zoo/compare.py), "
+             "outside the segment-placement spread each answer is widened by")
+    about += ("; band = max(that x 1.25, 0.5 %) (issue 46)" if not gpu_noise else
+              " and the GPU's own spread between processes (gpu_noise, bytes); "
+              "band = max(that x 1.25, 0.5 %) plus that spread (issue 46)")
+    out = {"about": about,
            **({"gpu_noise": {"allocated_bytes": noise["allocated"],
                              "reserved_bytes": noise["reserved"]}} if gpu_noise else {}),
            "truth": {"device": truth["device"], "torch": truth["torch"],
