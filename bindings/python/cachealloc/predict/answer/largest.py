@@ -5,9 +5,11 @@ within the band ("largest_within_band": the largest size whose need plus
 its band's high side fits, and whose replay at the limit fits). The answer
 ("largest_fitting") is the larger of the two configs' sizes within the band.
 
-Sizes are assumed to need monotonically more memory; the search doubles
-from `start` until the physical limit fails, then bisects each criterion,
-recording each probed size once (one worker process serves every probe;
+Sizes are expected to need more memory as they grow, but under a limit
+the need is not always monotone (segment fragmentation): the search doubles
+from `start` until the physical limit fails, bisects each criterion below
+the smallest probe that does not fit, and checks a few sizes below each
+config's answer (_Search._settle), recording each probed size once (one worker process serves every probe;
 on request a second one records the likely next size meanwhile, Ahead,
 which changes the time and not the answer).
 Two probes of different sizes that record the same requests mean the size
@@ -177,12 +179,10 @@ class _Search:
         where it fits, near-linear in the size) crosses zero, kept strictly
         inside the bracket: a step whose memory is linear in the size is
         settled in about two probes per criterion instead of log2(range)."""
-        lo, hi = 0, hi_bad
-        for s in sorted(self.probes):
-            if ok(s):
-                lo = max(lo, s)
-            else:
-                hi = min(hi, s)
+        # Below the smallest probe that does not fit: where the need is not
+        # monotone, a fitting size above a failing one is not the answer.
+        hi = min([hi_bad, *(s for s in self.probes if not ok(s))])
+        lo = max([0, *(s for s in self.probes if s < hi and ok(s))])
         edge_steps = 0          # secant guesses in a row that landed next to the bracket's end
         while hi - lo > 1:
             mid = (lo + hi) // 2
@@ -202,6 +202,38 @@ class _Search:
             else:
                 hi = mid
         return lo
+
+    def _settle(self, ok: Callable[[int], bool], over: Callable[[int], float], hi_bad: int) -> int:
+        """_bisect's answer, checked below: under a limit the need is not
+        always monotone in the size. Classic's segments fragment differently
+        at each size (timm EfficientNet-B2 with checkpointing under 2,056
+        MiB: the replay fits at 94-97, not at 98-102, again at 103, 105 and
+        107, and the GPU trained 97 and failed at 98 and 99), and the secant
+        steps can land on a fitting size above failing ones. So the answer
+        is a size below which nothing probed fails: SAMPLES sizes spread
+        between the largest fitting probe below it and it are probed, and
+        at the first that does not fit the search bisects again below it.
+        A monotone step pays those probes and keeps its answer."""
+        L = self._bisect(ok, over, hi_bad)
+        for _ in range(self.ROUNDS):
+            g = max([0, *(s for s in self.probes if s < L and ok(s))])
+            if L - g <= 2:
+                return L
+            picks = sorted({g + (L - g) * k // (self.SAMPLES + 1) for k in range(1, self.SAMPLES + 1)}
+                           - {g, L})
+            failed = None
+            for m in picks:
+                self.probe(m)
+                if not ok(m):
+                    failed = m
+                    break
+            if failed is None:
+                return L
+            L = self._bisect(ok, over, failed)
+        return L
+
+    SAMPLES = 2        # sizes checked between an answer and the fitting probe below it
+    ROUNDS = 3         # answers checked so, at most, per criterion
 
     def run(self, start: int, max_size: int) -> dict:
         limit, P = self.limit, self.probes
@@ -246,8 +278,12 @@ class _Search:
         reached_max = hi_bad is None
         if reached_max:
             hi_bad = max_size + 1
-        found = {name: self._bisect(ok, over, hi_bad) for name, (ok, over) in raw.items()}
-        within = {name: self._bisect(ok, over, hi_bad) for name, (ok, over) in banded.items()}
+        # The physical limit (peak allocated) grows with the size: bisected
+        # alone. The configs' needs are checked below their answers.
+        found = {name: (self._bisect if name == "physical" else self._settle)(ok, over, hi_bad)
+                 for name, (ok, over) in raw.items()}
+        within = {name: (self._bisect if name == "physical" else self._settle)(ok, over, hi_bad)
+                  for name, (ok, over) in banded.items()}
         self.progress.close()
         return self._answer(found, within, max_size if reached_max else None)
 
