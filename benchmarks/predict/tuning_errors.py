@@ -17,6 +17,9 @@ of its recording), or the same workload's class from another pair.
 policy, batch, allocated_error_pct, reserved_error_pct, source}.
 --zoo-errors: benchmarks/zoo/compare.py --tuning-errors output (per class,
 the tuning half's largest errors), one row per class and quantity.
+--need-brackets: benchmarks/zoo/need_brackets.py output (tuning half): one
+row per setup and config with the need's error from the GPU's
+largest-batch bracket (band.py bands the need by it).
 The zoo's compare script calls this with the tuning half's pairs only:
 never a validation row.
 """
@@ -135,6 +138,25 @@ def pair_rows(truth_path: str, pred_path: str, spread=None, noise=None):
     return rows, classes, ops, pred.get("torch")
 
 
+def need_rows(brackets: dict, source: str) -> list:
+    """need_brackets.py's rows as band rows: one per tuning setup and config
+    with a GPU bracket, its need_error_pct (the contradiction beyond the
+    answer's own widening, % of the predicted need; 0 inside). A bracket
+    file of any other half, or a row that failed, is refused: the band is
+    made from the tuning half alone, and a missing row would narrow it."""
+    if brackets.get("half") != "tuning" or any(r.get("half") != "tuning" for r in brackets["rows"]):
+        sys.exit(f"{source}: not the tuning half's brackets (half {brackets.get('half')!r})")
+    failed = [f"{r['setup']} {r['conf']}" for r in brackets["rows"] if "error" in r]
+    if failed:
+        sys.exit(f"{source}: no prediction for {', '.join(failed)}: predict them again")
+    if brackets.get("gpu_noise"):
+        sys.exit(f"{source}: brackets net of gpu_noise are not supported yet")
+    return [{"workload": f"{r['setup']} L{r['L']}/F{r['F']}", "class": r["class"],
+             "policy": r["conf"], "need_error_pct": r["error_pct"],
+             "source": f"{source} (zoo tuning half, GPU largest-batch bracket)"}
+            for r in brackets["rows"]]
+
+
 def build(pairs, reported, excluded, spread=None, with_noise=False) -> dict:
     rows, classes, ops, cpu = [], {}, {}, {}
     noise = gpu_noise(pairs, spread) if with_noise else None
@@ -184,6 +206,10 @@ def main() -> None:
                     help="band the GPU's own spread between processes (measured on --truth-runs) "
                          "as bytes beside the share (docs/prediction.md, session 27: not the "
                          "bundled file's rule, since the need at the limit misses by more)")
+    ap.add_argument("--need-brackets", action="append", default=[],
+                    help="benchmarks/zoo/need_brackets.py output of the TUNING half: the need's "
+                         "own error from the GPU's largest-batch brackets (band.py need_pct); "
+                         "repeatable")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     pairs = [tuple(p.split(":", 1)) for p in args.pair]
@@ -191,6 +217,8 @@ def main() -> None:
     zoo = json.load(open(args.zoo_errors)) if args.zoo_errors else None
     if zoo:
         reported += from_zoo(zoo, os.path.relpath(args.zoo_errors))["rows"]
+    for path in args.need_brackets:
+        reported += need_rows(json.load(open(path)), os.path.relpath(path))
     excluded = dict(e.split("=", 1) for e in args.exclude)
     data = build(pairs, reported, excluded, spread_runs(args.truth_runs), args.gpu_noise)
     if zoo:

@@ -454,3 +454,93 @@ def test_placed_figure_counts_once_for_both_kinds_of_missing_keys():
     assert first["allocated"] == [0, min(workspace_bound.bound(plain), 100 * mib)]
     low, high = band.widen(1200 * mib, 0.0, items, "need")
     assert high == first["need"][1]
+
+
+def test_the_need_has_its_own_band_from_the_gpus_largest_batch_brackets(tmp_path):
+    """The GPU trains at L and fails at F under its limit: a predicted need
+    above the limit at L (says too big where it trained) or at most the
+    limit at F (says fits where it failed) is the need's error, beyond the
+    answer's own widening; the band bands the need by it, apart from peak
+    reserved, and data without such rows band the need as before."""
+    from cachealloc.predict.answer import band
+    sys.path.insert(0, str(REPO / "benchmarks" / "zoo"))
+    sys.path.insert(0, str(REPO / "benchmarks" / "predict"))
+    import need_brackets
+    import tuning_errors
+    mib = 1 << 20
+    limit = 1000 * mib
+    # Inside: need(L) at most the limit, need(F) above it.
+    e = need_brackets.need_error(990 * mib, None, (0, 0), 1010 * mib, None, (0, 0), limit)
+    assert e["error_pct"] == 0
+    # Over at L by 20 MiB; the other placement's need at the limit covers it.
+    e = need_brackets.need_error(1020 * mib, None, (0, 0), 1050 * mib, None, (0, 0), limit)
+    assert e["over_bytes"] == 20 * mib and e["error_pct"] == pytest.approx(100 * 20 / 1020, abs=1e-4)
+    assert need_brackets.need_error(1020 * mib, 1000 * mib, (0, 0), 1050 * mib, None, (0, 0),
+                                    limit)["error_pct"] == 0
+    # Under at F: the replay runs F within the limit where the GPU failed;
+    # an unmodelled item with no bound covers anything.
+    e = need_brackets.need_error(900 * mib, None, (0, 0), 980 * mib, None, (0, 0), limit)
+    assert e["under_bytes"] == 20 * mib + 1 and e["error_pct"] < 0
+    assert need_brackets.need_error(900 * mib, None, (0, 0), 980 * mib, None, (0, None),
+                                    limit)["error_pct"] == 0
+    # The bracket: the largest that trained and the smallest failing probe above it.
+    R = {"largest": {"classic": 66}, "probes": {"classic": {
+        "64": {"ok": True}, "66": {"ok": True}, "68": {"ok": False}, "67": {"ok": False}}}}
+    assert need_brackets.bracket(R, "classic") == (66, 67) and need_brackets.bracket(R, "expandable") is None
+    # As band rows: the tuning half only.
+    rows = {"half": "tuning", "rows": [dict(setup="s", conf="classic", L=66, F=67, half="tuning",
+                                            **{"class": "transformer"}, error_pct=-0.8)]}
+    got = tuning_errors.need_rows(rows, "b.json")
+    assert got[0]["need_error_pct"] == -0.8 and got[0]["class"] == "transformer"
+    with pytest.raises(SystemExit):
+        tuning_errors.need_rows(dict(rows, half="validation"), "b.json")
+    data = band.load(str(TUNING))
+    t = band.class_band(data, "transformer")
+    assert t["need_pct"] == t["reserved_pct"] and "need" not in t["set_by"]
+    data = dict(data, rows=data["rows"] + got)
+    t = band.class_band(data, "transformer")
+    assert t["need_pct"] == pytest.approx(1.0) and t["reserved_pct"] == pytest.approx(2.0)
+    assert t["set_by"]["need"]["need_error_pct"] == -0.8
+    configs = {"classic": {"peak_allocated": 900 * mib, "peak_reserved": 950 * mib,
+                           "min_memory": 1000 * mib}}
+    b = band.bands({"op_calls": {"aten._softmax.default": 3}}, None, configs, data)
+    assert b["need_pct"] == pytest.approx(1.0)
+    assert b["configs"]["classic"]["min_memory"] == [10 * mib, 10 * mib]
+    assert b["configs"]["classic"]["peak_reserved"] == [19 * mib, 19 * mib]
+    from cachealloc.predict.answer.band_text import band_line
+    line = band_line({"band": dict(b, why="w")})
+    assert "±2.00 % of peak reserved, ±1.00 % of the need" in line and "largest-batch brackets" in line
+
+
+def test_the_largest_search_answers_below_a_size_that_does_not_fit():
+    """Under a limit the need is not always monotone in the size (classic's
+    segments fragment differently at each size: timm EfficientNet-B2 with
+    checkpointing fits at 94-97, not at 98-102, again at 103, 105 and 107 in
+    the replay, and the GPU trained 97 and failed at 98). A secant step that
+    lands on 107 must not be the answer: sizes below it are checked, and the
+    answer is bisected again below the first that fails."""
+    from cachealloc.predict.answer.largest import _Search
+    fits = {s: s <= 97 or s in (103, 105, 107, 109) for s in range(1, 200)}
+
+    class Search(_Search):
+        def __init__(self):
+            self.probes = {}
+
+        def probe(self, size, hint=None):
+            self.probes[size] = {"fits": fits[size]}
+            return self.probes[size]
+
+    s = Search()
+    for size in (48, 96, 107, 108):      # what the secant steps had probed
+        s.probe(size)
+    ok = lambda n: s.probes[n]["fits"]   # noqa: E731
+    over = lambda n: -1.0 if s.probes[n]["fits"] else 1.0  # noqa: E731
+    assert s._bisect(ok, over, 200) == 107          # the fitting probe below 108
+    assert s._settle(ok, over, 200) == 97
+    assert 98 in s.probes and not s.probes[98]["fits"]
+    # A monotone step keeps its answer, at the cost of the sampled probes.
+    fits = {n: n <= 100 for n in range(1, 200)}
+    s = Search()
+    for size in (48, 96, 100, 101):
+        s.probe(size)
+    assert s._settle(ok, over, 200) == 100 and len(s.probes) == 6

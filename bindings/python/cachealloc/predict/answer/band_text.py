@@ -45,18 +45,26 @@ def band_line(a: dict) -> str:
         at = " ".join(str(row[k]) for k in ("policy", "batch") if row.get(k) not in (None, "both"))
         return f"{row['workload']}{' ' + at if at else ''} {row[f'{q}_error_pct']:+.2f} %"
     na, nr = b.get("allocated_noise") or 0, b.get("reserved_noise") or 0
+    own_need = bool(by.get("need"))   # the need banded from the GPU's largest-batch brackets
+
+    def share(q, noise):
+        return f"{b[q + '_pct']:.2f} %" if not (na or nr) else f"({b[q + '_pct']:.2f} % + {amount(noise)})"
+    if own_need:
+        quantities = (f"±{share('allocated', na)} of peak allocated, ±{share('reserved', nr)} of "
+                      f"peak reserved, ±{share('need', b.get('need_noise') or 0)} of the need")
+    else:
+        quantities = (f"±{share('allocated', na)} of peak allocated, ±{share('reserved', nr)} of "
+                      f"peak reserved and of the need")
+    origins = f"allocated: {origin('allocated')}; reserved: {origin('reserved')}"
+    if own_need:
+        origins += f"; need: {origin('need')}, from the GPU's largest-batch brackets"
     if not (na or nr):
-        text = (f"Error band: ±{b['allocated_pct']:.2f} % of peak allocated, ±{b['reserved_pct']:.2f} % of "
-                f"peak reserved and of the need; step class {b['class']} ({b['why']}): the worst error "
-                f"of its {b['rows']} tuning row(s) x 1.25, at least 0.5 % (allocated: {origin('allocated')}; "
-                f"reserved: {origin('reserved')}; sources in --json)")
+        text = (f"Error band: {quantities}; step class {b['class']} ({b['why']}): the worst error "
+                f"of its {b['rows']} tuning row(s) x 1.25, at least 0.5 % ({origins}; sources in --json)")
     else:  # band data with the GPU's own spread in bytes (tuning_errors.py --gpu-noise)
-        text = (f"Error band: ±({b['allocated_pct']:.2f} % + {amount(na)}) of peak allocated, "
-                f"±({b['reserved_pct']:.2f} % + {amount(nr)}) of peak reserved and of the need; step "
-                f"class {b['class']} ({b['why']}): the worst error of its {b['rows']} tuning row(s) "
-                f"beyond the GPU's own spread between processes, x 1.25, at least 0.5 %, plus that "
-                f"spread (allocated: {origin('allocated')}; reserved: {origin('reserved')}; sources "
-                f"in --json)")
+        text = (f"Error band: {quantities}; step class {b['class']} ({b['why']}): the worst error "
+                f"of its {b['rows']} tuning row(s) beyond the GPU's own spread between processes, "
+                f"x 1.25, at least 0.5 %, plus that spread ({origins}; sources in --json)")
     if b["items"]:
         text += f"; widened by {len(b['items'])} unmodelled item(s), listed below"
     names = {"peak_allocated": "peak allocated", "peak_reserved": "peak reserved",

@@ -130,8 +130,8 @@ def fits(target, gpu: Gpu, *, memory_fraction=None, steps=3, size=None, batch_ar
                     r["min_memory"] is None, r["min_memory"] or 0, r["line"]))}
         below, above = band.need_spreads(configs)
         best["band"] = band.spread(band.spread(
-            band.widen(best["min_memory"], bands["reserved_pct"], bands["items"], "need",
-                       bands.get("reserved_noise", 0)),
+            band.widen(best["min_memory"], bands["need_pct"], bands["items"], "need",
+                       bands.get("need_noise", 0)),
             below), above)
         best["verdict"] = band.judge(best["min_memory"], best["min_memory"] is not None and
                                      best["min_memory"] <= limit, best["band"], limit)
