@@ -232,6 +232,22 @@ class _Search:
             L = self._bisect(ok, over, failed)
         return L
 
+    def _resettle(self, *tables, hi_bad: int) -> None:
+        """A later criterion's probes can show a size failing below an
+        answer settled earlier: settle that answer again, until none moves
+        (each move lowers an answer below a failing probe, so this ends).
+        tables: (answers {name: size}, criteria {name: (ok, over)}) pairs,
+        answers updated in place; the configs only (physical is monotone)."""
+        moved = True
+        while moved:
+            moved = False
+            for answers, criteria in tables:
+                for name in NATIVE_CONFIGS:
+                    ok, over = criteria[name]
+                    if any(s < answers[name] and not ok(s) for s in self.probes):
+                        answers[name] = self._settle(ok, over, hi_bad)
+                        moved = True
+
     SAMPLES = 2        # sizes checked between an answer and the fitting probe below it
     ROUNDS = 3         # answers checked so, at most, per criterion
 
@@ -284,6 +300,7 @@ class _Search:
                  for name, (ok, over) in raw.items()}
         within = {name: (self._bisect if name == "physical" else self._settle)(ok, over, hi_bad)
                   for name, (ok, over) in banded.items()}
+        self._resettle((found, raw), (within, banded), hi_bad=hi_bad)
         self.progress.close()
         return self._answer(found, within, max_size if reached_max else None)
 
