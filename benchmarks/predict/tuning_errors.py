@@ -149,8 +149,9 @@ def need_rows(brackets: dict, source: str) -> list:
     failed = [f"{r['setup']} {r['conf']}" for r in brackets["rows"] if "error" in r]
     if failed:
         sys.exit(f"{source}: no prediction for {', '.join(failed)}: predict them again")
-    if brackets.get("gpu_noise"):
-        sys.exit(f"{source}: brackets net of gpu_noise are not supported yet")
+    if brackets.get("setups"):
+        sys.exit(f"{source}: brackets of some setups only ({brackets['setups']}): the band needs "
+                 "every tuning row")
     return [{"workload": f"{r['setup']} L{r['L']}/F{r['F']}", "class": r["class"],
              "policy": r["conf"], "need_error_pct": r["error_pct"],
              "source": f"{source} (zoo tuning half, GPU largest-batch bracket)"}
@@ -217,6 +218,9 @@ def main() -> None:
     zoo = json.load(open(args.zoo_errors)) if args.zoo_errors else None
     if zoo:
         reported += from_zoo(zoo, os.path.relpath(args.zoo_errors))["rows"]
+    if args.need_brackets and args.gpu_noise:
+        # The brackets are not net of the GPU's spread, which the band would add on top.
+        ap.error("--need-brackets with --gpu-noise is not supported: the need rows are not net of it")
     for path in args.need_brackets:
         reported += need_rows(json.load(open(path)), os.path.relpath(path))
     excluded = dict(e.split("=", 1) for e in args.exclude)

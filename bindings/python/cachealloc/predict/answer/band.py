@@ -139,13 +139,15 @@ def _worst(rows, field):
 
 def class_band(data: dict, cls: str) -> dict:
     """{"allocated_pct", "reserved_pct", "need_pct", "allocated_noise",
-    "reserved_noise", "need_noise" (bytes), "rows", "set_by": {quantity: row}}."""
+    "reserved_noise", "need_noise" (bytes), "rows" (the peaks'), "need_rows",
+    "set_by": {quantity: row}}."""
     rows = [r for r in data["rows"] if r.get("class") == cls] if cls != "other" else []
     if not rows:
         rows = list(data["rows"])
     n = noise(data)
-    out = {"rows": len(rows), "set_by": {}, "allocated_noise": n["allocated"],
-           "reserved_noise": n["reserved"]}
+    # "rows": the peaks' rows (a need row carries a bracket, not a peak).
+    out = {"rows": sum(1 for r in rows if r.get("need_error_pct") is None), "set_by": {},
+           "allocated_noise": n["allocated"], "reserved_noise": n["reserved"]}
     for quantity, field in (("allocated", "allocated_error_pct"), ("reserved", "reserved_error_pct")):
         worst, row = _worst(rows, field)
         out[f"{quantity}_pct"] = max(FLOOR_PCT, (worst or 0.0) * MARGIN)
@@ -153,8 +155,9 @@ def class_band(data: dict, cls: str) -> dict:
             k: row.get(k) for k in ("workload", "policy", "batch", field, "source")}
     # The need (the smallest limit the replay runs under) has its own rows
     # where the data has them: the GPU's largest-batch brackets of the
-    # tuning half (benchmarks/zoo/need_brackets.py). Data without them bands
-    # the need like peak reserved, as before.
+    # tuning half (benchmarks/zoo/need_brackets.py; lower bounds of the
+    # need's error, since a bracket the prediction agrees with counts 0).
+    # Data without them bands the need like peak reserved, as before.
     need_rows = [r for r in rows if r.get("need_error_pct") is not None]
     if need_rows:
         worst, row = _worst(need_rows, "need_error_pct")
@@ -164,6 +167,7 @@ def class_band(data: dict, cls: str) -> dict:
     else:
         out["need_pct"] = out["reserved_pct"]
     out["need_noise"] = n["reserved"]
+    out["need_rows"] = len(need_rows)
     return out
 
 
@@ -404,7 +408,8 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
     out = {"class": cls, "why": why, "allocated_pct": cb["allocated_pct"],
            "reserved_pct": cb["reserved_pct"], "need_pct": cb["need_pct"],
            "allocated_noise": cb["allocated_noise"], "reserved_noise": cb["reserved_noise"],
-           "need_noise": cb["need_noise"], "rows": cb["rows"], "set_by": cb["set_by"],
+           "need_noise": cb["need_noise"], "rows": cb["rows"], "need_rows": cb["need_rows"],
+           "set_by": cb["set_by"],
            "source": data.get("path"), "items": items, "configs": {}}
     out["placement"] = {}
     for name, c in configs.items():

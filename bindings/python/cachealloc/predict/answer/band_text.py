@@ -57,7 +57,8 @@ def band_line(a: dict) -> str:
                       f"peak reserved and of the need")
     origins = f"allocated: {origin('allocated')}; reserved: {origin('reserved')}"
     if own_need:
-        origins += f"; need: {origin('need')}, from the GPU's largest-batch brackets"
+        origins += (f"; need: {origin('need')}, the worst of {b.get('need_rows', '?')} GPU "
+                    "largest-batch bracket(s) x 1.25, at least 0.5 %")
     if not (na or nr):
         text = (f"Error band: {quantities}; step class {b['class']} ({b['why']}): the worst error "
                 f"of its {b['rows']} tuning row(s) x 1.25, at least 0.5 % ({origins}; sources in --json)")
