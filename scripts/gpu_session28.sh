@@ -48,7 +48,7 @@ probe() {
   done
 }
 # setup:conf:fraction:sizes (record_truth.py worker, one fresh process each, 4 at a time)
-SIZES=${SIZES:-timm_efficientnet_b2_ckpt_bf16ac_fused:classic:0.025356:100,102,104,106,107,108 timm_swin_small_ckpt_bf16w:expandable:0.022172:72,73,74,75}
+SIZES=${SIZES:-timm_efficientnet_b2_ckpt_bf16ac_fused:classic:0.025356:100,102,103,104,105,106,107,108 timm_swin_small_ckpt_bf16w:expandable:0.022172:72,73,74,75}
 sizes() {
   mkdir -p $R/sizes; SPIDS=()
   for row in $SIZES; do
