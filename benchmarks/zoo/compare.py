@@ -48,17 +48,6 @@ def residual_pct(pred, alt, meas, items=(0, 0), noise=0):
     return band.residual_pct(pred, covered, [meas], noise)
 
 
-def _items(items, quantity):
-    """(low, high) bytes the answer's unmodelled items widen `quantity` by
-    (high None: unbounded); (0, 0) for none or an older prediction file."""
-    low, high = 0, 0
-    for it in items or []:
-        a, b = it.get(quantity) or (0, 0)
-        low += a or 0
-        high = None if high is None or b is None else high + b
-    return low, high
-
-
 def rows(truth: dict, pred: dict):
     """One row per (setup, config, batch) measured: the figures and errors."""
     for n, R in truth["setups"].items():
@@ -76,8 +65,8 @@ def rows(truth: dict, pred: dict):
                        "pred_reserved": pc.get("peak_reserved"),
                        "alt_allocated": (pc.get("placement_alt") or {}).get("peak_allocated"),
                        "alt_reserved": (pc.get("placement_alt") or {}).get("peak_reserved"),
-                       "items_allocated": _items(p.get("band_items"), "allocated"),
-                       "items_reserved": _items(p.get("band_items"), "reserved"),
+                       "items_allocated": band.item_bounds(p.get("band_items"), "allocated"),
+                       "items_reserved": band.item_bounds(p.get("band_items"), "reserved"),
                        "band_allocated": (pc.get("band") or {}).get("peak_allocated"),
                        "band_reserved": (pc.get("band") or {}).get("peak_reserved"),
                        "benchmark": "cudnn_benchmark" in (R.get("regime") or []),

@@ -75,15 +75,6 @@ def need_error(need_L, alt_L, items_L, need_F, alt_F, items_F, limit) -> dict:
             "error_pct": round(over_pct if over_pct >= under_pct else -under_pct, 4)}
 
 
-def _items(answer: dict):
-    low, high = 0, 0
-    for it in answer.get("band_items") or []:
-        a, b = it.get("need") or (0, 0)
-        low += a or 0
-        high = None if high is None or b is None else high + b
-    return low, high
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--truth", required=True)
@@ -128,10 +119,11 @@ def main() -> None:
                 continue
             altL = (cL.get("placement_alt") or {}).get("min_memory")
             altF = (cF.get("placement_alt") or {}).get("min_memory")
+            iL, iF = (band.item_bounds(a.get("band_items"), "need") for a in (aL, aF))
             row.update(need_L=cL["min_memory"], need_F=cF["min_memory"], alt_L=altL, alt_F=altF,
-                       items_L=list(_items(aL)), items_F=list(_items(aF)))
-            row.update(need_error(cL["min_memory"], altL, _items(aL), cF["min_memory"], altF,
-                                  _items(aF), R["limit_bytes"]))
+                       items_L=list(iL), items_F=list(iF))
+            row.update(need_error(cL["min_memory"], altL, iL, cF["min_memory"], altF, iF,
+                                  R["limit_bytes"]))
             rows.append(row)
             mib = 1 << 20
             print(f"{n:40s} {conf:10s} L={L:<4d} F={F:<4d} limit {R['limit_bytes'] / mib:9.1f} "

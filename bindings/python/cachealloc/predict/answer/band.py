@@ -452,17 +452,25 @@ def spread(band: list, d: int) -> list:
     return [low - d, high]
 
 
+def item_bounds(items, quantity: str) -> tuple:
+    """(low, high) bytes the unmodelled items widen `quantity` by, summed
+    (high None: some item has no bound); (0, 0) for none, or for items of
+    an older prediction file that lack the quantity."""
+    low, high = 0, 0
+    for it in items or []:
+        lo, hi = it.get(quantity) or (0, 0)
+        low, high = low + (lo or 0), _add(high, hi)
+    return low, high
+
+
 def widen(value, pct: float, items: list, quantity: str, noise_bytes: int = 0) -> list:
     """[low, high] bytes around value: pct of it, the GPU's noise in bytes,
     plus each item's bound."""
     if value is None:
         return [0, None]
     base = int(-(-value * pct // 100)) + noise_bytes
-    low, high = base, base
-    for it in items:
-        lo, hi = it[quantity]
-        low, high = low + (lo or 0), _add(high, hi)
-    return [low, high]
+    low, high = item_bounds(items, quantity)
+    return [base + low, _add(base, high)]
 
 
 def judge(need: Optional[int], fits_at_limit: bool, band: list, limit: int) -> str:

@@ -9,9 +9,10 @@ Sizes are expected to need more memory as they grow, but under a limit
 the need is not always monotone (segment fragmentation): the search doubles
 from `start` until the physical limit fails, bisects each criterion below
 the smallest probe that does not fit, and checks a few sizes below each
-config's answer (_Search._settle), recording each probed size once (one worker process serves every probe;
-on request a second one records the likely next size meanwhile, Ahead,
-which changes the time and not the answer).
+config's answer (_Search._settle), recording each probed size once (one
+worker process serves every probe; on request a second one records the
+likely next size meanwhile, Ahead, which changes the time and not the
+answer).
 Two probes of different sizes that record the same requests mean the size
 does not reach the step: an error (SizeNotReaching) saying how the size was
 passed. A criterion still met at --max is reported as "at least" --max.
@@ -294,12 +295,12 @@ class _Search:
         reached_max = hi_bad is None
         if reached_max:
             hi_bad = max_size + 1
-        # The physical limit (peak allocated) grows with the size: bisected
-        # alone. The configs' needs are checked below their answers.
-        found = {name: (self._bisect if name == "physical" else self._settle)(ok, over, hi_bad)
-                 for name, (ok, over) in raw.items()}
-        within = {name: (self._bisect if name == "physical" else self._settle)(ok, over, hi_bad)
-                  for name, (ok, over) in banded.items()}
+        def answer(name, ok, over):
+            # The physical limit (peak allocated) grows with the size: bisected
+            # alone. The configs' needs are checked below their answers.
+            return (self._bisect if name == "physical" else self._settle)(ok, over, hi_bad)
+        found = {name: answer(name, *c) for name, c in raw.items()}
+        within = {name: answer(name, *c) for name, c in banded.items()}
         self._resettle((found, raw), (within, banded), hi_bad=hi_bad)
         self.progress.close()
         return self._answer(found, within, max_size if reached_max else None)
