@@ -19,7 +19,8 @@ policy, batch, allocated_error_pct, reserved_error_pct, source}.
 the tuning half's largest errors), one row per class and quantity.
 --need-brackets: benchmarks/zoo/need_brackets.py output (tuning half): one
 row per setup and config with the need's error from the GPU's
-largest-batch bracket (band.py bands the need by it).
+largest-batch bracket (band.py adds its worst x 1.25 to peak reserved's
+band for the need).
 The zoo's compare script calls this with the tuning half's pairs only:
 never a validation row.
 """
@@ -209,7 +210,8 @@ def main() -> None:
                          "bundled file's rule, since the need at the limit misses by more)")
     ap.add_argument("--need-brackets", action="append", default=[],
                     help="benchmarks/zoo/need_brackets.py output of the TUNING half: the need's "
-                         "own error from the GPU's largest-batch brackets (band.py need_pct); "
+                         "own error from the GPU's largest-batch brackets (band.py adds it to "
+                         "peak reserved's share for the need, need_pct); "
                          "repeatable")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
@@ -218,9 +220,10 @@ def main() -> None:
     zoo = json.load(open(args.zoo_errors)) if args.zoo_errors else None
     if zoo:
         reported += from_zoo(zoo, os.path.relpath(args.zoo_errors))["rows"]
-    if args.need_brackets and args.gpu_noise:
-        # The brackets are not net of the GPU's spread, which the band would add on top.
-        ap.error("--need-brackets with --gpu-noise is not supported: the need rows are not net of it")
+    # The need rows are not net of the GPU's spread (a bracket is one process
+    # per size): with --gpu-noise the band adds the spread on top of them
+    # as well as of peak reserved's share (band.py), which counts it twice,
+    # on the safe side.
     for path in args.need_brackets:
         reported += need_rows(json.load(open(path)), os.path.relpath(path))
     excluded = dict(e.split("=", 1) for e in args.exclude)

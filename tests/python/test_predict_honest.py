@@ -456,7 +456,7 @@ def test_placed_figure_counts_once_for_both_kinds_of_missing_keys():
     assert high == first["need"][1]
 
 
-def test_the_need_has_its_own_band_from_the_gpus_largest_batch_brackets(tmp_path):
+def test_the_need_band_adds_the_gpus_largest_batch_brackets_to_peak_reserveds(tmp_path):
     """The GPU trains at L and fails at F under its limit: a predicted need
     above the limit at L (says too big where it trained) or at most the
     limit at F (says fits where it failed) is the need's error, beyond the
@@ -499,17 +499,20 @@ def test_the_need_has_its_own_band_from_the_gpus_largest_batch_brackets(tmp_path
     assert t["need_pct"] == t["reserved_pct"] and "need" not in t["set_by"]
     data = dict(data, rows=data["rows"] + got)
     t = band.class_band(data, "transformer")
-    assert t["need_pct"] == pytest.approx(1.0) and t["reserved_pct"] == pytest.approx(2.0)
+    # The need's band is peak reserved's plus the brackets' worst x 1.25.
+    assert t["need_pct"] == pytest.approx(3.0) and t["reserved_pct"] == pytest.approx(2.0)
+    assert t["need_own_pct"] == pytest.approx(1.0)
     assert t["set_by"]["need"]["need_error_pct"] == -0.8
     configs = {"classic": {"peak_allocated": 900 * mib, "peak_reserved": 950 * mib,
                            "min_memory": 1000 * mib}}
     b = band.bands({"op_calls": {"aten._softmax.default": 3}}, None, configs, data)
-    assert b["need_pct"] == pytest.approx(1.0)
-    assert b["configs"]["classic"]["min_memory"] == [10 * mib, 10 * mib]
+    assert b["need_pct"] == pytest.approx(3.0)
+    assert b["configs"]["classic"]["min_memory"] == [30 * mib, 30 * mib]
     assert b["configs"]["classic"]["peak_reserved"] == [19 * mib, 19 * mib]
     from cachealloc.predict.answer.band_text import band_line
     line = band_line({"band": dict(b, why="w")})
-    assert "±2.00 % of peak reserved, ±1.00 % of the need" in line
+    assert "±2.00 % of peak reserved, ±3.00 % of the need" in line
+    assert "peak reserved's share plus 1.00 %" in line
     assert "the worst of 1 GPU largest-batch bracket(s)" in line and b["rows"] == t["rows"]
     assert t["rows"] == band.class_band(band.load(str(TUNING)), "transformer")["rows"]
     # A subset of the tuning half, or a bracket with no need, is refused.

@@ -57,8 +57,9 @@ def band_line(a: dict) -> str:
                       f"peak reserved and of the need")
     origins = f"allocated: {origin('allocated')}; reserved: {origin('reserved')}"
     if own_need:
-        origins += (f"; need: {origin('need')}, the worst of {b.get('need_rows', '?')} GPU "
-                    "largest-batch bracket(s) x 1.25, at least 0.5 %")
+        origins += (f"; need: peak reserved's share plus {b.get('need_own_pct', 0):.2f} % from "
+                    f"{origin('need')}, the worst of {b.get('need_rows', '?')} GPU largest-batch "
+                    "bracket(s) x 1.25")
     if not (na or nr):
         text = (f"Error band: {quantities}; step class {b['class']} ({b['why']}): the worst error "
                 f"of its {b['rows']} tuning row(s) x 1.25, at least 0.5 % ({origins}; sources in --json)")

@@ -1,0 +1,219 @@
+"""Checks the predictor's largest-batch answers on the GPU, at exactly the
+sizes answered (issue 46: "the predicted largest batch trains on the GPU on
+every row").
+
+The truth's own search (record.py) closes on the first bracket L / L+1 it
+finds and assumes the need grows with the size. Near the limit it does not
+always (session 29: on an H200 under the H100 truth's byte limit,
+EfficientNet-B2 classic trains at 96-97, fails at 98-101, trains at 103,
+105 and 107; Swin-S expandable trains at 70, fails at 71, trains at 72 and
+74, fails at 73 and 75). So "the answer is at most the GPU's largest" does
+not show that the answer trains: this runs the answered size itself, in a
+fresh process under the truth's limit in bytes (its fraction rescaled to
+this card's total memory, so a card of another size enforces the same
+limit), 3 steps as the truth.
+
+    plan   --truth T --pred P [--pred P2 ...] [--half validation] [--above K] --out PLAN.json
+           every (setup, config) of the preds: the answered size, the replay's
+           largest, and K sizes above the truth's largest (where the need may come
+           back under the limit); sizes the truth already probed are left out
+    run    --plan PLAN.json --out DIR [--jobs 8] [--deadline S]   (on the GPU)
+           one fresh record_truth.py worker per entry, in the plan's order,
+           admitted while their limits fit in 90 % of the card
+    report --plan PLAN.json --results DIR [--truth T --pred P ...] [--md OUT]
+           per prediction file: each answer trains (this run's probe, else the
+           truth's), and the sizes that train above the truth's largest
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "predict"))
+CONFS = ("classic", "expandable")
+ALLOC_CONF = {"classic": "", "expandable": "expandable_segments:True"}
+BUILDER = os.path.join(HERE, "setups.py")
+CONTEXT = 1 << 30       # bytes a CUDA context with cuBLAS/cuDNN takes beside the limit
+
+
+def _rows(truth: dict, pred: dict, half):
+    for s, P in sorted(pred["setups"].items()):
+        T = truth["setups"].get(s)
+        L = (P.get("largest") or {})
+        if not T or (half and T.get("half") != half) or not L.get("largest_within_band"):
+            continue
+        yield s, T, L
+
+
+def _probed(T: dict, conf: str) -> dict:
+    """{size: ok} of the truth's own probes under its limit."""
+    return {int(b): bool(r.get("ok")) for b, r in ((T.get("probes") or {}).get(conf) or {}).items()
+            if str(b).isdigit()}
+
+
+def plan(truth: dict, preds: list, half, above: int) -> list:
+    seen, first, later = set(), [], []
+    for pred in preds:
+        for s, T, L in _rows(truth, pred, half):
+            for conf in CONFS:
+                done = _probed(T, conf)
+                gpu = (T.get("largest") or {}).get(conf)
+                wanted = [(L["largest_within_band"].get(conf), "answer", first),
+                          (L["largest"].get(conf), "replay", later)]
+                wanted += [((gpu or 0) + k, "above", later) for k in range(1, above + 1) if gpu]
+                for b, why, queue in wanted:
+                    if not b or b in done or (s, conf, b) in seen:
+                        continue
+                    seen.add((s, conf, b))
+                    queue.append({"setup": s, "conf": conf, "batch": int(b), "why": why,
+                                  "limit_bytes": int(T["limit_bytes"])})
+    return first + later   # the answers first: a deadline cuts the scans
+
+
+def run(entries: list, out: str, jobs: int, deadline: float) -> None:
+    import torch
+    total = torch.cuda.get_device_properties(0).total_memory
+    os.makedirs(out, exist_ok=True)
+    room = [int(0.9 * total)]
+    cv = threading.Condition()
+    stop = time.time() + deadline
+
+    def one(e):
+        path = os.path.join(out, f"{e['setup']}_{e['conf']}_b{e['batch']}.json")
+        if os.path.exists(path):
+            return
+        need = e["limit_bytes"] + CONTEXT
+        with cv:
+            while room[0] < need and time.time() < stop:
+                cv.wait(5)
+            if time.time() >= stop:
+                return
+            room[0] -= need
+        spec = {"workload": e["setup"], "builder": f"{BUILDER}:{e['setup']}", "batch": e["batch"],
+                "conf": e["conf"], "fraction": e["limit_bytes"] / total, "steps": 3,
+                "max_step_calls": 15}
+        env = dict(os.environ, OMP_NUM_THREADS="2", PYTORCH_ALLOC_CONF=ALLOC_CONF[e["conf"]])
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        try:
+            p = subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), "predict",
+                                                             "record_truth.py"),
+                                "worker", "--spec", json.dumps(spec)], env=env, text=True,
+                               capture_output=True, timeout=max(10, min(180, stop - time.time())))
+            lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+            r = json.loads(lines[-1][7:]) if lines else {"ok": None, "error": p.stderr[-1500:]}
+        except subprocess.TimeoutExpired:
+            r = {"ok": None, "error": "timed out"}
+        finally:
+            with cv:
+                room[0] += need
+                cv.notify_all()
+        r = {"entry": e, "ok": r.get("ok"), "error": (r.get("oom") or r.get("error") or "")[:300],
+             "max_memory_allocated": r.get("max_memory_allocated"),
+             "max_memory_reserved": r.get("max_memory_reserved"), "device": r.get("device"),
+             "device_total_memory": total, "torch": r.get("torch")}
+        with open(path, "w") as f:
+            json.dump(r, f, indent=1)
+        print(f"[{deadline - (stop - time.time()):.0f} s] {e['setup']} {e['conf']} b{e['batch']} "
+              f"({e['why']}): {'trains' if r['ok'] else 'OOM' if r['ok'] is False else 'no result'}",
+              flush=True)
+
+    with ThreadPoolExecutor(jobs) as ex:
+        list(ex.map(one, entries))
+
+
+def results(path: str) -> dict:
+    out = {}
+    for f in glob.glob(os.path.join(path, "*.json")):
+        r = json.load(open(f))
+        e = r["entry"]
+        if r.get("ok") is not None:
+            out[(e["setup"], e["conf"], e["batch"])] = bool(r["ok"])
+    return out
+
+
+def report(truth: dict, preds: list, names: list, got: dict, half) -> str:
+    lines = []
+    for name, pred in zip(names, preds):
+        lines += [f"### {name}", "",
+                  "| setup | config | GPU's largest (truth) | answer | answer trains | replay | "
+                  "replay trains | sizes above the truth's largest that train |",
+                  "|---|---|---|---|---|---|---|---|"]
+        n = trains = within = unknown = 0
+        for s, T, L in _rows(truth, pred, half):
+            for conf in CONFS:
+                known = dict(_probed(T, conf))
+                known.update({b: ok for (s2, c2, b), ok in got.items() if s2 == s and c2 == conf})
+                gpu = (T.get("largest") or {}).get(conf)
+                a, r = L["largest_within_band"].get(conf), L["largest"].get(conf)
+                ya = known.get(a)
+                yr = known.get(r)
+                up = sorted(b for b, ok in known.items() if ok and gpu and b > gpu)
+                best = max([gpu or 0] + up)
+                n += 1
+                trains += ya is True
+                unknown += ya is None
+                within += bool(ya) and a >= best - 1
+                word = {True: "yes", False: "**no**", None: "not probed"}
+                lines.append(f"| {s} | {conf} | {gpu} | {a} | {word[ya]} | {r} | {word[yr]} | "
+                             f"{', '.join(map(str, up)) or '-'} |")
+        lines += ["", f"{n} answers: {trains} train on the GPU, {n - trains - unknown} do not, "
+                      f"{unknown} not probed; {within} train and are at most 1 under the largest "
+                      "size seen training (the truth's or above it).", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("plan")
+    p.add_argument("--truth", required=True)
+    p.add_argument("--pred", action="append", required=True)
+    p.add_argument("--half")
+    p.add_argument("--above", type=int, default=3)
+    p.add_argument("--out", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--plan", action="append", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--jobs", type=int, default=8)
+    p.add_argument("--deadline", type=float, default=400)
+    p = sub.add_parser("report")
+    p.add_argument("--truth", required=True)
+    p.add_argument("--pred", action="append", required=True)
+    p.add_argument("--half")
+    p.add_argument("--results", action="append", required=True)
+    p.add_argument("--md")
+    a = ap.parse_args()
+    if a.cmd == "plan":
+        truth = json.load(open(a.truth))
+        entries = plan(truth, [json.load(open(p)) for p in a.pred], a.half, a.above)
+        with open(a.out, "w") as f:
+            json.dump({"truth": a.truth, "preds": a.pred, "entries": entries}, f, indent=1)
+        print(f"{a.out}: {len(entries)} probes ({sum(e['why'] == 'answer' for e in entries)} answers)")
+    elif a.cmd == "run":
+        entries = []
+        for path in a.plan:
+            entries += json.load(open(path))["entries"]
+        answers = [e for e in entries if e["why"] == "answer"]
+        run(answers + [e for e in entries if e["why"] != "answer"], a.out, a.jobs, a.deadline)
+    else:
+        truth = json.load(open(a.truth))
+        got = {}
+        for d in a.results:
+            got.update(results(d))
+        text = report(truth, [json.load(open(p)) for p in a.pred], a.pred, got, a.half)
+        print(text)
+        if a.md:
+            with open(a.md, "w") as f:
+                f.write(text)
+
+
+if __name__ == "__main__":
+    main()
