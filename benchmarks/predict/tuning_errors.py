@@ -206,8 +206,8 @@ def main() -> None:
     ap.add_argument("--exclude", action="append", default=[], help="WORKLOAD=why (kept, not counted)")
     ap.add_argument("--gpu-noise", action="store_true",
                     help="band the GPU's own spread between processes (measured on --truth-runs) "
-                         "as bytes beside the share (docs/prediction.md, session 27: not the "
-                         "bundled file's rule, since the need at the limit misses by more)")
+                         "as bytes beside the share (the bundled file's rule since session 29, "
+                         "with --need-brackets: alone, the need at the limit missed by more)")
     ap.add_argument("--need-brackets", action="append", default=[],
                     help="benchmarks/zoo/need_brackets.py output of the TUNING half: the need's "
                          "own error from the GPU's largest-batch brackets (band.py adds it to "

@@ -21,8 +21,9 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   and MemTracker-harness processes: 326-8,858 MiB steps, the spread does not
   grow with the step).
   As bytes, a tuning row's error is what lies beyond it (residual_pct's
-  noise). The bundled data has none (docs/prediction.md, session 27: with
-  it, the need at the limit of one validation row missed by more).
+  noise). The bundled data has it since session 29, with the need's
+  brackets added on top (docs/prediction.md, "seventh pass": the noise
+  alone let the need at the limit of one validation row miss by more).
 - Widened by each known unmodelled item (unmodelled()), by its bound:
   a convolution the cuDNN table lacks (workspace_bound.py), the same under
   cudnn.benchmark, one the table has from another GPU of the same compute
