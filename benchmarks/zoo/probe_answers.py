@@ -17,10 +17,12 @@ limit), 3 steps as the truth.
            every (setup, config) of the preds: the answered size, the replay's
            largest, and K sizes above the truth's largest (where the need may come
            back under the limit); sizes the truth already probed are left out
-    run    --plan PLAN.json --out DIR [--jobs 8] [--deadline S]   (on the GPU)
-           one fresh record_truth.py worker per entry, in the plan's order,
-           admitted while their limits fit in 90 % of the card
-    report --plan PLAN.json --results DIR [--truth T --pred P ...] [--md OUT]
+    run    --plan PLAN.json [--plan ...] --out DIR [--jobs 8] [--deadline S]   (on the GPU)
+           one fresh record_truth.py worker per entry, every plan's answers
+           first, admitted while their limits plus 1 GiB of context each fit in
+           90 % of the card (an entry that cannot fit alone is refused, named);
+           a result with no outcome (timed out, crashed) is run again next time
+    report --truth T --pred P [--pred P2 ...] [--half H] --results DIR [--results ...] [--md OUT]
            per prediction file: each answer trains (this run's probe, else the
            truth's), and the sizes that train above the truth's largest
 """
@@ -88,13 +90,18 @@ def run(entries: list, out: str, jobs: int, deadline: float) -> None:
 
     def one(e):
         path = os.path.join(out, f"{e['setup']}_{e['conf']}_b{e['batch']}.json")
-        if os.path.exists(path):
-            return
+        if os.path.exists(path) and json.load(open(path)).get("ok") is not None:
+            return   # measured already (a result with no outcome runs again)
         need = e["limit_bytes"] + CONTEXT
+        tag = f"{e['setup']} {e['conf']} b{e['batch']} ({e['why']})"
+        if need > int(0.9 * total):
+            print(f"refused: {tag}: its limit plus a context exceeds 90 % of this card", flush=True)
+            return
         with cv:
             while room[0] < need and time.time() < stop:
                 cv.wait(5)
             if time.time() >= stop:
+                print(f"not run, past the deadline: {tag}", flush=True)
                 return
             room[0] -= need
         spec = {"workload": e["setup"], "builder": f"{BUILDER}:{e['setup']}", "batch": e["batch"],
@@ -121,9 +128,8 @@ def run(entries: list, out: str, jobs: int, deadline: float) -> None:
              "device_total_memory": total, "torch": r.get("torch")}
         with open(path, "w") as f:
             json.dump(r, f, indent=1)
-        print(f"[{deadline - (stop - time.time()):.0f} s] {e['setup']} {e['conf']} b{e['batch']} "
-              f"({e['why']}): {'trains' if r['ok'] else 'OOM' if r['ok'] is False else 'no result'}",
-              flush=True)
+        print(f"[{deadline - (stop - time.time()):.0f} s] {tag}: "
+              f"{'trains' if r['ok'] else 'OOM' if r['ok'] is False else 'no result'}", flush=True)
 
     with ThreadPoolExecutor(jobs) as ex:
         list(ex.map(one, entries))
@@ -164,9 +170,12 @@ def report(truth: dict, preds: list, names: list, got: dict, half) -> str:
                 word = {True: "yes", False: "**no**", None: "not probed"}
                 lines.append(f"| {s} | {conf} | {gpu} | {a} | {word[ya]} | {r} | {word[yr]} | "
                              f"{', '.join(map(str, up)) or '-'} |")
+        skipped = sorted(set(pred["setups"]) - {s for s, _, _ in _rows(truth, pred, half)})
         lines += ["", f"{n} answers: {trains} train on the GPU, {n - trains - unknown} do not, "
                       f"{unknown} not probed; {within} train and are at most 1 under the largest "
-                      "size seen training (the truth's or above it).", ""]
+                      "size seen training (the truth's or above it)."
+                  + (f" Not counted (no answer, or not in the truth's {half or 'any'} half): "
+                     f"{', '.join(skipped)}." if skipped else ""), ""]
     return "\n".join(lines)
 
 

@@ -244,6 +244,46 @@ def test_the_gpus_own_spread_is_bytes_beside_the_share(tmp_path):
     assert tuning_errors.gpu_noise([(str(truth), "unused")], {})["reserved_bytes"] == 0
 
 
+def test_band_data_path_then_environment_then_bundled(tmp_path, monkeypatch):
+    """A trial band is used without bundling it: an explicit path wins, then
+    CACHEALLOC_PREDICT_BAND_DATA, then the bundled file."""
+    from cachealloc.predict.answer import band
+    monkeypatch.delenv(band.BAND_DATA_ENV, raising=False)
+    assert band.load()["path"] == str(band.DATA_FILE)
+    monkeypatch.setenv(band.BAND_DATA_ENV, str(TUNING))
+    assert band.load()["path"] == str(TUNING)
+    other = tmp_path / "other.json"
+    other.write_text(TUNING.read_text())
+    assert band.load(str(other))["path"] == str(other)
+    monkeypatch.setenv(band.BAND_DATA_ENV, "")
+    assert band.load()["path"] == str(band.DATA_FILE)
+
+
+def test_the_need_band_is_peak_reserveds_plus_the_brackets_plus_the_noise():
+    """With the GPU's noise and need rows (the bundled rule since session
+    29): the need's band is (reserved share + brackets' share) of the need
+    plus the reserved noise in bytes; the peaks' bands carry no bracket."""
+    from cachealloc.predict.answer import band
+    mib = 1 << 20
+    base = band.load(str(TUNING))
+    need = {"workload": "s L9/F10", "class": "transformer", "policy": "expandable",
+            "need_error_pct": 0.8, "source": "b.json"}
+    data = dict(base, rows=base["rows"] + [need],
+                gpu_noise={"allocated_bytes": 4 * mib, "reserved_bytes": 20 * mib})
+    configs = {"expandable": {"peak_allocated": 900 * mib, "peak_reserved": 950 * mib,
+                              "min_memory": 1000 * mib}}
+    b = band.bands({"op_calls": {"aten._softmax.default": 3}}, None, configs, data)
+    assert b["need_own_pct"] == pytest.approx(1.0) and b["need_pct"] == pytest.approx(3.0)
+    c = b["configs"]["expandable"]
+    assert c["min_memory"] == [50 * mib, 50 * mib]          # 3 % of 1000 + 20
+    assert c["peak_reserved"] == [39 * mib, 39 * mib]        # 2 % of 950 + 20
+    assert c["peak_allocated"] == [22 * mib, 22 * mib]       # 2 % of 900 + 4
+    # Rows all within the noise leave the floor, named as such.
+    t = band.class_band(dict(base, rows=[dict(r, allocated_error_pct=0.0, reserved_error_pct=0.0)
+                                         for r in base["rows"]]), "transformer")
+    assert t["reserved_pct"] == band.FLOOR_PCT and t["set_by"]["reserved"] is None
+
+
 def test_step_class_from_the_recording():
     from cachealloc.predict.answer import band
     assert band.step_class({"op_calls": {"aten.convolution.default": 53}})[0] == "convnet"

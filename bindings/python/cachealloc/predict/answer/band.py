@@ -149,9 +149,11 @@ def _worst(rows, field):
 
 
 def class_band(data: dict, cls: str) -> dict:
-    """{"allocated_pct", "reserved_pct", "need_pct", "allocated_noise",
-    "reserved_noise", "need_noise" (bytes), "rows" (the peaks'), "need_rows",
-    "set_by": {quantity: row}}."""
+    """{"allocated_pct", "reserved_pct", "need_pct" (percent; need_pct =
+    reserved_pct + need_own_pct), "need_own_pct" (the brackets' share, 0
+    without need rows), "allocated_noise", "reserved_noise", "need_noise"
+    (bytes), "rows" (the peaks'), "need_rows", "set_by": {quantity: the row
+    that set it, None where the floor did}}."""
     rows = [r for r in data["rows"] if r.get("class") == cls] if cls != "other" else []
     if not rows:
         rows = list(data["rows"])
@@ -162,7 +164,10 @@ def class_band(data: dict, cls: str) -> dict:
     for quantity, field in (("allocated", "allocated_error_pct"), ("reserved", "reserved_error_pct")):
         worst, row = _worst(rows, field)
         out[f"{quantity}_pct"] = max(FLOOR_PCT, (worst or 0.0) * MARGIN)
-        out["set_by"][quantity] = None if row is None else {
+        # A row names the band only where it set it: rows all within the
+        # noise (every tuning peak since session 29) leave the floor.
+        floor = row is None or (worst or 0.0) * MARGIN < FLOOR_PCT
+        out["set_by"][quantity] = None if floor else {
             k: row.get(k) for k in ("workload", "policy", "batch", field, "source")}
     # The need (the smallest limit the replay runs under) is a peak reserved
     # under a limit: its band is peak reserved's plus what the limit itself
@@ -414,7 +419,8 @@ def _add(a, b):
 
 def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
     """The band of every figure of measure()'s configs: {"class", "why",
-    "allocated_pct", "reserved_pct", "set_by", "items", "configs": {name:
+    "allocated_pct", "reserved_pct", "need_pct", "need_own_pct", the
+    "*_noise" bytes, "set_by", "items", "configs": {name:
     {"peak_allocated": [low, high], "peak_reserved": [...], "min_memory":
     [...]}}}."""
     cls, why = step_class(summary)
