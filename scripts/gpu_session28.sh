@@ -47,7 +47,11 @@ probe() {
     stamp "op probe $s b$b classic rc=$?"
   done
 }
-# setup:conf:fraction:sizes (record_truth.py worker, one fresh process each, 4 at a time)
+# setup:conf:fraction:sizes (record_truth.py worker, one fresh process each, 4 at a time).
+# The default fractions are of an H100's total memory: on another card they give another
+# limit (session 29 ran them on an H200 first, 1.77x too high). Pass SIZES with the
+# fraction rescaled (limit_bytes / this card's total), or use benchmarks/zoo/probe_answers.py,
+# which rescales the truth's limit in bytes itself.
 SIZES=${SIZES:-timm_efficientnet_b2_ckpt_bf16ac_fused:classic:0.025356:100,102,103,104,105,106,107,108 timm_swin_small_ckpt_bf16w:expandable:0.022172:72,73,74,75}
 sizes() {
   mkdir -p $R/sizes; SPIDS=()

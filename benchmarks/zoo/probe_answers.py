@@ -39,11 +39,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "predict"))
-CONFS = ("classic", "expandable")
-ALLOC_CONF = {"classic": "", "expandable": "expandable_segments:True"}
-BUILDER = os.path.join(HERE, "setups.py")
-CONTEXT = 1 << 30       # bytes a CUDA context with cuBLAS/cuDNN takes beside the limit
+
+import record_truth as rt  # noqa: E402  (the truth's worker, its environment and its result)
+from zoo.record import BUILDER, CTX  # noqa: E402  (the setups' builder file; a context's bytes)
+
+CONFS = tuple(rt.CONFS)
 
 
 def _rows(truth: dict, pred: dict, half):
@@ -92,7 +94,7 @@ def run(entries: list, out: str, jobs: int, deadline: float) -> None:
         path = os.path.join(out, f"{e['setup']}_{e['conf']}_b{e['batch']}.json")
         if os.path.exists(path) and json.load(open(path)).get("ok") is not None:
             return   # measured already (a result with no outcome runs again)
-        need = e["limit_bytes"] + CONTEXT
+        need = e["limit_bytes"] + CTX
         tag = f"{e['setup']} {e['conf']} b{e['batch']} ({e['why']})"
         if need > int(0.9 * total):
             print(f"refused: {tag}: its limit plus a context exceeds 90 % of this card", flush=True)
@@ -107,15 +109,11 @@ def run(entries: list, out: str, jobs: int, deadline: float) -> None:
         spec = {"workload": e["setup"], "builder": f"{BUILDER}:{e['setup']}", "batch": e["batch"],
                 "conf": e["conf"], "fraction": e["limit_bytes"] / total, "steps": 3,
                 "max_step_calls": 15}
-        env = dict(os.environ, OMP_NUM_THREADS="2", PYTORCH_ALLOC_CONF=ALLOC_CONF[e["conf"]])
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
         try:
-            p = subprocess.run([sys.executable, os.path.join(os.path.dirname(HERE), "predict",
-                                                             "record_truth.py"),
-                                "worker", "--spec", json.dumps(spec)], env=env, text=True,
-                               capture_output=True, timeout=max(10, min(180, stop - time.time())))
-            lines = [l for l in p.stdout.splitlines() if l.startswith("RESULT ")]
-            r = json.loads(lines[-1][7:]) if lines else {"ok": None, "error": p.stderr[-1500:]}
+            p = subprocess.run([sys.executable, rt.__file__, "worker", "--spec", json.dumps(spec)],
+                               env=rt._job_env(spec), text=True, capture_output=True,
+                               timeout=max(10, min(180, stop - time.time())))
+            r = rt._job_result(spec, p.stdout, p.stderr, p.returncode, None)
         except subprocess.TimeoutExpired:
             r = {"ok": None, "error": "timed out"}
         finally:
