@@ -198,3 +198,27 @@ def test_vit_built_on_cuda_does_not_hang(monkeypatch, tmp_path):
     assert ans["steps"] == 2
     trunc_loops = "if not mask.any()" in open(torch.nn.init.__file__).read()
     assert (ans["recording"]["init_redraw_checks"] >= 1) == trunc_loops
+
+
+def test_cpu_init_defers_random_fills_and_keeps_every_value(monkeypatch, tmp_path):
+    """deferred_fills.py: a fill that nothing reads is never computed, and
+    every value and generator draw the script does read is the eager run's,
+    bit for bit (whichever of the triggers made the fills run)."""
+    import importlib.util
+    from cachealloc import predict
+    out = tmp_path / "values.json"
+    monkeypatch.setenv("OUT", str(out))
+    rec = predict.record(["python", str(STEPS / "rng_fills.py")], _gpu(), steps=1,
+                         workdir=tmp_path, batch_env="B", size=4, timeout=300)
+    assert rec.summary["mode"] == "cpu-init" and rec.summary["steps"] == 1
+    spec = importlib.util.spec_from_file_location("rng_fills", STEPS / "rng_fills.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    eager, _ = mod.values("cpu")
+    assert json.loads(out.read_text()) == json.loads(json.dumps(eager))
+    s = rec.summary
+    # The last model's two weights and biases, moved to the device with no
+    # CPU draw after them, were never filled; every earlier fill ran late.
+    assert s["cpu_fills_never_run"] == 4
+    assert s["cpu_fills_run_late"] >= 12
+    assert s["cpu_fills_deferred"] == s["cpu_fills_run_late"] + s["cpu_fills_never_run"]

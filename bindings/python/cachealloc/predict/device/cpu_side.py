@@ -22,6 +22,11 @@ Requests are recorded only for CUDA tensors, so the two modes record the
 same requests for the same step; they differ in what the CPU side
 computes (real values here, placeholders there).
 
+Random fills of whole CPU storages (normal_, uniform_) run only when
+something reads those storages or the generator (deferred_fills.py): the
+values and the generator's stream stay the eager run's, and weights that
+only go to the device are never filled.
+
 Host memory stays bounded (host_memory.py): each new storage a real op
 makes is counted while it lives; a factory op's size is known before it
 runs (the same call on the meta device), so a model too large for the
@@ -41,6 +46,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import _disable_current_modes
 
 from . import host_memory
+from .deferred_fills import DeferredFills
 
 
 def _tensors(out):
@@ -79,6 +85,7 @@ class CpuSide:
         self._live = {}              # id(storage object) -> bytes
         self._factory = {}           # op -> whether it is a factory (a device argument, no tensor input)
         self.fake_mode = None        # the device's FakeTensorMode (fake_device.py sets it)
+        self.fills = DeferredFills()  # random fills run only when needed (deferred_fills.py)
 
     def wants_fake(self, func, types, args, kwargs) -> bool:
         """Whether the op belongs to the fake device: a fake tensor among
@@ -108,6 +115,9 @@ class CpuSide:
     def run(self, func, args, kwargs):
         """The op, for real on the CPU."""
         self.ops += 1
+        if self.fills.defer(func, args, kwargs):
+            return args[0]
+        self.fills.before(func, args, kwargs)
         if kwargs.get("pin_memory"):
             kwargs = dict(kwargs, pin_memory=False)
         if self._is_factory(func, args, kwargs):
@@ -162,4 +172,4 @@ class CpuSide:
 
     def stats(self) -> dict:
         return {"host_bytes_peak": self.peak, "host_budget": self.budget,
-                "host_available": self.available, "cpu_ops": self.ops}
+                "host_available": self.available, "cpu_ops": self.ops, **self.fills.stats()}

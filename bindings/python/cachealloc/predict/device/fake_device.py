@@ -256,6 +256,7 @@ class FakeCudaDevice:
         self.fake_mode.__enter__()
         if self.cpu_side is not None:
             self.cpu_side.fake_mode = self.fake_mode
+            self.cpu_side.fills.install(self._set)
         self.recording.rules.calibrate()
         # Each optimizer step clears loop_guard's counts of placeholder reads.
         from torch.optim.optimizer import register_optimizer_step_post_hook
