@@ -262,6 +262,27 @@ _ALL = [
     _lm(text.masked_lm, "distilbert_mlm_fp16_eager", "distilbert", "DistilBERT MLM (66 M), seq 512",
         R("fp16_scaler", attn="eager"), 32, 16, "DistilBertForMaskedLM", "DistilBertConfig", {},
         seq=512, vocab=30522),
+    # --- holdout, session 30 (added before any GPU run or prediction of them): to
+    # check, on families nobody has seen, the band as it stands (session 29's rule:
+    # the GPU's noise in bytes, the need's brackets added; first checked on holdout
+    # 28 only) and any general rule this session makes ---------------------------------
+    _image("timm_dla34_fp32", "dla", "convnet", "timm", "DLA-34 (15.7 M, deep layer aggregation)",
+           R("fp32"), 64, 12, timm_m("dla34")),
+    _image("tv_squeezenet1_1_fp16", "squeezenet", "convnet", "torchvision",
+           "SqueezeNet 1.1 (1.2 M, fire modules)", R("fp16_scaler"), 128, 12,
+           tvm("squeezenet1_1")),
+    _image("timm_ghostnet_cl_bf16ac", "ghostnet", "convnet", "timm",
+           "GhostNet 1.0 (5.2 M, depthwise, cheap operations)",
+           R("bf16_autocast", channels_last=True), 128, 12, timm_m("ghostnet_100")),
+    _lm(text.masked_lm, "electra_base_mlm_bf16ac", "electra", "ELECTRA-base MLM (110 M), seq 512",
+        R("bf16_autocast"), 16, 12, "ElectraForMaskedLM", "ElectraConfig",
+        dict(vocab_size=30522, embedding_size=768, hidden_size=768, num_hidden_layers=12,
+             num_attention_heads=12, intermediate_size=3072),
+        seq=512, vocab=30522),
+    _lm(text.causal_lm, "bloom_bf16w_eager", "bloom", "BLOOM-style (16 x 1024, ALiBi), seq 1024",
+        R("bf16_weights", attn="eager"), 4, 12, "BloomForCausalLM", "BloomConfig",
+        dict(vocab_size=32000, hidden_size=1024, n_layer=16, n_head=16, use_cache=False),
+        seq=1024, vocab=32000),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
