@@ -52,7 +52,8 @@ def task(args) -> None:
     gpu = truth_gpu(truth)
     target = f"{BUILDER}:{args.setup}"
     if args.kind == "fits":
-        a = predict.fits(target, gpu, size=args.batch, steps=truth["steps"], advise=False)
+        a = predict.fits(target, gpu, size=args.batch, steps=truth["steps"], advise=False,
+                         mode=args.mode)
     elif args.kind == "peaks":  # the peaks alone: no min-memory search, no replay at a limit
         from cachealloc import lab
         from cachealloc.predict.answer.search import NATIVE_CONFIGS, PLACEMENT
@@ -64,7 +65,7 @@ def task(args) -> None:
              "record_seconds": rec.summary.get("record_seconds")}
     else:
         a = predict.largest(target, gpu, memory_fraction=args.fraction, steps=truth["steps"],
-                            start=max(1, args.batch // 2))
+                            start=max(1, args.batch // 2), mode=args.mode)
     print("RESULT " + json.dumps(_keep(a), default=str), flush=True)
 
 
@@ -111,6 +112,8 @@ def main() -> None:
     t.add_argument("--kind", choices=("fits", "peaks", "largest"), required=True)
     t.add_argument("--batch", type=int, required=True)
     t.add_argument("--fraction", type=float)
+    t.add_argument("--mode", choices=("cpu-init", "fake"), default="cpu-init",
+                   help="the fake device's mode (cachealloc predict --mode)")
     ap.add_argument("--truth")
     ap.add_argument("--out")
     ap.add_argument("--setups", help="comma-separated (default: every setup of the truth)")
