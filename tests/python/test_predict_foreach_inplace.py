@@ -36,3 +36,16 @@ def test_anything_else_goes_through_fake_tensor_mode():
     assert not fi.applies(aten._foreach_add_.Scalar, ([torch.empty(3)], 1.0), {})
     assert not fi.applies(aten._foreach_sqrt.default, (p,), {})
     assert aten._foreach_sqrt.default not in fi.OPS and aten._foreach_sqrt_.default in fi.OPS
+
+
+def test_integer_lists_and_constants_go_through_fake_tensor_mode():
+    """An integer list may refuse a float scalar (FakeTensorMode raises, as
+    the GPU would); a fake tensor holding a constant has it updated there."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from cachealloc.predict.device import foreach_inplace as fi
+    aten = torch.ops.aten
+    assert not fi.applies(aten._foreach_div_.Scalar, (_fakes((3,), dtype=torch.long), 2.0), {})
+    with FakeTensorMode():
+        step = torch.tensor(0.0)          # a constant, as Adam's step count is
+    assert step.constant is not None
+    assert not fi.applies(aten._foreach_add_.Scalar, ([step], 1.0), {})

@@ -6,9 +6,12 @@ them as JSON to $OUT and trains one step on `device`. The test runs
 values("cpu") in plain torch and compares: the cpu-init recording must
 give the eager run's values bit for bit.
 """
+import hashlib
+import io
 import json
 import os
 
+import numpy
 import torch
 
 
@@ -61,6 +64,40 @@ def values(device):
         out["fork"] = _bits(torch.randn(2))
     out["h"] = _bits(h[:4])
     out["after_fork"] = _bits(torch.randn(2))
+    # 8. the generator's state set back in Python, and seeded
+    saved = torch.get_rng_state()
+    i = torch.empty(16).uniform_()
+    torch.set_rng_state(saved)
+    out["after_set_state"] = _bits(torch.randn(2))
+    out["i"] = _bits(i[:4])
+    j = torch.empty(16).normal_()
+    torch.manual_seed(3)
+    out["after_seed"] = _bits(torch.randn(2))
+    out["j"] = _bits(j[:4])
+    # 9. seeded through the generator object itself (unwatched): eager order kept
+    k = torch.empty(16).normal_()
+    torch.default_generator.manual_seed(7)
+    out["after_generator_seed"] = _bits(torch.randn(2))
+    out["k"] = _bits(k[:4])
+    # 10. memory read by torch.save and by numpy, and memory numpy owns
+    m = torch.empty(8).normal_()
+    buf = io.BytesIO()
+    torch.save(m, buf)
+    out["saved"] = hashlib.sha256(buf.getvalue()).hexdigest()   # the bytes torch.save wrote
+    n = torch.empty(8).uniform_()
+    out["asarray"] = [float(x) for x in numpy.asarray(n)[:4]]
+    own = numpy.zeros(8, dtype=numpy.float32)
+    torch.from_numpy(own).normal_()
+    out["numpy_owned"] = [float(x) for x in own[:4]]
+    # 11. a fill eager refuses, caught where the script called it
+    try:
+        torch.empty(4).uniform_(2.0, 1.0)
+        out["bad_fill"] = "ran"
+    except RuntimeError:
+        out["bad_fill"] = "raised"
+    # 12. a device tensor made from a pending CPU one: its exact (shadow) values
+    p = torch.empty(4).uniform_(0, 100).to(device, torch.long)
+    out["shadow"] = [int(p[q].item()) for q in range(4)]
     return out, moved
 
 

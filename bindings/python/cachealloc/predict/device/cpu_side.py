@@ -72,6 +72,12 @@ def _has_real(values) -> bool:
     return False
 
 
+# Ops whose output is the memory they were handed (a tensor made outside
+# the dispatcher, numpy's with torch.from_numpy, is first seen here).
+_HANDED = frozenset({torch.ops.aten.lift_fresh.default, torch.ops.aten.lift.default,
+                     torch.ops.aten.alias.default})
+
+
 class CpuSide:
     """Runs the real CPU ops of a cpu-init recording and counts their host
     memory. live/peak: bytes of live storages the real ops made."""
@@ -83,9 +89,12 @@ class CpuSide:
         self.peak = 0
         self.ops = 0                 # real CPU ops run
         self._live = {}              # id(storage object) -> bytes
+        self._made = set()           # ids of those a real op made (not one it was handed)
         self._factory = {}           # op -> whether it is a factory (a device argument, no tensor input)
         self.fake_mode = None        # the device's FakeTensorMode (fake_device.py sets it)
-        self.fills = DeferredFills()  # random fills run only when needed (deferred_fills.py)
+        # Random fills run only when needed (deferred_fills.py), of storages
+        # counted here only: one from outside (numpy's) may be read unwatched.
+        self.fills = DeferredFills(owned=lambda storage: id(storage) in self._made)
 
     def wants_fake(self, func, types, args, kwargs) -> bool:
         """Whether the op belongs to the fake device: a fake tensor among
@@ -126,7 +135,7 @@ class CpuSide:
                 self._exceeded(self.live + need)
         with _disable_current_modes():
             out = func(*args, **kwargs)
-        self._track(out)
+        self._track(out, made=not func.is_view and func not in _HANDED)
         return out
 
     def _is_factory(self, func, args, kwargs) -> bool:
@@ -147,7 +156,10 @@ class CpuSide:
             return 0
         return sum(t.untyped_storage().nbytes() for t in _tensors(out))
 
-    def _track(self, out) -> None:
+    def _track(self, out, made: bool = True) -> None:
+        """Counts the new storages among out; made: whether the op made
+        them (not lift_fresh's or alias's: memory it was handed, numpy's
+        from torch.from_numpy, is seen first there)."""
         for t in _tensors(out):
             if t.device.type != "cpu" or isinstance(t, FakeTensor):
                 continue
@@ -157,6 +169,8 @@ class CpuSide:
                 continue
             n = s.nbytes()
             self._live[key] = n
+            if made:
+                self._made.add(key)
             self.live += n
             weakref.finalize(s, self._died, key)
         self.peak = max(self.peak, self.live)
@@ -165,6 +179,7 @@ class CpuSide:
 
     def _died(self, key) -> None:
         self.live -= self._live.pop(key, 0)
+        self._made.discard(key)
 
     def _exceeded(self, needed: int):
         from .failure import user_line

@@ -257,6 +257,7 @@ class FakeCudaDevice:
         if self.cpu_side is not None:
             self.cpu_side.fake_mode = self.fake_mode
             self.cpu_side.fills.install(self._set)
+            self.recording.known.shadows.before_real_read = self.cpu_side.fills.before_read
         self.recording.rules.calibrate()
         # Each optimizer step clears loop_guard's counts of placeholder reads.
         from torch.optim.optimizer import register_optimizer_step_post_hook
@@ -267,6 +268,8 @@ class FakeCudaDevice:
 
     def __exit__(self, *exc):
         self.recording.active = False
+        if self.cpu_side is not None:
+            self.cpu_side.fills.end()     # before the wrappers go: a kept storage gets its values
         self._step_hook.remove()
         self.rec_mode.__exit__(*exc)
         self.fake_mode.__exit__(*exc)

@@ -278,7 +278,7 @@ class RecordingMode(TorchDispatchMode):
             # dispatcher: 43,000 times in T5-base's three steps, library
             # code's `x.device`): no data, no request, nothing to record.
             # Answered as FakeTensorMode's own handler does, without the
-            # round trip through both modes (0.8 s of that recording).
+            # round trip through both modes (0.8 s -> under 0.5 s there).
             t = args[0] if len(args) == 1 else None
             if isinstance(t, FakeTensor) and not t.fake_mode.in_kernel_invocation:
                 return t.fake_device

@@ -86,6 +86,9 @@ class ShadowValues:
         self._shadow = {}
         self._scalar_of = scalar_of
         self._skip = {}     # op -> True when it is random, writes or has undefined output (cache)
+        # before_real_read([t]): called before a real CPU tensor's values are
+        # read for a shadow (cpu-init: deferred_fills.DeferredFills.before_read).
+        self.before_real_read = None
 
     def get(self, t):
         entry = self._shadow.get(id(t))
@@ -139,6 +142,8 @@ class ShadowValues:
             if (x.numel() > MAX_ELEMENTS or x.device.type != "cpu" or x.requires_grad
                     or isinstance(x, torch.nn.Parameter)):
                 raise _Unknown
+            if self.before_real_read is not None:
+                self.before_real_read([x])   # its values must be there (deferred_fills.py)
             return x
         if isinstance(x, torch.device):
             return torch.device("cpu")
