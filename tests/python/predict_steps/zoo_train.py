@@ -25,13 +25,28 @@ if os.environ.get("LOOP_FREE_INIT") == "1":
     torch.nn.init.trunc_normal_ = _trunc_normal_
 
 # torchvision's C ops do not load with a CPU-only torch of another release:
-# declare the two that its import registers fake kernels for.
-for op in ("nms", "qnms"):
+# then declare the two that its import registers fake kernels for. Where
+# they load (torch 2.11 with its own torchvision), declaring them first
+# makes torchvision's own registration abort the process (registerDef).
+def _torchvision_ops_load() -> bool:
+    import glob
+    import importlib.util
+    spec = importlib.util.find_spec("torchvision")
+    libs = glob.glob(os.path.join(spec.submodule_search_locations[0], "_C*.so")) if spec else []
     try:
-        torch.library.define(f"torchvision::{op}",
-                             "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
-    except Exception:
-        pass
+        torch.ops.load_library(libs[0])
+        return True
+    except (IndexError, OSError):
+        return False
+
+
+if not _torchvision_ops_load():
+    for op in ("nms", "qnms"):
+        try:
+            torch.library.define(f"torchvision::{op}",
+                                 "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor")
+        except Exception:
+            pass
 
 batch = int(os.environ.get("B", "2"))
 name = os.environ.get("MODEL", "vit_b_16")

@@ -112,7 +112,7 @@ class DeferredFills:
         (CpuSide's count); only those are deferred."""
         self.generator = torch.default_generator
         self._owned = owned
-        self._exported = set()              # id(storage) shared with numpy or DLPack
+        self._exported = {}                 # id(storage) -> its weakref: shared with numpy or DLPack
         self._pending: List[Tuple] = []     # (storage weakref, dtype, shape, func, args, kwargs)
         self._storages = {}                 # id(storage) -> its weakref, for each pending fill
         self._state0 = None                 # the generator's state before the first pending fill
@@ -139,7 +139,8 @@ class DeferredFills:
         if t.storage_offset() != 0 or not t.is_contiguous() or \
                 t.numel() * t.element_size() != s.nbytes():
             return False
-        if id(s) in self._exported or not self._owned(s):
+        shared = self._exported.get(id(s))
+        if (shared is not None and shared() is s) or not self._owned(s):
             return False
         if not self._pending:
             self._state0 = self.generator.get_state()
@@ -171,9 +172,14 @@ class DeferredFills:
         deferred again."""
         if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
             try:
-                self._exported.add(id(t.untyped_storage()))
+                s = t.untyped_storage()
             except (RuntimeError, NotImplementedError):
-                pass
+                return
+            key = id(s)
+            if key not in self._exported:
+                # Gone with the storage: a later one may take its id.
+                self._exported[key] = weakref.ref(s)
+                weakref.finalize(s, self._exported.pop, key, None)
 
     def end(self) -> None:
         """The recording ends: fills whose storage is still alive run (the
