@@ -12,8 +12,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_session_lib.sh
 session_begin s30 300
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
-export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+carry_env
 HOLDOUT=${HOLDOUT:-timm_dla34_fp32,tv_squeezenet1_1_fp16,timm_ghostnet_cl_bf16ac,electra_base_mlm_bf16ac,bloom_bf16w_eager}
 ( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run \
     --out $R/holdout --setups "$HOLDOUT" --cpus 8 --gpu-gib 48 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1

@@ -14,8 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_session_lib.sh
 session_begin s30b 420
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
-export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+carry_env
 K=benchmarks/results/session30/keys
 ( mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/ &&
   CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= timeout 150 \

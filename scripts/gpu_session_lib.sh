@@ -13,3 +13,9 @@ session_begin() {
 }
 left() { echo $(( DEADLINE - (SECONDS - t0) )); }
 stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
+# `carry_env` (from the repository root): the environment a device script's
+# Python needs to use the carried build (.carry, scripts/carry_build.sh).
+carry_env() {
+  export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
+  export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+}

@@ -86,6 +86,10 @@ def values(device):
     out["saved"] = hashlib.sha256(buf.getvalue()).hexdigest()   # the bytes torch.save wrote
     n = torch.empty(8).uniform_()
     out["asarray"] = [float(x) for x in numpy.asarray(n)[:4]]
+    shared = torch.empty(8)
+    view = shared.numpy()                 # numpy now shares this storage...
+    shared.normal_()                      # ...so this fill must land at once
+    out["numpy_shared"] = [float(x) for x in view[:4]]
     own = numpy.zeros(8, dtype=numpy.float32)
     torch.from_numpy(own).normal_()
     out["numpy_owned"] = [float(x) for x in own[:4]]

@@ -57,19 +57,23 @@ def _tensors(out):
             yield from _tensors(t)
 
 
-def _has_real(values) -> bool:
-    """Whether a real (not fake) tensor is among values, or in a list among
-    them (aten's arguments nest no deeper: Tensor[], Tensor?[]). Runs for
-    every fake op: a plain loop, not a pytree walk."""
+def real_tensors(values):
+    """The real (not fake) tensors among values, or in a list among them
+    (aten's arguments nest no deeper: Tensor[], Tensor?[]). Runs for every
+    op: a plain loop, not a pytree walk."""
     for v in values:
         if isinstance(v, torch.Tensor):
             if not isinstance(v, FakeTensor):
-                return True
+                yield v
         elif isinstance(v, (list, tuple)):
             for t in v:
                 if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
-                    return True
-    return False
+                    yield t
+
+
+def _has_real(values) -> bool:
+    """Whether a real tensor is among values (real_tensors)."""
+    return next(real_tensors(values), None) is not None
 
 
 # Ops whose output is the memory they were handed (a tensor made outside
@@ -126,7 +130,7 @@ class CpuSide:
         self.ops += 1
         if self.fills.defer(func, args, kwargs):
             return args[0]
-        self.fills.before(func, args, kwargs)
+        self.fills.before(func, real_tensors((*args, *kwargs.values())))
         if kwargs.get("pin_memory"):
             kwargs = dict(kwargs, pin_memory=False)
         if self._is_factory(func, args, kwargs):

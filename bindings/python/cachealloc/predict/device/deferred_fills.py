@@ -90,40 +90,22 @@ def _accepted(func, dtype, args, kwargs) -> bool:
     return info.min <= a <= b <= info.max and b - a <= info.max
 
 
-def _real_tensors(values):
-    """The real (not fake) tensors among values, one list level deep
-    (aten's arguments nest no deeper)."""
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            if not isinstance(v, FakeTensor):
-                yield v
-        elif isinstance(v, (list, tuple)):
-            for t in v:
-                if isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor):
-                    yield t
-
-
 class DeferredFills:
     """The pending fills of one recording. Counts: deferred (fills noted),
-    run_late (of those, run by a flush), flushes."""
+    run_late (of those, run by a flush)."""
 
     def __init__(self, owned: Callable[[object], bool] = lambda storage: True):
         """owned(storage): whether a real op of this recording made it
         (CpuSide's count); only those are deferred."""
         self.generator = torch.default_generator
         self._owned = owned
-        self._exported = {}                 # id(storage) -> its weakref: shared with numpy or DLPack
+        self._exported = set()              # id(storage) shared with numpy or DLPack, while it lives
         self._pending: List[Tuple] = []     # (storage weakref, dtype, shape, func, args, kwargs)
         self._storages = {}                 # id(storage) -> its weakref, for each pending fill
         self._state0 = None                 # the generator's state before the first pending fill
         self._draws = {}                    # func -> whether torch tags it as drawing from a generator
         self.deferred = 0
         self.run_late = 0
-        self.flushes = 0
-
-    @property
-    def pending(self) -> int:
-        return len(self._pending)
 
     def defer(self, func, args, kwargs) -> bool:
         """Notes the op instead of running it when it is a deferrable fill
@@ -139,8 +121,7 @@ class DeferredFills:
         if t.storage_offset() != 0 or not t.is_contiguous() or \
                 t.numel() * t.element_size() != s.nbytes():
             return False
-        shared = self._exported.get(id(s))
-        if (shared is not None and shared() is s) or not self._owned(s):
+        if id(s) in self._exported or not self._owned(s):
             return False
         if not self._pending:
             self._state0 = self.generator.get_state()
@@ -150,21 +131,21 @@ class DeferredFills:
         self.deferred += 1
         return True
 
-    def before(self, func, args, kwargs) -> None:
-        """Runs the pending fills when the op about to run for real needs
-        them (module docstring)."""
+    def before(self, func, tensors) -> None:
+        """Runs the pending fills when the op about to run for real, on
+        the real tensors `tensors`, needs them (module docstring)."""
         if not self._pending:
             return
         draws = self._draws.get(func)
         if draws is None:
             draws = self._draws[func] = torch.Tag.nondeterministic_seeded in func.tags
-        if draws or (not func.is_view and self._touches(args, kwargs)):
+        if draws or (not func.is_view and self._touches(tensors)):
             self.flush()
 
     def before_read(self, tensors) -> None:
         """Runs the pending fills when one of tensors (real ones whose
         values are about to be read outside CpuSide.run) has one."""
-        if self._pending and self._touches(tensors, {}):
+        if self._pending and self._touches(tensors):
             self.flush()
 
     def exported(self, t) -> None:
@@ -178,8 +159,8 @@ class DeferredFills:
             key = id(s)
             if key not in self._exported:
                 # Gone with the storage: a later one may take its id.
-                self._exported[key] = weakref.ref(s)
-                weakref.finalize(s, self._exported.pop, key, None)
+                self._exported.add(key)
+                weakref.finalize(s, self._exported.discard, key)
 
     def end(self) -> None:
         """The recording ends: fills whose storage is still alive run (the
@@ -188,9 +169,10 @@ class DeferredFills:
             self.flush()
         self._pending.clear()
         self._storages.clear()
+        self._state0 = None
 
-    def _touches(self, args, kwargs) -> bool:
-        for t in _real_tensors((*args, *kwargs.values())):
+    def _touches(self, tensors) -> bool:
+        for t in tensors:
             try:
                 s = t.untyped_storage()
             except (RuntimeError, NotImplementedError):   # sparse and other storage-less layouts
@@ -226,14 +208,17 @@ class DeferredFills:
                 if changed:
                     self.generator.set_state(now)
         self.run_late += len(pending)
-        self.flushes += 1
 
-    def wrap(self, fn: Callable) -> Callable:
-        """fn, running the pending fills first."""
+    def wrap(self, fn: Callable, shares_memory: bool = False) -> Callable:
+        """fn, running the pending fills first; shares_memory: fn (a tensor
+        method) shares the tensor's memory outside torch, which is then
+        never deferred (exported)."""
         fills = self
 
         def flushed_first(*args, **kwargs):
             fills.flush()
+            if shares_memory:
+                fills.exported(args[0])
             return fn(*args, **kwargs)
         flushed_first.__wrapped__ = fn
         flushed_first.__name__ = getattr(fn, "__name__", "flushed_first")
@@ -252,20 +237,7 @@ class DeferredFills:
             set_attr(mod, "save", self.wrap(getattr(mod, "save")))
         set_attr(torch.Tensor, "tolist", self.wrap(torch.Tensor.tolist))
         for name in ("numpy", "__array__", "__dlpack__"):
-            set_attr(torch.Tensor, name, self._exporting(getattr(torch.Tensor, name)))
-
-    def _exporting(self, fn: Callable) -> Callable:
-        """fn (a method sharing the tensor's memory outside torch), running
-        the pending fills first and marking the storage never deferred."""
-        fills = self
-
-        def shared(t, *args, **kwargs):
-            fills.flush()
-            fills.exported(t)
-            return fn(t, *args, **kwargs)
-        shared.__wrapped__ = fn
-        shared.__name__ = getattr(fn, "__name__", "shared")
-        return shared
+            set_attr(torch.Tensor, name, self.wrap(getattr(torch.Tensor, name), shares_memory=True))
 
     def stats(self) -> dict:
         """Fills deferred; of those, run late (by a flush) and never run
