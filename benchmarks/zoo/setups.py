@@ -283,6 +283,19 @@ _ALL = [
         R("bf16_weights", attn="eager"), 4, 12, "BloomForCausalLM", "BloomConfig",
         dict(vocab_size=32000, hidden_size=1024, n_layer=16, n_head=16, use_cache=False),
         seq=1024, vocab=32000),
+    # --- holdout, session 31 (added before any GPU run or prediction of them): convnets
+    # of families nobody has seen, predicted without their convolutions in the cuDNN
+    # table, to check the band's rule for classic's peak reserved when workspaces are
+    # unknown (session 31), and the band as it stands ------------------------------------
+    _image("timm_repvgg_a0_fp16", "repvgg", "convnet", "timm",
+           "RepVGG-A0 (9.1 M, train-time 3x3 + 1x1 + identity branches)", R("fp16_scaler"), 128,
+           12, timm_m("repvgg_a0")),
+    _image("timm_res2net50_cl_bf16ac", "res2net", "convnet", "timm",
+           "Res2Net-50 14w-8s (25.1 M, hierarchical split 3x3 convolutions)",
+           R("bf16_autocast", channels_last=True), 64, 12, timm_m("res2net50_14w_8s")),
+    _image("timm_hrnet_w18_small_fp32", "hrnet", "convnet", "timm",
+           "HRNet-W18-small (13.2 M, parallel resolutions, fused by upsampling)", R("fp32"), 64,
+           12, timm_m("hrnet_w18_small")),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
