@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Session 31's first device call, everything in ONE file, $OUT/gpu_s31.tgz:
+#   holdout  issue 46: holdout 31's truth (record.py; split.json
+#            "holdout_about_session31": RepVGG-A0, Res2Net-50, HRNet-W18-small),
+#            in the background;
+#   cpu211   issue 46 ("the same on CPU torch 2.11 and 2.13"): session 30's last
+#            predictor change (the re-read mend of the deferred fills) under this
+#            host's torch 2.11 CPU (no GPU visible), with the CLI where conftest
+#            looks for it.
+# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 420), HOLDOUT.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. scripts/gpu_session_lib.sh
+session_begin s31 420
+carry_env
+HOLDOUT=${HOLDOUT:-timm_repvgg_a0_fp16,timm_res2net50_cl_bf16ac,timm_hrnet_w18_small_fp32}
+( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run \
+    --out $R/holdout --setups "$HOLDOUT" --cpus 8 --gpu-gib 48 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
+  stamp "holdout truth rc=$?" ) &
+HPID=$!
+( mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/ &&
+  CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= timeout 300 \
+    python3 -m pytest -q -p no:cacheprovider tests/python/test_predict_foreach_inplace.py \
+    "tests/python/test_predict_nohang.py::test_cpu_init_defers_random_fills_and_keeps_every_value" \
+    "tests/python/test_predict_nohang.py::test_cpu_side_is_real_and_moves_become_fakes" > $R/cpu211.log 2>&1
+  stamp "torch 2.11 CPU tests rc=$?" ) &
+CPID=$!
+wait $CPID; wait $HPID
+cat $R/timeline.txt; tail -n 6 $R/*.log
