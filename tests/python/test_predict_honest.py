@@ -496,6 +496,50 @@ def test_placed_figure_counts_once_for_both_kinds_of_missing_keys():
     assert high == first["need"][1]
 
 
+def test_an_unknown_workspace_widens_classics_peak_reserved_both_ways():
+    """A convolution missing from the cuDNN table: classic's peak reserved
+    band takes the missing workspaces' reserved bound on its low side too
+    (a workspace moves classic's segments either way: unprobed classic rows
+    of EfficientNet-B2, MNASNet and VGG-11-BN came out over, outside a
+    one-sided band), never below peak allocated's low side; expandable
+    keeps the one-sided item; a step with every key measured is as before."""
+    from cachealloc.predict.answer import band
+    conv = "in=8,64,56,56|w=64,64,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
+    key = f"fwd|{conv}|bias=0|flags=0,0,1"
+    mib = 1 << 20
+    data = band.load(str(TUNING))
+
+    def cfgs(reserved):
+        return {"classic": {"conf": "", "peak_allocated": 1000 * mib, "peak_reserved": reserved,
+                            "min_memory": 1100 * mib},
+                "expandable": {"conf": "expandable_segments:True", "peak_allocated": 1000 * mib,
+                               "peak_reserved": 1050 * mib, "min_memory": 1060 * mib}}
+
+    def reserved_band(summary, reserved):
+        return band.bands(summary, None, cfgs(reserved), data)
+    plain = reserved_band({}, 1400 * mib)
+    missing = reserved_band({"cudnn_missing_keys": {key: 3}}, 1400 * mib)
+    item = next(i for i in missing["items"] if i.get("missing_keys"))
+    bound = item["reserved"][1]
+    assert 0 < bound < 400 * mib
+    low0 = plain["configs"]["classic"]["peak_reserved"][0]
+    c = missing["configs"]["classic"]
+    assert c["peak_reserved"] == [low0 + bound, low0 + bound]   # symmetric now
+    assert missing["unknown_workspace_floor"] == {"classic": 1400 * mib - low0 - bound}
+    e, e0 = missing["configs"]["expandable"], plain["configs"]["expandable"]
+    assert e["peak_reserved"] == [e0["peak_reserved"][0], e0["peak_reserved"][1] + bound]
+    # Reserved just above allocated: the low side stops at peak allocated's low side.
+    tight = reserved_band({"cudnn_missing_keys": {key: 3}}, 1002 * mib)
+    a_low = tight["configs"]["classic"]["peak_allocated"][0]
+    assert tight["configs"]["classic"]["peak_reserved"][0] == 2 * mib + a_low
+    assert "low side widened" in band_text_of(tight)
+
+
+def band_text_of(b):
+    from cachealloc.predict.answer import band_text
+    return band_text.band_line({"band": b})
+
+
 def test_the_need_band_adds_the_gpus_largest_batch_brackets_to_peak_reserveds(tmp_path):
     """The GPU trains at L and fails at F under its limit: a predicted need
     above the limit at L (says too big where it trained) or at most the

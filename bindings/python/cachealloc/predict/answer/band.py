@@ -31,6 +31,10 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   grouped-query head ratio, cuDNN RNNs. The class band is
   symmetric; an item widens the side it can err on (a missing workspace
   only makes the GPU need more).
+- Classic's peak reserved where a convolution's workspace is unknown (a
+  key missing from the cuDNN table): the item's bound on the low side too,
+  never below peak allocated's low side (_both_sides: a workspace moves
+  classic's segments either way, and reserved >= allocated).
 - Widened by the segment-placement spread, per config: the replay puts
   cudaMalloc's segments top down (search.PLACEMENT), the driver's usual
   order but not its rule; the same replay with first fit gives other peaks
@@ -271,7 +275,7 @@ def unmodelled(summary: dict, gpu, peak_allocated: int, configs: Optional[dict] 
         what = ("cudnn.benchmark=True: convolutions whose plans cuDNN times on the GPU"
                 if benchmark else "cuDNN convolutions missing from the workspace table")
         items.append({
-            "what": what, "calls": sum(keys.values()), "keys": len(keys),
+            "what": what, "calls": sum(keys.values()), "keys": len(keys), "missing_keys": True,
             "example": next(iter(keys)),
             "detail": ("each taken to need a workspace of at most its shape class's largest "
                        "measured ratio to its tensors' bytes x 1.25 (class: direction, "
@@ -435,18 +439,54 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
            "set_by": cb["set_by"],
            "source": data.get("path"), "items": items, "configs": {}}
     out["placement"] = {}
+    out["unknown_workspace_floor"] = {}
+    unknown = [it for it in items if it.get("missing_keys")]
     for name, c in configs.items():
         d = placement_spread(c)
         if any(d.values()):
             out["placement"][name] = d
+        allocated = spread(widen(c["peak_allocated"], cb["allocated_pct"], items, "allocated",
+                                 cb["allocated_noise"]), d["peak_allocated"])
+        reserved = spread(widen(c["peak_reserved"], cb["reserved_pct"], items, "reserved",
+                                cb["reserved_noise"]), d["peak_reserved"])
+        if unknown and not _expandable(c):
+            reserved = _both_sides(c, reserved, allocated, unknown)
+            out["unknown_workspace_floor"][name] = c["peak_reserved"] - reserved[0]
         out["configs"][name] = {
-            "peak_allocated": spread(widen(c["peak_allocated"], cb["allocated_pct"], items,
-                                           "allocated", cb["allocated_noise"]), d["peak_allocated"]),
-            "peak_reserved": spread(widen(c["peak_reserved"], cb["reserved_pct"], items,
-                                          "reserved", cb["reserved_noise"]), d["peak_reserved"]),
+            "peak_allocated": allocated, "peak_reserved": reserved,
             "min_memory": spread(widen(c.get("min_memory"), cb["need_pct"], items, "need",
                                        cb["need_noise"]), d["min_memory"])}
     return out
+
+
+def _expandable(config: dict) -> bool:
+    return "expandable_segments:true" in (config.get("conf") or "").replace(" ", "").lower()
+
+
+def _both_sides(config: dict, reserved: list, allocated: list, unknown: list) -> list:
+    """Classic's peak reserved band when some convolution's workspace is
+    unknown (a key missing from the cuDNN table): the missing workspaces'
+    reserved bound (one segment per key at its bound) on the low side too,
+    but never below peak allocated's low side. Why: the replay runs such a
+    convolution with no workspace, and a workspace changes which cached
+    segments later requests reuse and what size of segment each miss opens
+    (classic cuts segments to the request: 2 MiB, 20 MiB, or the request
+    rounded), so classic's peak reserved can come out lower with it as well
+    as higher, by as many segments as it could open; and reserved >=
+    allocated whatever the placement. Seen on four unprobed classic rows,
+    all over (the replay without workspaces reserved more than the GPU):
+    timm EfficientNet-B2 b48 +4.0 % and b96 +1.6 %, MNASNet b64 +3.98 %,
+    VGG-11-BN b32 +4.02 %. No expandable row missed so (one range per
+    stream, mapped in order: a freed workspace's pages serve the next
+    request at the top), so expandable keeps the one-sided item."""
+    low, high = reserved
+    extra = 0
+    for it in unknown:
+        hi = (it.get("reserved") or (0, 0))[1]
+        extra = None if extra is None or hi is None else extra + hi
+    floor = config["peak_reserved"] - (config["peak_allocated"] - allocated[0])
+    reach = floor if extra is None else min(floor, low + extra)
+    return [max(low, reach), high]
 
 
 def placement_spread(config: dict) -> dict:
