@@ -647,3 +647,33 @@ def test_the_largest_search_answers_below_a_size_that_does_not_fit():
     crit = {name: (ok, over) for name in ("classic", "expandable")}
     s._resettle((answers, crit), hi_bad=200)
     assert answers == {"classic": 97, "expandable": 96}
+
+
+def test_a_measured_size_answers_above_sizes_only_their_missing_workspaces_fail():
+    """With a partly probed cuDNN table, sizes whose keys are missing fail
+    within their band (each missing workspace at its class bound) between
+    measured sizes that fit: they are not failures for certain, so the
+    answer is the largest measured size that fits within its band. A size
+    whose replay does not fit as predicted, or a measured size that fails
+    within its band, still holds the answer below it."""
+    from cachealloc.predict.answer.largest import _Search
+
+    def search(probes):
+        s = _Search.__new__(_Search)
+        s.probes = {n: {} for n in probes}
+        s.summaries = {n: {"cudnn_missing_keys": {} if measured else {"fwd|k": 1}}
+                       for n, (measured, _, _) in probes.items()}
+        banded = lambda n: probes[n][1]  # noqa: E731
+        raw = lambda n: probes[n][2]     # noqa: E731
+        return s._measured_answer(banded, raw)
+    # size: (all keys measured, fits within the band, fits as predicted)
+    partly = {32: (True, True, True), 56: (False, True, True), 60: (False, False, True),
+              70: (False, False, True), 84: (True, True, True), 90: (False, False, True),
+              95: (True, False, True), 97: (True, False, False)}
+    assert search(partly) == 84
+    # A size that does not fit as predicted below: the answer stays below it.
+    assert search({**partly, 70: (False, False, False)}) == 32
+    # A measured size failing within its band below: the same.
+    assert search({**partly, 60: (True, False, True)}) == 32
+    # No size measured: nothing to add (the search's own answer stands).
+    assert search({n: (False, b, r) for n, (_, b, r) in partly.items()}) == 0
