@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 31's second device call, $OUT/gpu_s31b.tgz:
+#   keys     issue 46: the key-level cuDNN probe (kernels/key_probe.py) of holdout
+#            31's three convnets, at the keys cudnn_keys.py wrote on a CPU
+#            (benchmarks/results/session31/keys/: the peaks' batches and the sizes
+#            around the unprobed replay's largest), the three side by side;
+#   answers  issue 46: holdout 31's unprobed answers run at exactly their size
+#            (probe_answers.py run), beside the probes.
+# Needs .carry. Knobs: DEADLINE (s, default 330).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. scripts/gpu_session_lib.sh
+session_begin s31b 330
+carry_env
+K=benchmarks/results/session31/keys
+( timeout $(( $(left) - 25 )) python3 benchmarks/zoo/probe_answers.py run \
+    --plan benchmarks/results/session31/probe_answers/plan_holdout31.json --out $R/answers \
+    --jobs 6 --deadline $(( $(left) - 35 )) > $R/answers.log 2>&1
+  stamp "answers rc=$?" ) &
+APID=$!
+mkdir -p $R/keys
+PIDS=()
+for s in timm_repvgg_a0_fp16 timm_res2net50_cl_bf16ac timm_hrnet_w18_small_fp32; do
+  ( timeout $(( $(left) - 20 )) python3 -m cachealloc.predict.kernels.key_probe $K/$s.keys.json \
+      --out $R/keys/$s.table.json > $R/keys/$s.log 2>&1
+    stamp "key probe $s rc=$?" ) &
+  PIDS+=($!)
+done
+wait "${PIDS[@]}"; wait $APID
+gzip -f $R/keys/*.table.json
+cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log
