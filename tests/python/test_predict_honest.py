@@ -525,14 +525,28 @@ def test_an_unknown_workspace_widens_classics_peak_reserved_both_ways():
     low0 = plain["configs"]["classic"]["peak_reserved"][0]
     c = missing["configs"]["classic"]
     assert c["peak_reserved"] == [low0 + bound, low0 + bound]   # symmetric now
-    assert missing["unknown_workspace_floor"] == {"classic": 1400 * mib - low0 - bound}
+    assert missing["reserved_reaches_down_to"] == {"classic": 1400 * mib - low0 - bound}
     e, e0 = missing["configs"]["expandable"], plain["configs"]["expandable"]
     assert e["peak_reserved"] == [e0["peak_reserved"][0], e0["peak_reserved"][1] + bound]
     # Reserved just above allocated: the low side stops at peak allocated's low side.
     tight = reserved_band({"cudnn_missing_keys": {key: 3}}, 1002 * mib)
     a_low = tight["configs"]["classic"]["peak_allocated"][0]
     assert tight["configs"]["classic"]["peak_reserved"][0] == 2 * mib + a_low
-    assert "low side widened" in band_text_of(tight)
+    assert "reaches down to" in band_text_of(tight)
+    # cudnn.benchmark (no reserved bound: the timing workspace takes what is
+    # free): the low side reaches peak allocated's low side.
+    bench = f"bwd|{conv}|mask=111|flags=1,0,1"
+    b = reserved_band({"cudnn_missing_keys": {bench: 2}}, 1400 * mib)
+    assert b["configs"]["classic"]["peak_reserved"][0] == \
+        400 * mib + b["configs"]["classic"]["peak_allocated"][0]
+    assert b["configs"]["classic"]["peak_reserved"][1] is None
+    # Where the band already reaches further (here a wide placement spread),
+    # nothing moves and nothing is said.
+    wide = cfgs(1400 * mib)
+    wide["classic"]["placement_alt"] = {"peak_reserved": 1000 * mib}
+    w = band.bands({"cudnn_missing_keys": {key: 3}}, None, wide, data)
+    assert w["reserved_reaches_down_to"] == {}
+    assert w["configs"]["classic"]["peak_reserved"][0] == 400 * mib + low0
 
 
 def band_text_of(b):
@@ -649,31 +663,68 @@ def test_the_largest_search_answers_below_a_size_that_does_not_fit():
     assert answers == {"classic": 97, "expandable": 96}
 
 
+def _linear_search(missing_below, fails_without_missing=(), raw_fails=()):
+    """A _Search over a synthetic step: the need is 10 MiB a sample under a
+    1,000 MiB limit (as predicted it fits up to 100); sizes below
+    `missing_below` have convolution keys missing, whose workspace bounds
+    add 300 MiB to the need's band (1 % + 300 MiB: they fit within it up to
+    69), measured sizes' band is 1 % (fits up to 99). fails_without_missing:
+    sizes that fail within their band even without those items;
+    raw_fails: sizes whose replay does not fit as predicted."""
+    from cachealloc.predict.answer import band
+    from cachealloc.predict.answer.largest import Progress, _Search
+    mib = 1 << 20
+
+    class Search(_Search):
+        def probe(self, size, hint=None):
+            if size in self.probes:
+                return self.probes[size]
+            missing = size < missing_below
+            need = 10 * size * mib
+            fits = need <= 1000 * mib and size not in raw_fails
+
+            def cfg(extra):
+                hi = need // 100 + extra
+                return {"peak_allocated": int(0.9 * need), "peak_reserved": need,
+                        "min_memory": need, "fits": fits, "fallbacks": 0, "fallback_skips": 0,
+                        "band": {"min_memory": [hi, hi], "peak_allocated": [0, 0],
+                                 "peak_reserved": [0, 0]}}
+            m = {n: cfg(300 * mib if missing else 0) for n in ("classic", "expandable")}
+            for c in m.values():
+                c["verdict"] = band.judge(c["min_memory"], c["fits"], c["band"]["min_memory"],
+                                          self.limit)
+            self.probes[size] = m
+            self.summaries[size] = {"steps": 3, "cudnn_missing_keys": {"k": 1} if missing else {}}
+            self.bands[size] = {"class": "convnet", "items": []}
+            self.traces[size] = "t"
+            if missing:
+                bad = size in fails_without_missing
+                self.without_missing[size] = {
+                    n: {"min_memory": [0, 10 ** 12 if bad else need // 100],
+                        "peak_allocated": [0, 0]} for n in m}
+            return m
+    s = Search(None, None, 1000 * mib, band.load(str(TUNING)), Progress(False))
+    return s.run(1, 1 << 12)
+
+
 def test_a_measured_size_answers_above_sizes_only_their_missing_workspaces_fail():
     """With a partly probed cuDNN table, sizes whose keys are missing fail
     within their band (each missing workspace at its class bound) between
     measured sizes that fit: they are not failures for certain, so the
-    answer is the largest measured size that fits within its band. A size
-    whose replay does not fit as predicted, or a measured size that fails
-    within its band, still holds the answer below it."""
-    from cachealloc.predict.answer.largest import _Search
-
-    def search(probes):
-        s = _Search.__new__(_Search)
-        s.probes = {n: {} for n in probes}
-        s.summaries = {n: {"cudnn_missing_keys": {} if measured else {"fwd|k": 1}}
-                       for n, (measured, _, _) in probes.items()}
-        banded = lambda n: probes[n][1]  # noqa: E731
-        raw = lambda n: probes[n][2]     # noqa: E731
-        return s._measured_answer(banded, raw)
-    # size: (all keys measured, fits within the band, fits as predicted)
-    partly = {32: (True, True, True), 56: (False, True, True), 60: (False, False, True),
-              70: (False, False, True), 84: (True, True, True), 90: (False, False, True),
-              95: (True, False, True), 97: (True, False, False)}
-    assert search(partly) == 84
-    # A size that does not fit as predicted below: the answer stays below it.
-    assert search({**partly, 70: (False, False, False)}) == 32
-    # A measured size failing within its band below: the same.
-    assert search({**partly, 60: (True, False, True)}) == 32
-    # No size measured: nothing to add (the search's own answer stands).
-    assert search({n: (False, b, r) for n, (_, b, r) in partly.items()}) == 0
+    answer within the band is the largest measured size that fits there,
+    and the sizes it passed over are said. A size whose replay does not fit
+    as predicted, or that fails within its band even without its missing
+    items, still holds the answer below it. Driven through _Search.run."""
+    plain = _linear_search(missing_below=0)          # every key measured: 99
+    assert plain["largest_within_band"]["classic"] == 99 and plain["largest"]["classic"] == 100
+    assert plain["passed_over_missing_keys"] == {}
+    partly = _linear_search(missing_below=80)        # 70-79 fail only by their missing keys
+    w = partly["largest_within_band"]
+    assert w["classic"] == w["expandable"] > 79 and w["classic"] <= 99
+    passed = partly["passed_over_missing_keys"]["classic"]
+    assert passed and all(70 <= n < 80 for n in passed)
+    # A failure for certain below holds the answer under it.
+    for kw in ({"fails_without_missing": range(70, 80)}, {"raw_fails": range(70, 80)}):
+        held = _linear_search(missing_below=80, **kw)
+        assert held["largest_within_band"]["classic"] < 70, kw
+        assert held["passed_over_missing_keys"] == {}

@@ -439,7 +439,9 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
            "set_by": cb["set_by"],
            "source": data.get("path"), "items": items, "configs": {}}
     out["placement"] = {}
-    out["unknown_workspace_floor"] = {}
+    # Per classic config whose low side _both_sides moved: the lowest peak
+    # reserved (bytes, a figure, not a width) its band now reaches.
+    out["reserved_reaches_down_to"] = {}
     unknown = [it for it in items if it.get("missing_keys")]
     for name, c in configs.items():
         d = placement_spread(c)
@@ -450,8 +452,10 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
         reserved = spread(widen(c["peak_reserved"], cb["reserved_pct"], items, "reserved",
                                 cb["reserved_noise"]), d["peak_reserved"])
         if unknown and not _expandable(c):
-            reserved = _both_sides(c, reserved, allocated, unknown)
-            out["unknown_workspace_floor"][name] = c["peak_reserved"] - reserved[0]
+            widened = _both_sides(c, reserved, allocated, unknown)
+            if widened[0] > reserved[0]:
+                out["reserved_reaches_down_to"][name] = c["peak_reserved"] - widened[0]
+            reserved = widened
         out["configs"][name] = {
             "peak_allocated": allocated, "peak_reserved": reserved,
             "min_memory": spread(widen(c.get("min_memory"), cb["need_pct"], items, "need",
@@ -478,15 +482,23 @@ def _both_sides(config: dict, reserved: list, allocated: list, unknown: list) ->
     timm EfficientNet-B2 b48 +4.0 % and b96 +1.6 %, MNASNet b64 +3.98 %,
     VGG-11-BN b32 +4.02 %. No expandable row missed so (one range per
     stream, mapped in order: a freed workspace's pages serve the next
-    request at the top), so expandable keeps the one-sided item."""
+    request at the top), so expandable keeps the one-sided item.
+    Of the two, only reserved >= allocated is a proven bound; taking the
+    missing workspaces' segments as the reach below is a judgement (the
+    same segments a workspace can open, it can save), the smallest that
+    covers the four rows. An item with no reserved bound (cudnn.benchmark:
+    cuDNN times its plans in a workspace as large as the free memory
+    allows) reaches peak allocated's low side: nothing tighter is known.
+    Returns [low, high] bytes around peak reserved."""
     low, high = reserved
-    extra = 0
+    reach = 0               # bytes below the figure the missing workspaces may take
     for it in unknown:
         hi = (it.get("reserved") or (0, 0))[1]
-        extra = None if extra is None or hi is None else extra + hi
-    floor = config["peak_reserved"] - (config["peak_allocated"] - allocated[0])
-    reach = floor if extra is None else min(floor, low + extra)
-    return [max(low, reach), high]
+        reach = None if reach is None or hi is None else reach + hi
+    # Bytes from peak reserved down to peak allocated's low edge.
+    to_allocated = config["peak_reserved"] - (config["peak_allocated"] - allocated[0])
+    widest = to_allocated if reach is None else min(to_allocated, low + reach)
+    return [max(low, widest), high]
 
 
 def placement_spread(config: dict) -> dict:

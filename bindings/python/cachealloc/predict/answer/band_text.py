@@ -75,9 +75,9 @@ def band_line(a: dict) -> str:
         moved = ", ".join(f"{names[q]} {_signed(v)}" for q, v in d.items() if v)
         text += (f"; {name}: segments placed first fit instead of top down give {moved} (the "
                  "band reaches them: the driver's placement is not modelled)")
-    for name, floor in sorted((b.get("unknown_workspace_floor") or {}).items()):
-        text += (f"; {name}: peak reserved's low side widened to {amount(floor)} by the missing "
-                 "workspaces' bound, at most down to peak allocated (an unknown workspace moves "
+    for name, lowest in sorted((b.get("reserved_reaches_down_to") or {}).items()):
+        text += (f"; {name}: peak reserved's band reaches down to {amount(lowest)} (the missing "
+                 "workspaces' bound, never below peak allocated: an unknown workspace moves "
                  "classic's segments either way)")
     return text
 

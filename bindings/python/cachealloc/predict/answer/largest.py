@@ -4,6 +4,10 @@ predicted ("largest": what the engine's replay of the recording says) and
 within the band ("largest_within_band": the largest size whose need plus
 its band's high side fits, and whose replay at the limit fits). The answer
 ("largest_fitting") is the larger of the two configs' sizes within the band.
+Within the band, every probed size below the answer fits within its band,
+except sizes with convolution keys missing from the cuDNN table that fail
+there only by those workspaces' bounds, below a size whose keys are all
+measured (_Search._measured_answer; "passed_over_missing_keys" names them).
 
 Sizes are expected to need more memory as they grow, but under a limit
 the need is not always monotone (segment fragmentation): the search doubles
@@ -131,6 +135,9 @@ class _Search:
         self.summaries: Dict[int, dict] = {}  # size -> the recording's summary
         self.bands: Dict[int, dict] = {}      # size -> band.bands less its per-config part
         self.traces: Dict[int, str] = {}      # size -> the recording's trace (the page's shown size)
+        # size -> {config: band.bands' per-config bands as if no convolution
+        # key were missing}, for sizes with missing keys (_only_missing_keys)
+        self.without_missing: Dict[int, dict] = {}
 
     def probe(self, size: int, hint: Optional[int] = None) -> dict:
         """size's measures, recorded now (or taken from the second worker,
@@ -146,6 +153,9 @@ class _Search:
             self.budget.check(f"after size {size} was recorded, before its replay")
             m = measure(rec.trace, self.limit, rec.summary.get("workspace_upper_trace"))
             self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
+            if rec.summary.get("cudnn_missing_keys"):
+                self.without_missing[size] = band.bands(
+                    {**rec.summary, "cudnn_missing_keys": {}}, self.gpu, m, self.data)["configs"]
             self.probes[size], self.summaries[size] = m, rec.summary
             self.traces[size] = str(rec.trace)
             if self.ahead is not None and not Ahead.affordable(rec.summary):
@@ -249,28 +259,55 @@ class _Search:
                         answers[name] = self._settle(ok, over, hi_bad)
                         moved = True
 
-    def _measured_answer(self, ok_banded: Callable[[int], bool], ok_raw: Callable[[int], bool]) -> int:
-        """The largest probed size whose convolutions' workspaces are all
-        measured (no key missing from the cuDNN table) and that fits within
-        its band, with no failure for certain below it: a size whose replay
-        does not fit as predicted, or a measured size that fails within its
-        band. A size with missing keys that fails only within its band is
-        not a failure for certain: its band takes each missing workspace at
-        its shape class's bound (often several times the real one), so with
-        a partly probed table (the keys of a few sizes measured, as
-        `cudnn_keys.py` writes them) those sizes between the measured ones
-        would hold the answer far below what the measured sizes show (holdout
-        30's DLA-34 under its own probe: 56, where sizes up to 94 train on
-        the GPU). 0 when no probe qualifies. Uses the probes made; probes
-        nothing."""
-        best = 0
+    def _only_missing_keys(self, s: int, name: str) -> bool:
+        """Whether size s fits criterion `name` (a config, or "physical")
+        within a band made as if none of its convolution keys were missing
+        (self.without_missing, band.bands with no missing keys): then it
+        fails within its real band only by the missing-key items, which
+        take each missing workspace at its shape class's bound (often
+        several times the real one). The rest of the band (the class's
+        share, the GPU's noise, the placement spread, other items) still
+        counts. False for a size with no missing key."""
+        alt = self.without_missing.get(s)
+        if alt is None:
+            return False
+        P = self.probes[s]
+        if name == "physical":
+            highs = [alt[n]["peak_allocated"][1] for n in P]
+            return None not in highs and max(
+                P[n]["peak_allocated"] + h for n, h in zip(P, highs)) <= self.limit
+        c = P[name]
+        return band.judge(c["min_memory"], c["fits"], alt[name]["min_memory"], self.limit) == "fits"
+
+    def _measured_answer(self, name: str, ok_banded: Callable[[int], bool],
+                         ok_raw: Callable[[int], bool]) -> tuple:
+        """(size, [sizes passed over]): the largest probed size whose
+        convolutions' workspaces are all measured (no key missing from the
+        cuDNN table) and that fits within its band, with no failure for
+        certain below it; and the sizes below it that failed within their
+        band only by their missing keys (_only_missing_keys), which it
+        passed over. A failure for certain: a size whose replay does not fit
+        as predicted, a measured size failing within its band, or a size
+        with missing keys that fails within its band even without them.
+        With a partly probed table (the keys of a few sizes measured, as
+        `cudnn_keys.py` writes them) the sizes between the measured ones
+        would otherwise hold the answer far below what the measured sizes
+        show (holdout 30's DLA-34 under its own probe: 56, where sizes up to
+        94 train on the GPU). (0, []) when no probe qualifies. Uses the
+        probes made; probes nothing."""
+        best, passed, over_so_far = 0, [], []
         for s in sorted(self.probes):
             measured = not self.summaries[s].get("cudnn_missing_keys")
-            if not ok_raw(s) or (measured and not ok_banded(s)):
+            if not ok_raw(s):
                 break
-            if measured:
-                best = s
-        return best
+            if ok_banded(s):
+                if measured:
+                    best, passed = s, list(over_so_far)
+                continue
+            if measured or not self._only_missing_keys(s, name):
+                break
+            over_so_far.append(s)
+        return best, passed
 
     SAMPLES = 2        # sizes checked between an answer and the fitting probe below it
     ROUNDS = 3         # answers checked so, at most, per criterion
@@ -325,10 +362,18 @@ class _Search:
         found = {name: answer(name, *c) for name, c in raw.items()}
         within = {name: answer(name, *c) for name, c in banded.items()}
         self._resettle((found, raw), (within, banded), hi_bad=hi_bad)
-        for name in NATIVE_CONFIGS:
-            within[name] = max(within[name], self._measured_answer(banded[name][0], raw[name][0]))
+        # A measured size fitting within its band answers above sizes that
+        # fail there only by their missing keys (_measured_answer); the
+        # sizes it passed over are said beside the answer.
+        passed_over = {}
+        for name, (ok, _) in banded.items():
+            size, passed = self._measured_answer(name, ok, raw[name][0])
+            if size > within[name]:
+                within[name], passed_over[name] = size, passed
         self.progress.close()
-        return self._answer(found, within, max_size if reached_max else None)
+        answer = self._answer(found, within, max_size if reached_max else None)
+        answer["passed_over_missing_keys"] = passed_over
+        return answer
 
     def _answer(self, found: dict, within: dict, at_max: Optional[int]) -> dict:
         P = self.probes

@@ -180,6 +180,11 @@ def largest_text(a: dict) -> str:
                         ("expandable", "expandable_segments:True: "),
                         ("physical", "physical limit (peak allocated fits):")):
         lines.append(f"  {label} {_size_text(W[name], least[name])} ({L[name]})")
+    for name, sizes in sorted((a.get("passed_over_missing_keys") or {}).items()):
+        lines.append(f"  {name}: {W[name]} has every convolution key measured and fits within its "
+                     f"band; size(s) {', '.join(map(str, sizes))} below it have keys missing and "
+                     "fail within their band only by those workspaces' bounds (not a failure for "
+                     "certain; --cudnn-keys, then the key probe on the GPU, measures them)")
     lines.append(f"searched in {a['seconds']:.1f} s over {len(a['probes'])} probes; the band, ops "
                  f"and torch below are of size {a['shown_size']}")
     lines += cudnn_lines(a.get("cudnn") or {})
