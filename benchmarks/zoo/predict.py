@@ -36,6 +36,7 @@ def _keep(answer: dict) -> dict:
     return {"configs": answer.get("configs"), "largest": answer.get("largest"),
             "largest_within_band": answer.get("largest_within_band"),
             "largest_fitting": answer.get("largest_fitting"),
+            "passed_over_missing_keys": answer.get("passed_over_missing_keys"),
             "limit": answer.get("limit"), "steps": answer.get("steps", rec.get("steps")),
             "seconds": answer.get("seconds"), "record_seconds": answer.get("record_seconds"),
             "torch": rec.get("torch"),
