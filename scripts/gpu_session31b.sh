@@ -6,7 +6,7 @@
 #            around the unprobed replay's largest), the three side by side;
 #   answers  issue 46: holdout 31's unprobed answers run at exactly their size
 #            (probe_answers.py run), beside the probes.
-# Needs .carry. Knobs: DEADLINE (s, default 330).
+# Needs .carry. Knobs: DEADLINE (s, default 330); KEYS=0 runs the answers alone.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_session_lib.sh
@@ -20,12 +20,13 @@ K=benchmarks/results/session31/keys
 APID=$!
 mkdir -p $R/keys
 PIDS=()
-for s in timm_repvgg_a0_fp16 timm_res2net50_cl_bf16ac timm_hrnet_w18_small_fp32; do
+[ "${KEYS:-1}" = 0 ] && SETUPS="" || SETUPS="timm_repvgg_a0_fp16 timm_res2net50_cl_bf16ac timm_hrnet_w18_small_fp32"
+for s in $SETUPS; do
   ( timeout $(( $(left) - 20 )) python3 -m cachealloc.predict.kernels.key_probe $K/$s.keys.json \
       --out $R/keys/$s.table.json > $R/keys/$s.log 2>&1
     stamp "key probe $s rc=$?" ) &
   PIDS+=($!)
 done
-wait "${PIDS[@]}"; wait $APID
-gzip -f $R/keys/*.table.json
+[ ${#PIDS[@]} -gt 0 ] && wait "${PIDS[@]}"; wait $APID
+ls $R/keys/*.table.json >/dev/null 2>&1 && gzip -f $R/keys/*.table.json
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log
