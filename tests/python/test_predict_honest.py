@@ -546,7 +546,28 @@ def test_an_unknown_workspace_widens_classics_peak_reserved_both_ways():
     wide["classic"]["placement_alt"] = {"peak_reserved": 1000 * mib}
     w = band.bands({"cudnn_missing_keys": {key: 3}}, None, wide, data)
     assert w["reserved_reaches_down_to"] == {}
-    assert w["configs"]["classic"]["peak_reserved"][0] == 400 * mib + low0
+    # (and no band reaches below peak allocated's low edge: 1,000 MiB less its low side)
+    assert w["configs"]["classic"]["peak_reserved"][0] == \
+        400 * mib + w["configs"]["classic"]["peak_allocated"][0]
+
+
+def test_no_band_reaches_below_peak_allocated():
+    """Peak reserved and the need never below peak allocated's low edge,
+    whatever the items: keys measured on another GPU bound both sides by a
+    sum, which alone reached below zero (HRNet-W18-small b32: -7,064 MiB
+    around 2,012 MiB reserved)."""
+    from cachealloc.predict.answer import band
+    mib = 1 << 20
+    conv = "in=8,64,56,56|w=64,64,3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float32|fmt=contiguous"
+    other = {f"fwd|{conv.replace('in=8', f'in={n}')}|bias=0|flags=0,0,1": 1 for n in range(8, 200)}
+    cfg = {"conf": "", "peak_allocated": 1000 * mib, "peak_reserved": 1100 * mib,
+           "min_memory": 1050 * mib}
+    b = band.bands({"cudnn_other_gpu_keys": other}, None, {"classic": cfg},
+                   band.load(str(TUNING)))["configs"]["classic"]
+    a_low = b["peak_allocated"][0]
+    assert b["peak_reserved"][0] == 100 * mib + a_low
+    assert 0 < b["min_memory"][0] <= 50 * mib + a_low   # the need: one workspace at a time
+    assert b["peak_reserved"][1] > 1000 * mib         # the high side keeps the sum
 
 
 def band_text_of(b):

@@ -456,11 +456,28 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
             if widened[0] > reserved[0]:
                 out["reserved_reaches_down_to"][name] = c["peak_reserved"] - widened[0]
             reserved = widened
-        out["configs"][name] = {
-            "peak_allocated": allocated, "peak_reserved": reserved,
-            "min_memory": spread(widen(c.get("min_memory"), cb["need_pct"], items, "need",
-                                       cb["need_noise"]), d["min_memory"])}
+        need = spread(widen(c.get("min_memory"), cb["need_pct"], items, "need", cb["need_noise"]),
+                      d["min_memory"])
+        out["configs"][name] = {"peak_allocated": allocated,
+                                "peak_reserved": _not_below_allocated(c, "peak_reserved", reserved,
+                                                                      allocated),
+                                "min_memory": _not_below_allocated(c, "min_memory", need, allocated)}
     return out
+
+
+def _not_below_allocated(config: dict, quantity: str, band_: list, allocated: list) -> list:
+    """band_ around config[quantity] (peak reserved, or the need) with its
+    low side cut where it would reach below peak allocated's low edge: no
+    allocator reserves less than it allocates, and no step runs in less
+    memory than it allocates at its peak. Items that bound both sides by a
+    sum (keys measured on another GPU: each may differ by its bound either
+    way) otherwise reach below zero (HRNet-W18-small b32: -7,064 MiB around
+    2,012 MiB reserved)."""
+    value = config.get(quantity)
+    if value is None:
+        return band_
+    low, high = band_
+    return [max(0, min(low, value - (config["peak_allocated"] - allocated[0]))), high]
 
 
 def _expandable(config: dict) -> bool:
