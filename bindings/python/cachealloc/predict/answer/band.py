@@ -41,6 +41,8 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   where best fit's ties among equal-size blocks matter (checkpointed steps:
   up to 13 % of classic's peak reserved). The band reaches the other
   rule's figure on its side (spread()).
+- Never below peak allocated: no band of peak reserved or of the need
+  reaches below peak allocated's low edge (_not_below_allocated).
 
 Bands are bytes: (low, high) around each figure; None for high when an item
 has no bound (then the answer cannot say "fits").
