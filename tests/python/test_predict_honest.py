@@ -718,12 +718,12 @@ def _linear_search(missing_below, fails_without_missing=(), raw_fails=()):
             self.summaries[size] = {"steps": 3, "cudnn_missing_keys": {"k": 1} if missing else {}}
             self.bands[size] = {"class": "convnet", "items": []}
             self.traces[size] = "t"
-            if missing:
-                bad = size in fails_without_missing
-                self.without_missing[size] = {
-                    n: {"min_memory": [0, 10 ** 12 if bad else need // 100],
-                        "peak_allocated": [0, 0]} for n in m}
             return m
+
+        def _band_without_missing_keys(self, s):
+            bad = s in fails_without_missing
+            return {n: {"min_memory": [0, 10 ** 12 if bad else 10 * s * mib // 100],
+                        "peak_allocated": [0, 0]} for n in self.probes[s]}
     s = Search(None, None, 1000 * mib, band.load(str(TUNING)), Progress(False))
     return s.run(1, 1 << 12)
 

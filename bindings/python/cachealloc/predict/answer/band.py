@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import pathlib
 from typing import Dict, Optional
@@ -453,16 +454,16 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
                                  cb["allocated_noise"]), d["peak_allocated"])
         reserved = spread(widen(c["peak_reserved"], cb["reserved_pct"], items, "reserved",
                                 cb["reserved_noise"]), d["peak_reserved"])
+        reserved = _not_below_allocated(c, "peak_reserved", reserved, allocated)
         if unknown and not _expandable(c):
-            widened = _both_sides(c, reserved, allocated, unknown)
+            widened = _not_below_allocated(c, "peak_reserved", _both_sides(reserved, unknown),
+                                           allocated)
             if widened[0] > reserved[0]:
                 out["reserved_reaches_down_to"][name] = c["peak_reserved"] - widened[0]
             reserved = widened
         need = spread(widen(c.get("min_memory"), cb["need_pct"], items, "need", cb["need_noise"]),
                       d["min_memory"])
-        out["configs"][name] = {"peak_allocated": allocated,
-                                "peak_reserved": _not_below_allocated(c, "peak_reserved", reserved,
-                                                                      allocated),
+        out["configs"][name] = {"peak_allocated": allocated, "peak_reserved": reserved,
                                 "min_memory": _not_below_allocated(c, "min_memory", need, allocated)}
     return out
 
@@ -486,7 +487,7 @@ def _expandable(config: dict) -> bool:
     return "expandable_segments:true" in (config.get("conf") or "").replace(" ", "").lower()
 
 
-def _both_sides(config: dict, reserved: list, allocated: list, unknown: list) -> list:
+def _both_sides(reserved: list, unknown: list) -> list:
     """Classic's peak reserved band when some convolution's workspace is
     unknown (a key missing from the cuDNN table): the missing workspaces'
     reserved bound (one segment per key at its bound) on the low side too,
@@ -508,16 +509,15 @@ def _both_sides(config: dict, reserved: list, allocated: list, unknown: list) ->
     covers the four rows. An item with no reserved bound (cudnn.benchmark:
     cuDNN times its plans in a workspace as large as the free memory
     allows) reaches peak allocated's low side: nothing tighter is known.
-    Returns [low, high] bytes around peak reserved."""
+    Returns [low, high] bytes around peak reserved, low unbounded (inf)
+    where an item has no bound; the caller cuts it at peak allocated
+    (_not_below_allocated, the floor every band keeps)."""
     low, high = reserved
     reach = 0               # bytes below the figure the missing workspaces may take
     for it in unknown:
         hi = (it.get("reserved") or (0, 0))[1]
         reach = None if reach is None or hi is None else reach + hi
-    # Bytes from peak reserved down to peak allocated's low edge.
-    to_allocated = config["peak_reserved"] - (config["peak_allocated"] - allocated[0])
-    widest = to_allocated if reach is None else min(to_allocated, low + reach)
-    return [max(low, widest), high]
+    return [math.inf if reach is None else low + reach, high]
 
 
 def placement_spread(config: dict) -> dict:

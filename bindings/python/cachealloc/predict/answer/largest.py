@@ -135,9 +135,6 @@ class _Search:
         self.summaries: Dict[int, dict] = {}  # size -> the recording's summary
         self.bands: Dict[int, dict] = {}      # size -> band.bands less its per-config part
         self.traces: Dict[int, str] = {}      # size -> the recording's trace (the page's shown size)
-        # size -> {config: band.bands' per-config bands as if no convolution
-        # key were missing}, for sizes with missing keys (_only_missing_keys)
-        self.without_missing: Dict[int, dict] = {}
 
     def probe(self, size: int, hint: Optional[int] = None) -> dict:
         """size's measures, recorded now (or taken from the second worker,
@@ -153,9 +150,6 @@ class _Search:
             self.budget.check(f"after size {size} was recorded, before its replay")
             m = measure(rec.trace, self.limit, rec.summary.get("workspace_upper_trace"))
             self.bands[size] = _judge(rec.summary, self.gpu, m, self.limit, self.data)
-            if rec.summary.get("cudnn_missing_keys"):
-                self.without_missing[size] = band.bands(
-                    {**rec.summary, "cudnn_missing_keys": {}}, self.gpu, m, self.data)["configs"]
             self.probes[size], self.summaries[size] = m, rec.summary
             self.traces[size] = str(rec.trace)
             if self.ahead is not None and not Ahead.affordable(rec.summary):
@@ -262,15 +256,15 @@ class _Search:
     def _only_missing_keys(self, s: int, name: str) -> bool:
         """Whether size s fits criterion `name` (a config, or "physical")
         within a band made as if none of its convolution keys were missing
-        (self.without_missing, band.bands with no missing keys): then it
+        (_band_without_missing_keys): then it
         fails within its real band only by the missing-key items, which
         take each missing workspace at its shape class's bound (often
         several times the real one). The rest of the band (the class's
         share, the GPU's noise, the placement spread, other items) still
         counts. False for a size with no missing key."""
-        alt = self.without_missing.get(s)
-        if alt is None:
+        if not self.summaries[s].get("cudnn_missing_keys"):
             return False
+        alt = self._band_without_missing_keys(s)
         P = self.probes[s]
         if name == "physical":
             highs = [alt[n]["peak_allocated"][1] for n in P]
@@ -278,6 +272,13 @@ class _Search:
                 P[n]["peak_allocated"] + h for n, h in zip(P, highs)) <= self.limit
         c = P[name]
         return band.judge(c["min_memory"], c["fits"], alt[name]["min_memory"], self.limit) == "fits"
+
+    def _band_without_missing_keys(self, s: int) -> dict:
+        """{config: band.bands' per-config bands} of size s as if none of its
+        convolution keys were missing; made when asked (only sizes that
+        fail within their band with missing keys are)."""
+        summary = {**self.summaries[s], "cudnn_missing_keys": {}}
+        return band.bands(summary, self.gpu, self.probes[s], self.data)["configs"]
 
     def _measured_answer(self, name: str, ok_banded: Callable[[int], bool],
                          ok_raw: Callable[[int], bool]) -> tuple:
