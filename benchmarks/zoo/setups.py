@@ -296,6 +296,20 @@ _ALL = [
     _image("timm_hrnet_w18_small_fp32", "hrnet", "convnet", "timm",
            "HRNet-W18-small (13.2 M, parallel resolutions, fused by upsampling)", R("fp32"), 64,
            12, timm_m("hrnet_w18_small")),
+    # --- holdout, session 32 (added before any GPU run or prediction of them): convnets
+    # of families nobody has seen, chosen for depthwise and grouped convolutions (where
+    # classic's unprobed rows came out over: EfficientNet-B2, MNASNet, VGG-11-BN), to
+    # check session 31's two-sided band for classic's peak reserved, which holdout 31 did
+    # not exercise, and the measured-size rule once more, through their own probe --------
+    _image("timm_rexnet_100_fp32", "rexnet", "convnet", "timm",
+           "ReXNet-1.0 (4.8 M, depthwise, squeeze-excitation)", R("fp32"), 128, 12,
+           timm_m("rexnet_100")),
+    _image("timm_cspresnet50_cl_fp16", "cspnet", "convnet", "timm",
+           "CSPResNet-50 (21.6 M, cross-stage partial)", R("fp16_scaler", channels_last=True),
+           64, 12, timm_m("cspresnet50")),
+    _image("timm_dpn68_bf16ac", "dpn", "convnet", "timm",
+           "DPN-68 (12.6 M, dual path, grouped 3x3 convolutions)", R("bf16_autocast"), 64, 12,
+           timm_m("dpn68")),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
