@@ -16,26 +16,18 @@ cd "$(dirname "$0")/.."
 session_begin s30b 420
 carry_env
 K=benchmarks/results/session30/keys
-( mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/ &&
-  CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= timeout 150 \
-    python3 -m pytest -q -p no:cacheprovider \
+( cpu_pytest 150 \
     "tests/python/test_predict_nohang.py::test_cpu_init_defers_random_fills_and_keeps_every_value" \
-    "tests/python/test_predict_nohang.py::test_cpu_side_is_real_and_moves_become_fakes" > $R/cpu211.log 2>&1
-  stamp "torch 2.11 CPU tests rc=$?" ) &
+    "tests/python/test_predict_nohang.py::test_cpu_side_is_real_and_moves_become_fakes" ) &
 CPID=$!
-( timeout $(( $(left) - 25 )) python3 benchmarks/zoo/probe_answers.py run \
-    --plan benchmarks/results/session30/probe_answers/plan_holdout30.json --out $R/answers \
-    --jobs 6 --deadline $(( $(left) - 35 )) > $R/answers.log 2>&1
-  stamp "answers rc=$?" ) &
+( run_answers benchmarks/results/session30/probe_answers/plan_holdout30.json answers 6 ) &
 APID=$!
 mkdir -p $R/keys
 for spec in timm_dla34_fp32:70 tv_squeezenet1_1_fp16:70 timm_ghostnet_cl_bf16ac:0; do
   s=${spec%%:*}; share=${spec##*:}
   budget=$share; [ "$share" = 0 ] && budget=$(( $(left) - 30 ))
   [ "$budget" -gt 20 ] || break
-  timeout $budget python3 -m cachealloc.predict.kernels.key_probe $K/$s.keys.json \
-    --out $R/keys/$s.table.json > $R/keys/$s.log 2>&1
-  stamp "key probe $s rc=$?"
+  key_probe $K $s $budget
 done
 wait $CPID; wait $APID
 gzip -f $R/keys/*.table.json

@@ -23,20 +23,14 @@ HOLDOUT=${HOLDOUT:-timm_repvgg_a0_fp16,timm_res2net50_cl_bf16ac,timm_hrnet_w18_s
     --out $R/holdout --setups "$HOLDOUT" --cpus 8 --gpu-gib 48 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
   stamp "holdout truth rc=$?" ) &
 HPID=$!
-( timeout $(( $(left) - 25 )) python3 benchmarks/zoo/probe_answers.py run \
-    --plan benchmarks/results/session31/probe_answers/plan_holdout30_probed.json --out $R/answers \
-    --jobs 4 --deadline $(( $(left) - 35 )) > $R/answers.log 2>&1
-  stamp "answers rc=$?" ) &
+( run_answers benchmarks/results/session31/probe_answers/plan_holdout30_probed.json answers 4 ) &
 APID=$!
-( mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/ &&
-  CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= timeout 300 \
-    python3 -m pytest -q -p no:cacheprovider tests/python/test_predict_foreach_inplace.py \
+( cpu_pytest 300 tests/python/test_predict_foreach_inplace.py \
     "tests/python/test_predict_nohang.py::test_cpu_init_defers_random_fills_and_keeps_every_value" \
     "tests/python/test_predict_nohang.py::test_cpu_side_is_real_and_moves_become_fakes" \
     "tests/python/test_predict_honest.py::test_an_unknown_workspace_widens_classics_peak_reserved_both_ways" \
     "tests/python/test_predict_honest.py::test_a_measured_size_answers_above_sizes_only_their_missing_workspaces_fail" \
-    "tests/python/test_predict_honest.py::test_unmodelled_items_widen_the_band" > $R/cpu211.log 2>&1
-  stamp "torch 2.11 CPU tests rc=$?" ) &
+    "tests/python/test_predict_honest.py::test_unmodelled_items_widen_the_band" ) &
 CPID=$!
 wait $CPID; wait $APID; wait $HPID
 cat $R/timeline.txt; tail -n 6 $R/*.log

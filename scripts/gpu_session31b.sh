@@ -13,18 +13,13 @@ cd "$(dirname "$0")/.."
 session_begin s31b 330
 carry_env
 K=benchmarks/results/session31/keys
-( timeout $(( $(left) - 25 )) python3 benchmarks/zoo/probe_answers.py run \
-    --plan benchmarks/results/session31/probe_answers/plan_holdout31.json --out $R/answers \
-    --jobs 6 --deadline $(( $(left) - 35 )) > $R/answers.log 2>&1
-  stamp "answers rc=$?" ) &
+( run_answers benchmarks/results/session31/probe_answers/plan_holdout31.json answers 6 ) &
 APID=$!
 mkdir -p $R/keys
 PIDS=()
 [ "${KEYS:-1}" = 0 ] && SETUPS="" || SETUPS="timm_repvgg_a0_fp16 timm_res2net50_cl_bf16ac timm_hrnet_w18_small_fp32"
 for s in $SETUPS; do
-  ( timeout $(( $(left) - 20 )) python3 -m cachealloc.predict.kernels.key_probe $K/$s.keys.json \
-      --out $R/keys/$s.table.json > $R/keys/$s.log 2>&1
-    stamp "key probe $s rc=$?" ) &
+  ( key_probe $K $s $(( $(left) - 20 )) ) &
   PIDS+=($!)
 done
 [ ${#PIDS[@]} -gt 0 ] && wait "${PIDS[@]}"; wait $APID

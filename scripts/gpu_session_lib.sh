@@ -19,3 +19,31 @@ carry_env() {
   export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
   export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
 }
+# `cpu_pytest SECONDS TEST...`: the tests under this host's own torch (2.11 CPU on
+# the GPU machine; no GPU visible), with the carried CLI where conftest looks for
+# it. Log in R/cpu211.log; a stamp with the exit status. Run it in the background
+# beside GPU work: it takes no GPU.
+cpu_pytest() {
+  local seconds=$1; shift
+  mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/ &&
+    CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= \
+    timeout "$seconds" python3 -m pytest -q -p no:cacheprovider "$@" > "$R/cpu211.log" 2>&1
+  stamp "torch 2.11 CPU tests rc=$?"
+}
+# `key_probe KEYDIR SETUP SECONDS`: the key-level cuDNN probe
+# (cachealloc.predict.kernels.key_probe) of KEYDIR/SETUP.keys.json (cudnn_keys.py
+# writes them on a CPU) into R/keys/SETUP.table.json, cut at SECONDS.
+key_probe() {
+  mkdir -p "$R/keys"
+  timeout "$3" python3 -m cachealloc.predict.kernels.key_probe "$1/$2.keys.json" \
+    --out "$R/keys/$2.table.json" > "$R/keys/$2.log" 2>&1
+  stamp "key probe $2 rc=$?"
+}
+# `run_answers PLAN DIR JOBS`: each size of a probe_answers.py plan in a fresh
+# process under the truth's limit in bytes, into R/DIR (log R/DIR.log), ending
+# 35 s before the deadline.
+run_answers() {
+  timeout $(( $(left) - 25 )) python3 benchmarks/zoo/probe_answers.py run --plan "$1" \
+    --out "$R/$2" --jobs "$3" --deadline $(( $(left) - 35 )) > "$R/$2.log" 2>&1
+  stamp "$2 rc=$?"
+}
