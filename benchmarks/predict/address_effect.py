@@ -21,6 +21,11 @@ segment placement, not a request the fake run missed or added.
 
     python3 benchmarks/predict/address_effect.py WORKLOAD BATCH [--history GZ]
         [--truth benchmarks/results/predict_truth_H200.json]
+        [--builder FILE.py:NAME]    # a zoo setup: benchmarks/zoo/setups.py:NAME
+
+When the requests differ the script says where: the first request that
+differs, with the GPU's Python frames there, and the allocation sizes only
+one side made (a missed or an extra request, not a placement effect).
 
 Runs on a CPU (no GPU needed): the fake run records the step, the replays
 use the engine. WORKLOAD is one of benchmarks/predict/workloads.py's.
@@ -51,6 +56,8 @@ def main() -> int:
     ap.add_argument("--history", help="the GPU recording (default: "
                     "benchmarks/results/predict_history_H200/WORKLOAD_classic_bBATCH.pickle.gz)")
     ap.add_argument("--truth", default=str(ROOT / "benchmarks/results/predict_truth_H200.json"))
+    ap.add_argument("--builder", help="FILE.py:NAME to record instead of WORKLOAD (a zoo setup; "
+                    "its truth file's top level gives the GPU and the steps)")
     a = ap.parse_args()
     from cachealloc import lab, predict
     from cachealloc.predict.request_stream import request_stream
@@ -65,7 +72,9 @@ def main() -> int:
     sys.path.insert(0, str(ROOT / "benchmarks" / "predict"))
     import workloads
     target, how = f"{ROOT / 'benchmarks/predict/workloads.py'}:{a.workload}", {}
-    if a.workload in workloads.SCRIPTS:     # an unmodified script, sized by its batch argument
+    if a.builder:
+        target = a.builder
+    elif a.workload in workloads.SCRIPTS:     # an unmodified script, sized by its batch argument
         script, script_args, batch_arg = workloads.SCRIPTS[a.workload]
         target = [sys.executable, workloads.script_path(a.workload)] + list(script_args)
         how = {"batch_arg": batch_arg}
@@ -82,7 +91,7 @@ def main() -> int:
         tail_frees = (all(x[0] == "free" for x in want[first:] + got[first:len(want)])
                       and sorted(want[first:]) == sorted(got[first:len(want)]))
         if not tail_frees:
-            print(f"the requests differ from request {first} on: this script needs equal requests")
+            _where_they_differ(gpu_trace, fake_trace, want, got, first)
             return 1
         print(f"requests equal up to {first} of {len(want)}; then only frees, in another order")
     # The GPU's events, each allocation at the fake run's address for the
@@ -112,6 +121,33 @@ def main() -> int:
         r = lab.compare(path, [""])[0]
         print(f"  {name:42s} {r['peak_allocated']:16,d} {r['peak_reserved']:16,d}")
     return 0
+
+
+def _frames(entry, n: int = 4) -> str:
+    fr = entry.get("frames") or []
+    return " <- ".join(f"{f.get('filename', '?').rsplit('/', 1)[-1]}:{f.get('line', '?')} "
+                       f"{f.get('name', '?')}" for f in fr[:n]) or "(no frames)"
+
+
+def _where_they_differ(gpu_trace, fake_trace, want, got, first: int) -> None:
+    """Prints the first differing request (each side's, the GPU's frames) and
+    the allocation sizes only one side made, largest first."""
+    from collections import Counter
+    from cachealloc.predict.request_stream import requests
+    print(f"the requests differ from request {first} on ({len(want):,} GPU, {len(got):,} fake)")
+    g, f = requests(gpu_trace), requests(fake_trace)
+    for i in range(max(0, first - 2), min(first + 4, len(want), len(got))):
+        mark = ">>" if i == first else "  "
+        print(f"{mark} {i:7d} GPU {str(want[i]):24s} fake {str(got[i]):24s} {_frames(g[i])}")
+    sizes_gpu = Counter(x[1] for x in want if x[0] == "alloc")
+    sizes_fake = Counter(x[1] for x in got if x[0] == "alloc")
+    only_gpu, only_fake = sizes_gpu - sizes_fake, sizes_fake - sizes_gpu
+    for name, extra, trace in (("GPU only", only_gpu, g), ("fake only", only_fake, f)):
+        total = sum(size * n for size, n in extra.items())
+        print(f"{name}: {sum(extra.values()):,} allocations, {total:,} bytes")
+        for size, n in sorted(extra.items(), key=lambda kv: -kv[0])[:8]:
+            at = next(e for e in trace if e["action"] == "alloc" and e["size"] == size)
+            print(f"  {size:>14,d} x{n}  first at {_frames(at)}")
 
 
 if __name__ == "__main__":
