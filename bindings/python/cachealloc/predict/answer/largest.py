@@ -265,13 +265,20 @@ class _Search:
         if not self.summaries[s].get("cudnn_missing_keys"):
             return False
         alt = self._band_without_missing_keys(s)
-        P = self.probes[s]
         if name == "physical":
-            highs = [alt[n]["peak_allocated"][1] for n in P]
-            return None not in highs and max(
-                P[n]["peak_allocated"] + h for n, h in zip(P, highs)) <= self.limit
-        c = P[name]
+            return self._allocated_over(s, {n: b["peak_allocated"][1] for n, b in alt.items()}) <= 0
+        c = self.probes[s][name]
         return band.judge(c["min_memory"], c["fits"], alt[name]["min_memory"], self.limit) == "fits"
+
+    def _allocated_over(self, s: int, highs: Optional[dict] = None) -> float:
+        """Bytes by which size s's peak allocated (the highest of its
+        configs') passes the limit: the physical criterion, <= 0 where it
+        fits. With highs ({config: band's high side, bytes, or None}) each
+        config's high side is added first; BIG when one is unbounded."""
+        P = self.probes[s]
+        if highs is not None and None in highs.values():
+            return self.BIG
+        return max(c["peak_allocated"] + (highs[n] if highs else 0) for n, c in P.items()) - self.limit
 
     def _band_without_missing_keys(self, s: int) -> dict:
         """{config: band.bands' per-config bands} of size s as if none of its
@@ -326,11 +333,8 @@ class _Search:
             return c["min_memory"] + (high if banded else 0) - limit
 
         def peak(s, banded=False):
-            highs = [c["band"]["peak_allocated"][1] for c in P[s].values()]
-            if banded and None in highs:
-                return big
-            return max(c["peak_allocated"] + (h if banded else 0)
-                       for c, h in zip(P[s].values(), highs)) - limit
+            return self._allocated_over(s, {n: c["band"]["peak_allocated"][1]
+                                            for n, c in P[s].items()} if banded else None)
 
         def physical(s):
             return peak(s) <= 0
