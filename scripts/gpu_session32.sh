@@ -10,8 +10,9 @@
 #            their size (plan_holdout31_probed.json; session 31 had no time left);
 #   history  issue 46: the validation row outside its band when probed (torchvision
 #            RegNet-Y-1.6GF channels_last bf16 weights, classic b64, reserved -3.14 %)
-#            and its neighbour inside (b128), each a fresh process under the truth's
-#            fraction with memory history on, for a CPU-side diff of the requests;
+#            and its neighbour inside (b128), each a fresh process under the cap its
+#            truth row ran under (the same fraction), memory history on, first and
+#            alone on the GPU, for a CPU-side diff of the requests;
 #   cpu211   this session's predictor tests under the host's torch 2.11 CPU.
 # Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 420).
 set -uo pipefail
@@ -19,19 +20,8 @@ cd "$(dirname "$0")/.."
 . scripts/gpu_session_lib.sh
 session_begin s32 420
 carry_env
-( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run --out $R/holdout \
-    --setups timm_rexnet_100_fp32,timm_cspresnet50_cl_fp16,timm_dpn68_bf16ac \
-    --cpus 8 --gpu-gib 44 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
-  stamp "holdout truth rc=$?" ) &
-PIDS=($!)
-( run_answers benchmarks/results/session31/probe_answers/plan_holdout31_probed.json answers31 3 ) &
-PIDS+=($!)
 ( cpu_pytest 300 tests/python/test_predict_honest.py tests/python/test_predict_page.py ) &
-PIDS+=($!)
-for s in timm_rexnet_100_fp32 timm_cspresnet50_cl_fp16 timm_dpn68_bf16ac; do
-  ( key_probe benchmarks/results/session32/keys $s $(( $(left) - 25 )) ) &
-  PIDS+=($!)
-done
+PIDS=($!)     # no GPU: beside the history runs too
 mkdir -p $R/history
 for bf in 64:0.050519 128:0.101037; do
   b=${bf%%:*}; f=${bf##*:}
@@ -39,6 +29,18 @@ for bf in 64:0.050519 128:0.101037; do
   PYTORCH_ALLOC_CONF= OMP_NUM_THREADS=2 timeout 120 python3 benchmarks/predict/record_truth.py worker \
     --spec "$spec" > $R/history/regnet_classic_b$b.out 2> $R/history/regnet_classic_b$b.err
   stamp "history regnet b$b rc=$?"
+done
+grep -ho '"ok": [a-z]*\|"oom": "[^"]*' $R/history/*.out
+( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run --out $R/holdout \
+    --setups timm_rexnet_100_fp32,timm_cspresnet50_cl_fp16,timm_dpn68_bf16ac \
+    --cpus 8 --gpu-gib 44 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
+  stamp "holdout truth rc=$?" ) &
+PIDS+=($!)
+( run_answers benchmarks/results/session31/probe_answers/plan_holdout31_probed.json answers31 3 ) &
+PIDS+=($!)
+for s in timm_rexnet_100_fp32 timm_cspresnet50_cl_fp16 timm_dpn68_bf16ac; do
+  ( key_probe benchmarks/results/session32/keys $s $(( $(left) - 25 )) ) &
+  PIDS+=($!)
 done
 wait "${PIDS[@]}"
 ls $R/keys/*.table.json >/dev/null 2>&1 && gzip -f $R/keys/*.table.json

@@ -136,18 +136,24 @@ def _where_they_differ(gpu_trace, fake_trace, want, got, first: int) -> None:
     from cachealloc.predict.request_stream import requests
     print(f"the requests differ from request {first} on ({len(want):,} GPU, {len(got):,} fake)")
     g, f = requests(gpu_trace), requests(fake_trace)
-    for i in range(max(0, first - 2), min(first + 4, len(want), len(got))):
+    for i in range(max(0, first - 2), min(first + 4, max(len(want), len(got)))):
         mark = ">>" if i == first else "  "
-        print(f"{mark} {i:7d} GPU {str(want[i]):24s} fake {str(got[i]):24s} {_frames(g[i])}")
+        mine = str(want[i]) if i < len(want) else "(ended)"
+        theirs = str(got[i]) if i < len(got) else "(ended)"
+        print(f"{mark} {i:7d} GPU {mine:24s} fake {theirs:24s} "
+              f"{_frames(g[i]) if i < len(g) else ''}")
     sizes_gpu = Counter(x[1] for x in want if x[0] == "alloc")
     sizes_fake = Counter(x[1] for x in got if x[0] == "alloc")
     only_gpu, only_fake = sizes_gpu - sizes_fake, sizes_fake - sizes_gpu
-    for name, extra, trace in (("GPU only", only_gpu, g), ("fake only", only_fake, f)):
+    for name, extra, trace, other in (("GPU only", only_gpu, g, sizes_fake),
+                                      ("fake only", only_fake, f, sizes_gpu)):
         total = sum(size * n for size, n in extra.items())
         print(f"{name}: {sum(extra.values()):,} allocations, {total:,} bytes")
         for size, n in sorted(extra.items(), key=lambda kv: -kv[0])[:8]:
-            at = next(e for e in trace if e["action"] == "alloc" and e["size"] == size)
-            print(f"  {size:>14,d} x{n}  first at {_frames(at)}")
+            # The first allocation of this size past the other side's count of
+            # it: the first one the other side has no match for, by order.
+            same = [e for e in trace if e["action"] == "alloc" and e["size"] == size]
+            print(f"  {size:>14,d} x{n}  first unmatched at {_frames(same[other[size]])}")
 
 
 if __name__ == "__main__":
