@@ -225,6 +225,34 @@ def test_embedding_backward_matches_gpu_recording(tmp_path):
     assert request_stream(ev, start)[:len(want)] == [tuple(r) for r in want]
 
 
+def test_batch_norm_channels_last_matches_gpu_recording(tmp_path):
+    """torch's native batch norm (bf16, so not cuDNN's) on a channels-last
+    input as the H100 recorded it in RegNet-Y-1.6GF (torch 2.11,
+    tests/data/predict/batch_norm_channels_last_H100.json): the forward's
+    statistics staging buffer (4 x 336 x 49 fp32) and semaphores after
+    output, save_mean and save_invstd; the backward's fp32 sums, grad_weight
+    and grad_bias, its staging buffer (2 x 336 x 49 fp32) and semaphores,
+    then grad_input. The grid's 49 rows: flexible_launch_configs at a
+    reduction of 64 x 14 x 14 = 12,544 values per channel."""
+    from cachealloc import predict
+    from cachealloc.predict.kernels import cuda_batch_norm
+    assert cuda_batch_norm.grid(12544, 336) == (11, 49)
+    assert cuda_batch_norm.grid(50176, 336) == (11, 128)     # 28 x 28: 688,128 B on the GPU
+    assert cuda_batch_norm.grid(3136, 888) == (28, 13)       # 7 x 7: 184,704 B
+    assert cuda_batch_norm.grid(392, 888)[1] == 1            # too few rows: no staging
+    want = json.loads((DATA / "batch_norm_channels_last_H100.json").read_text())
+    gpu = predict.resolve_gpu("H100-80GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:batch_norm_channels_last", gpu, size=64, steps=1,
+                         workdir=tmp_path)
+    ev = _events(rec.trace)
+    out = next(i for i, e in enumerate(ev) if e["action"] == "alloc" and e["size"] == 8429568
+               and ev[i + 1]["size"] == 1344)
+    assert request_stream(ev, out)[:len(want["forward"])] == [tuple(r) for r in want["forward"]]
+    back = next(i for i in range(out + len(want["forward"]), len(ev))
+                if ev[i]["action"] == "alloc" and ev[i]["size"] == 1344)
+    assert request_stream(ev, back)[:len(want["backward"])] == [tuple(r) for r in want["backward"]]
+
+
 def test_bert_token_type_embedding_matches_gpu_recording(tmp_path):
     """BERT's token-type embedding as the H200 recorded it (torch 2.11,
     transformers 5.17, batch 16: tests/data/predict/

@@ -164,6 +164,23 @@ def token_type_embedding(size):
     return step
 
 
+def batch_norm_channels_last(size):
+    """A bf16 BatchNorm2d(336) in training on a channels-last (size, 336, 14,
+    14) input, as RegNet-Y-1.6GF's third stage runs it with bf16 weights
+    (torch's own kernels, not cuDNN's); size 64: the H100 recording. The
+    backward is fed a channels-last gradient, as a convolution's would be."""
+    bn = torch.nn.BatchNorm2d(336).to(device="cuda", dtype=torch.bfloat16)
+    x = torch.empty(size, 336, 14, 14, dtype=torch.bfloat16, device="cuda").to(
+        memory_format=torch.channels_last).requires_grad_()
+    g = torch.empty_like(x)
+
+    def step():
+        bn(x).backward(g)
+        x.grad = None
+        bn.weight.grad = bn.bias.grad = None
+    return step
+
+
 def value_checks(size):
     """Three value checks a library makes before building an attention mask,
     each allocating a marker whose size says how it was answered: +0 the

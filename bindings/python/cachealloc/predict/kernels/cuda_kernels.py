@@ -90,7 +90,7 @@ import math
 
 import torch
 
-from . import cuda_embedding, cuda_reduce
+from . import cuda_batch_norm, cuda_embedding, cuda_reduce
 
 aten = torch.ops.aten
 
@@ -340,6 +340,7 @@ MODELS = {
     aten.native_layer_norm_backward.default: _layer_norm_backward,
     **cuda_reduce.MODELS,
     **cuda_embedding.MODELS,
+    **cuda_batch_norm.MODELS,
 }
 
 
@@ -353,4 +354,6 @@ def describe() -> str:
             "the kernel's grad-Q workspace), reductions (the global-memory staging buffer and semaphores of "
             "sum/mean/amax/amin/norm when split across thread blocks, as setReduceConfig decides), "
             "embedding backward (sorted and original indices, CUB radix-sort, unique-by-key and scan storage, "
-            "segment offsets and fp32 partial sums)")
+            "segment offsets and fp32 partial sums), "
+            "native batch norm on channels-last inputs (the statistics' staging buffer and semaphores, "
+            "the backward's fp32 sums, grad_input after grad_weight and grad_bias)")
