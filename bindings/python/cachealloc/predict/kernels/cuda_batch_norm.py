@@ -31,8 +31,17 @@ when the kernel returns (semaphores first: C++ destroys locals in reverse).
 - backward (batch_norm_backward_reduce_channels_last, then backward_elemt):
   sum_dy and sum_dy_xmu (C accscalar_t each), grad_weight, grad_bias, the
   staging buffer of 2 * C * grid_y values and the semaphores, grad_input,
-  then sum_dy and sum_dy_xmu freed. The meta function allocates grad_input
+  then sum_dy_xmu and sum_dy freed. The meta function allocates grad_input
   first and no temporaries.
+
+Not modelled (a review's list, session 32): the backward in eval mode
+(native's backward runs even after a cuDNN forward, and reduces when the
+affine weights take gradients); a channels_last_3d input, whose backward
+reduce takes the channels-last kernel; frozen affine weights, whose
+grad_weight and grad_bias the GPU still allocates; a forward with a weight
+but no bias (native on the GPU; the backward here assumes the weight's
+dtype decides); inputs past 32-bit indexing (torch's general path, no
+staging). Only grid_y >= 8 has been seen on the GPU.
 
 Recorded on an H100 (torch 2.11, torchvision RegNet-Y-1.6GF channels_last
 with bf16 weights, batch 64, session 32: benchmarks/results/session32/
@@ -76,7 +85,7 @@ def _native_kernels(x, weight, bias) -> bool:
     """Whether the GPU runs torch's batch norm rather than cuDNN's (the
     dtype and presence conditions of _select_batch_norm_backend; the size
     limits are far above any batch)."""
-    if weight is None or bias is None:
+    if weight is None or bias is None or x.dim() < 3 or not torch.backends.cudnn.enabled:
         return True
     if torch.bfloat16 in (x.dtype, weight.dtype):
         return True
@@ -146,7 +155,7 @@ def _backward(rec, args, kwargs, out):
     _stage(rec, x, 2)
     if isinstance(grad_input, torch.Tensor):
         rec.track(grad_input)
-    for block in sums:
+    for block in reversed(sums):    # sum_dy_xmu first: locals destroyed in reverse
         rec.free(block, rec.stream)
 
 
