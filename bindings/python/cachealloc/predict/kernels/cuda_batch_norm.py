@@ -53,6 +53,8 @@ from __future__ import annotations
 
 import torch
 
+from .cuda_reduce import _div_up, _last_pow2, staged
+
 aten = torch.ops.aten
 
 ELEMENTS_PER_THREAD = 16
@@ -61,23 +63,14 @@ MAX_BLOCK_SIZE = 512
 MAX_H_BLOCK = 128
 
 
-def _last_pow2(n: int) -> int:
-    """Largest power of two <= n (at least 1)."""
-    return 1 << max(0, int(n).bit_length() - 1)
-
-
-def _ceil_div(a: int, b: int) -> int:
-    return (a + b - 1) // b
-
-
 def grid(reduction: int, stride: int) -> tuple:
     """(grid_x, grid_y) of flexible_launch_configs(reduction, stride, coop=True)."""
     block_x = min(_last_pow2(stride), OPTIMAL_TILE_W)
-    block_y = min(_last_pow2(_ceil_div(reduction, ELEMENTS_PER_THREAD)), MAX_BLOCK_SIZE // block_x)
+    block_y = min(_last_pow2(_div_up(reduction, ELEMENTS_PER_THREAD)), MAX_BLOCK_SIZE // block_x)
     if block_x * block_y != MAX_BLOCK_SIZE:
         block_x = min(_last_pow2(stride), MAX_BLOCK_SIZE // block_y)
-    grid_x = _ceil_div(stride, block_x)
-    grid_y = min(_ceil_div(reduction, block_y * ELEMENTS_PER_THREAD), MAX_H_BLOCK)
+    grid_x = _div_up(stride, block_x)
+    grid_y = min(_div_up(reduction, block_y * ELEMENTS_PER_THREAD), MAX_H_BLOCK)
     return grid_x, (1 if grid_y < 8 else grid_y)
 
 
@@ -115,9 +108,14 @@ def _stage(rec, x, values_per_channel: int) -> None:
     stride = x.shape[1]
     gx, gy = grid(x.numel() // stride, stride)
     if gy > 1:
-        buf = rec.alloc(values_per_channel * stride * gy * _acc_bytes(x), rec.stream)
-        rec.free(rec.alloc(4 * gx, rec.stream), rec.stream)
-        rec.free(buf, rec.stream)
+        staged(rec, values_per_channel * stride * gy * _acc_bytes(x), 4 * gx)
+
+
+def _track_all(rec, out) -> None:
+    """The op's outputs in order, as the meta function allocates them."""
+    for t in out:
+        if isinstance(t, torch.Tensor):
+            rec.track(t)
 
 
 def _forward(rec, args, kwargs, out):
@@ -125,9 +123,7 @@ def _forward(rec, args, kwargs, out):
     training, momentum, eps) -> (output, save_mean, save_invstd)."""
     x, weight, bias = args[0], args[1], args[2]
     training = args[5] if len(args) > 5 else kwargs.get("training")
-    for t in out:
-        if isinstance(t, torch.Tensor):
-            rec.track(t)
+    _track_all(rec, out)
     if training and _applies(x, weight, bias):
         _stage(rec, x, 4)
 
@@ -143,9 +139,7 @@ def _backward(rec, args, kwargs, out):
     # output mask asks for grad_bias whenever the bias takes a gradient.
     if not (train and isinstance(grad_out, torch.Tensor) and _applies(x, weight, weight)
             and _channels_last(grad_out)):
-        for t in out:
-            if isinstance(t, torch.Tensor):
-                rec.track(t)
+        _track_all(rec, out)
         return
     acc = _acc_bytes(x) * x.shape[1]
     sums = [rec.alloc(acc, rec.stream), rec.alloc(acc, rec.stream)]   # sum_dy, sum_dy_xmu

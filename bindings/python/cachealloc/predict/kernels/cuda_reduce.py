@@ -220,9 +220,16 @@ def stage(rec, inp: torch.Tensor, dims, acc_bytes: int) -> None:
     size, sem = buffers(inp, dims, acc_bytes, gpu.multi_processor_count,
                         max_threads_per_sm(tuple(gpu.capability)))
     if size:
-        buf = rec.alloc(size, rec.stream)
-        rec.free(rec.alloc(sem, rec.stream), rec.stream)
-        rec.free(buf, rec.stream)
+        staged(rec, size, sem)
+
+
+def staged(rec, size: int, sem: int) -> None:
+    """A kernel's grid meeting in global memory: a staging buffer of `size`
+    bytes, then `sem` bytes of semaphores, both freed when it returns,
+    semaphores first (C++ destroys locals in reverse)."""
+    buf = rec.alloc(size, rec.stream)
+    rec.free(rec.alloc(sem, rec.stream), rec.stream)
+    rec.free(buf, rec.stream)
 
 
 MODELS = {
