@@ -310,6 +310,23 @@ _ALL = [
     _image("timm_dpn68_bf16ac", "dpn", "convnet", "timm",
            "DPN-68 (12.6 M, dual path, grouped 3x3 convolutions)", R("bf16_autocast"), 64, 12,
            timm_m("dpn68")),
+    # --- holdout, session 33 (added before any GPU run or prediction of them): families
+    # nobody has seen, to check on them the band's segment-order spread (session 33: classic
+    # replayed under seeded random orders of segment addresses as well as top down and
+    # first fit), a general rule made after two probed classic rows (RegNet-Y-1.6GF,
+    # CSPResNet-50) came out outside their bands with every convolution measured ----------
+    _image("timm_lcnet_100_fp16", "lcnet", "convnet", "timm",
+           "LCNet-1.0 (3.0 M, depthwise, hard-swish)", R("fp16_scaler"), 128, 12,
+           timm_m("lcnet_100")),
+    _image("timm_poolformer_s12_ckpt_bf16ac", "poolformer", "convnet", "timm",
+           "PoolFormer-S12 (11.9 M, pooling token mixer, GroupNorm)",
+           R("bf16_autocast", checkpointing=True), 64, 12, timm_m("poolformer_s12"), timm_ckpt),
+    _lm(text.masked_lm, "albert_base_mlm_bf16ac_sdpa", "albert", "ALBERT-base MLM (12 M, "
+        "one shared layer x 12), seq 512", R("bf16_autocast", attn="sdpa"), 16, 12,
+        "AlbertForMaskedLM", "AlbertConfig",
+        dict(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
+             num_attention_heads=12, intermediate_size=3072),
+        seq=512, vocab=30000),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
