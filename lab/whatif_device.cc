@@ -17,12 +17,32 @@ bool WhatIfDevice::range_free(uintptr_t address, size_t bytes) const {
 SegmentPlacement parse_segment_placement(const std::string& text) {
   if (text == "first-fit") return SegmentPlacement::kFirstFit;
   if (text == "top-down") return SegmentPlacement::kTopDown;
+  const std::string prefix = "shuffled:";
+  if (text.rfind(prefix, 0) == 0) {
+    const std::string digits = text.substr(prefix.size());
+    if (!digits.empty() && digits.size() <= 18 &&
+        digits.find_first_not_of("0123456789") == std::string::npos)
+      return SegmentPlacement(SegmentPlacement::kShuffled, std::stoull(digits));
+    throw std::invalid_argument("segment placement '" + text +
+                                "': the seed after 'shuffled:' must be a decimal integer");
+  }
   throw std::invalid_argument("unknown segment placement '" + text +
-                              "' (known: first-fit, top-down)");
+                              "' (known: first-fit, top-down, shuffled:SEED)");
 }
 
-const char* segment_placement_name(SegmentPlacement placement) {
-  return placement == SegmentPlacement::kTopDown ? "top-down" : "first-fit";
+std::string segment_placement_name(SegmentPlacement placement) {
+  switch (placement.kind) {
+    case SegmentPlacement::kTopDown: return "top-down";
+    case SegmentPlacement::kShuffled: return "shuffled:" + std::to_string(placement.seed);
+    default: return "first-fit";
+  }
+}
+
+WhatIfDevice::WhatIfDevice(size_t capacity, SegmentPlacement placement)
+    : SimulatedBackend("what-if device", capacity / kAlignment * kAlignment, kAlignment),
+      placement_(placement),
+      random_state_(placement.seed) {
+  memory_.hold_events(true);
 }
 
 uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
@@ -33,7 +53,11 @@ uintptr_t WhatIfDevice::allocate(int, size_t bytes, StreamId) {
     at = hint_address_;
     ++hints_taken_;
   } else {
-    at = placement_ == SegmentPlacement::kTopDown ? top_down(size) : first_fit(size);
+    switch (placement_.kind) {
+      case SegmentPlacement::kTopDown: at = top_down(size); break;
+      case SegmentPlacement::kShuffled: at = shuffled(size); break;
+      default: at = first_fit(size);
+    }
     if (at == 0) return 0;  // fragmented
   }
   hint_address_ = 0;
@@ -53,6 +77,28 @@ uintptr_t WhatIfDevice::top_down(size_t size) const {
     gap_end = it->first;
   }
   return gap_end - kBase >= size ? gap_end - size : 0;
+}
+
+uintptr_t WhatIfDevice::shuffled(size_t size) {
+  // Uniform over the 2 MiB slots where the segment would end inside the
+  // device. The device is 1 TiB in a replay (a limit is the engine's), so a
+  // try overlaps a segment with a chance of reserved / 1 TiB: the tries
+  // almost never run out, and when they do, first fit keeps it
+  // deterministic. Placing a segment only shrinks gaps, so first fit's
+  // cursors stay valid (no gap of their size below them).
+  const size_t capacity = memory_.capacity();
+  if (size > capacity) return 0;
+  const uint64_t slots = (capacity - size) / kAlignment + 1;
+  for (int i = 0; i < kShuffleTries; ++i) {
+    // splitmix64: a full-period 64-bit sequence from any seed.
+    uint64_t z = (random_state_ += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const uintptr_t at = kBase + (z % slots) * kAlignment;
+    if (!memory_.overlaps(at, size)) return at;
+  }
+  return first_fit(size);
 }
 
 uintptr_t WhatIfDevice::first_fit(size_t size) {

@@ -15,8 +15,9 @@
 //     (when the trace recorded the matching free_completed).
 //
 // Placement without a usable hint: first fit (the lowest gap that holds the
-// segment), or top down (the highest gap that holds it, the segment at its
-// top). The CUDA driver mostly hands out segments downward (each new one
+// segment), top down (the highest gap that holds it, the segment at its
+// top), or shuffled (a seeded random 2 MiB-aligned address of the device's
+// span: a random order of segment addresses, the same for the same seed). The CUDA driver mostly hands out segments downward (each new one
 // below the last, benchmarks/predict/driver_placement.py); what the engine
 // sees of that is the order of segment addresses, which decides best-fit
 // ties among equal-size free blocks. Top down reproduces that order where
@@ -45,11 +46,25 @@
 
 namespace cachealloc {
 
-enum class SegmentPlacement { kFirstFit, kTopDown };
+// Where a segment goes when no hint places it. Shuffled exists for the
+// predictor's band: the driver's own rule is not known (it skips what other
+// users of the driver take), and on some steps the order of segment
+// addresses moves classic's peak by a segment or more (best fit breaks ties
+// among equal-size free blocks by address); replays under several seeds
+// show how far that order can move a figure (docs/prediction.md, "A random
+// order of segments").
+struct SegmentPlacement {
+  enum Kind { kFirstFit, kTopDown, kShuffled };
+  Kind kind = kFirstFit;
+  uint64_t seed = 0;  // kShuffled only: which random order
+  SegmentPlacement(Kind k = kFirstFit, uint64_t s = 0) : kind(k), seed(s) {}
+  bool operator==(const SegmentPlacement& o) const { return kind == o.kind && seed == o.seed; }
+};
 
-// "first-fit" / "top-down"; throws std::invalid_argument naming the text.
+// "first-fit" / "top-down" / "shuffled:SEED" (SEED a decimal integer);
+// throws std::invalid_argument naming the text.
 SegmentPlacement parse_segment_placement(const std::string& text);
-const char* segment_placement_name(SegmentPlacement placement);
+std::string segment_placement_name(SegmentPlacement placement);
 
 class WhatIfDevice : public SimulatedBackend {
  public:
@@ -59,11 +74,7 @@ class WhatIfDevice : public SimulatedBackend {
   static constexpr size_t kAlignment = SimulatedDevice::kAlignment;  // 2 MiB
 
   explicit WhatIfDevice(size_t capacity = kDefaultCapacity,
-                        SegmentPlacement placement = SegmentPlacement::kFirstFit)
-      : SimulatedBackend("what-if device", capacity / kAlignment * kAlignment, kAlignment),
-        placement_(placement) {
-    memory_.hold_events(true);
-  }
+                        SegmentPlacement placement = SegmentPlacement::kFirstFit);
 
   // The next allocate() of exactly `bytes` goes to `address` if that range
   // is free and inside the device. A later offer replaces an unused one;
@@ -87,6 +98,10 @@ class WhatIfDevice : public SimulatedBackend {
   // kAlignment); 0 when no gap holds it.
   uintptr_t first_fit(size_t size);
   uintptr_t top_down(size_t size) const;
+  // A random free address for `size` (kShuffled); first fit when
+  // kShuffleTries random addresses all overlap a segment.
+  uintptr_t shuffled(size_t size);
+  static constexpr int kShuffleTries = 64;
 
   // Where a first fit of `size` bytes (aligned) may start its search.
   // Invariant: no gap (maximal free range) of at least `size` bytes starts
@@ -98,6 +113,7 @@ class WhatIfDevice : public SimulatedBackend {
   static constexpr size_t kMaxCursors = 8;  // the sizes used last
   std::vector<FitCursor> cursors_;         // oldest first
   SegmentPlacement placement_;
+  uint64_t random_state_ = 0;  // splitmix64's, from placement_.seed
   uintptr_t hint_address_ = 0;
   size_t hint_bytes_ = 0;
   size_t hints_taken_ = 0;

@@ -38,14 +38,23 @@ def err_pct(pred, meas):
 
 def residual_pct(pred, alt, meas, items=(0, 0), noise=0):
     """The error left outside what band.py widens every answer by besides
-    the class band: the segment-placement spread (alt: the other placement's
-    figure) and the known unmodelled items' bounds (items: (low, high)
+    the class band: the segment-placement spread (alt: the other placements'
+    figures, one or a list: first fit's, the random orders' lowest and
+    highest) and the known unmodelled items' bounds (items: (low, high)
     bytes, high None for no bound); band.residual_pct's rule."""
     if pred is None or not meas:
         return err_pct(pred, meas)
-    lo, hi = sorted((pred, pred if alt is None else alt))
+    alts = [a for a in (alt if isinstance(alt, (list, tuple)) else [alt]) if a is not None]
+    lo, hi = min(pred, *alts), max(pred, *alts)
     covered = (lo - items[0], None if items[1] is None else hi + items[1])
     return band.residual_pct(pred, covered, [meas], noise)
+
+
+def _other_placements(pc: dict, q: str) -> list:
+    """The figure `q` under the other segment placements the answer was
+    replayed with (first fit; classic's random orders, lowest and highest)."""
+    return [v for v in [(pc.get("placement_alt") or {}).get(q),
+                        *((pc.get("placement_shuffled") or {}).get(q) or [])] if v is not None]
 
 
 def rows(truth: dict, pred: dict):
@@ -63,8 +72,8 @@ def rows(truth: dict, pred: dict):
                        "gpu_reserved": t.get("max_memory_reserved") if ok else None,
                        "pred_allocated": pc.get("peak_allocated"),
                        "pred_reserved": pc.get("peak_reserved"),
-                       "alt_allocated": (pc.get("placement_alt") or {}).get("peak_allocated"),
-                       "alt_reserved": (pc.get("placement_alt") or {}).get("peak_reserved"),
+                       "alt_allocated": _other_placements(pc, "peak_allocated"),
+                       "alt_reserved": _other_placements(pc, "peak_reserved"),
                        "items_allocated": band.item_bounds(p.get("band_items"), "allocated"),
                        "items_reserved": band.item_bounds(p.get("band_items"), "reserved"),
                        "band_allocated": (pc.get("band") or {}).get("peak_allocated"),

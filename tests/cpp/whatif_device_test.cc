@@ -123,8 +123,54 @@ TEST(WhatIfDevice, TopDownPlacesEachSegmentAtTheTopOfTheHighestGapThatHoldsIt) {
 TEST(WhatIfDevice, PlacementNamesParseAndUnknownOnesAreRefused) {
   EXPECT_EQ(parse_segment_placement("top-down"), SegmentPlacement::kTopDown);
   EXPECT_EQ(parse_segment_placement("first-fit"), SegmentPlacement::kFirstFit);
-  EXPECT_STREQ(segment_placement_name(SegmentPlacement::kTopDown), "top-down");
+  EXPECT_EQ(segment_placement_name(SegmentPlacement::kTopDown), "top-down");
+  EXPECT_EQ(parse_segment_placement("shuffled:42"),
+            SegmentPlacement(SegmentPlacement::kShuffled, 42));
+  EXPECT_EQ(segment_placement_name(parse_segment_placement("shuffled:7")), "shuffled:7");
   EXPECT_THROW(parse_segment_placement("sideways"), std::invalid_argument);
+  EXPECT_THROW(parse_segment_placement("shuffled:"), std::invalid_argument);
+  EXPECT_THROW(parse_segment_placement("shuffled:-1"), std::invalid_argument);
+  EXPECT_THROW(parse_segment_placement("shuffled:1x"), std::invalid_argument);
+}
+
+TEST(WhatIfDevice, ShuffledPlacesSegmentsInASeededRandomOrder) {
+  // The same seed gives the same addresses; another seed another order;
+  // every address is on the grid, inside the device, and free; a hint still
+  // wins; a device too full for the random tries falls back to first fit.
+  constexpr size_t kCapacity = size_t{1} << 40;
+  auto addresses = [](uint64_t seed) {
+    WhatIfDevice device(kCapacity, SegmentPlacement(SegmentPlacement::kShuffled, seed));
+    std::vector<uintptr_t> out;
+    for (int i = 0; i < 32; ++i) out.push_back(device.allocate(0, (i % 5 + 1) * kAlign, 0));
+    return out;
+  };
+  const std::vector<uintptr_t> a = addresses(1), again = addresses(1), b = addresses(2);
+  EXPECT_EQ(a, again);
+  EXPECT_NE(a, b);
+  std::vector<std::pair<uintptr_t, size_t>> extents;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NE(a[i], 0u);
+    EXPECT_EQ((a[i] - WhatIfDevice::kBase) % kAlign, 0u);
+    EXPECT_LE(a[i] + (i % 5 + 1) * kAlign, WhatIfDevice::kBase + kCapacity);
+    extents.emplace_back(a[i], (i % 5 + 1) * kAlign);
+  }
+  std::sort(extents.begin(), extents.end());
+  for (size_t i = 1; i < extents.size(); ++i)
+    EXPECT_LE(extents[i - 1].first + extents[i - 1].second, extents[i].first);
+  // Not sorted either way: a random order, not a disguised top down.
+  EXPECT_FALSE(std::is_sorted(a.begin(), a.end()));
+  EXPECT_FALSE(std::is_sorted(a.rbegin(), a.rend()));
+
+  WhatIfDevice small(4 * kAlign, SegmentPlacement(SegmentPlacement::kShuffled, 3));
+  const uintptr_t hinted = WhatIfDevice::kBase + kAlign;
+  small.offer_address(hinted, kAlign);
+  EXPECT_EQ(small.allocate(0, kAlign, 0), hinted);
+  std::vector<uintptr_t> rest;
+  for (int i = 0; i < 3; ++i) rest.push_back(small.allocate(0, kAlign, 0));
+  std::sort(rest.begin(), rest.end());
+  EXPECT_EQ(rest, (std::vector<uintptr_t>{WhatIfDevice::kBase, WhatIfDevice::kBase + 2 * kAlign,
+                                           WhatIfDevice::kBase + 3 * kAlign}));
+  EXPECT_EQ(small.allocate(0, kAlign, 0), 0u);  // full
 }
 
 TEST(WhatIfDevice, PagesAfterAHoleTooSmallForThemAreStillPlacedInLogTime) {

@@ -71,7 +71,7 @@ def _conf_args(confs: Sequence[str]) -> list:
 def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None, *,
             html=None, snapshot_dir=None, recorded_limit: Optional[int] = None,
             policy: Optional[str] = None, series_points: Optional[int] = None,
-            placement: Optional[str] = None) -> list:
+            placement: Optional[str] = None, address_hints: bool = True) -> list:
     """Replays the trace's requests under each config; one dict per config.
 
     memory_limit: bytes each replay may reserve (None: unlimited); requests
@@ -84,8 +84,11 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
     native; docs/policies.md). series_points: also return memory over time
     in about that many buckets of consecutive requests ("series").
     placement: where a segment goes when the trace gives no address,
-    "first-fit" (the default) or "top-down" (--placement; the CUDA driver
-    mostly places segments downward: docs/prediction.md).
+    "first-fit" (the default), "top-down" (--placement; the CUDA driver
+    mostly places segments downward: docs/prediction.md) or "shuffled:SEED"
+    (a seeded random order of segment addresses, for the band's placement
+    spread). address_hints=False: place every segment by `placement`,
+    not where the trace recorded it (--no-address-hints).
 
     Each dict holds, in bytes unless said: conf, label, policy,
     peak_reserved, peak_allocated, allocated_at_peak,
@@ -113,6 +116,8 @@ def compare(trace_path, confs: Sequence[str], memory_limit: Optional[int] = None
         args += ["--snapshot-dir", os.fspath(snapshot_dir)]
     if series_points is not None:
         args += ["--series-points", str(int(series_points))]
+    if not address_hints:
+        args += ["--no-address-hints"]
     return _run(args + _policy_args(policy, placement))["configs"]
 
 

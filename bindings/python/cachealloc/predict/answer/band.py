@@ -37,10 +37,11 @@ margin to the limit exceeds it (docs/prediction.md, "The error band").
   classic's segments either way, and reserved >= allocated).
 - Widened by the segment-placement spread, per config: the replay puts
   cudaMalloc's segments top down (search.PLACEMENT), the driver's usual
-  order but not its rule; the same replay with first fit gives other peaks
+  order but not its rule; the same replay with first fit, and classic's
+  under seeded random orders (search.SHUFFLED_SEEDS), give other peaks
   where best fit's ties among equal-size blocks matter (checkpointed steps:
-  up to 13 % of classic's peak reserved). The band reaches the other
-  rule's figure on its side (spread()).
+  up to 13 % of classic's peak reserved). The band reaches the lowest and
+  the highest of those figures (placement_spread(), spread()).
 - Never below peak allocated: no band of peak reserved or of the need
   reaches below peak allocated's low edge (_not_below_allocated).
 
@@ -448,8 +449,8 @@ def bands(summary: dict, gpu, configs: Dict[str, dict], data: dict) -> dict:
     unknown = [it for it in items if it.get("missing_keys")]
     for name, c in configs.items():
         d = placement_spread(c)
-        if any(d.values()):
-            out["placement"][name] = d
+        if any(lo or hi for lo, hi in d.values()):
+            out["placement"][name] = {q: list(v) for q, v in d.items()}
         allocated = spread(widen(c["peak_allocated"], cb["allocated_pct"], items, "allocated",
                                  cb["allocated_noise"]), d["peak_allocated"])
         reserved = spread(widen(c["peak_reserved"], cb["reserved_pct"], items, "reserved",
@@ -521,12 +522,21 @@ def _both_sides(reserved: list, unknown: list) -> list:
 
 
 def placement_spread(config: dict) -> dict:
-    """{quantity: the other placement's figure minus this one's, bytes} for
-    peak_allocated, peak_reserved and min_memory (0 where either is
-    unknown)."""
+    """{quantity: (down, up)} for peak_allocated, peak_reserved and
+    min_memory: how far the other segment placements' figures lie below
+    (down <= 0) and above (up >= 0) this one's, bytes. The others: first
+    fit ("placement_alt") and, for classic, the lowest and highest of the
+    seeded random orders ("placement_shuffled", search.SHUFFLED_SEEDS);
+    (0, 0) where none is known."""
     alt = config.get("placement_alt") or {}
-    return {q: (alt[q] - config[q]) if alt.get(q) is not None and config.get(q) is not None else 0
-            for q in ("peak_allocated", "peak_reserved", "min_memory")}
+    shuffled = config.get("placement_shuffled") or {}
+    out = {}
+    for q in ("peak_allocated", "peak_reserved", "min_memory"):
+        v = config.get(q)
+        others = [alt.get(q), *(shuffled.get(q) or [])]
+        ds = [o - v for o in others if o is not None and v is not None]
+        out[q] = (min([0, *ds]), max([0, *ds]))
+    return out
 
 
 def need_spreads(configs: Dict[str, dict]) -> tuple:
@@ -534,12 +544,15 @@ def need_spreads(configs: Dict[str, dict]) -> tuple:
     among the configs, bytes (0 where none): the advisor's own config was
     replayed with one placement only, so its need takes both sides."""
     ds = [placement_spread(c)["min_memory"] for c in configs.values()]
-    return min([0, *ds]), max([0, *ds])
+    return min([0, *(lo for lo, _ in ds)]), max([0, *(hi for _, hi in ds)])
 
 
-def spread(band: list, d: int) -> list:
+def spread(band: list, d) -> list:
     """band [low, high] reaching d bytes above (d > 0) or -d below the
-    figure, on top of what it already spans."""
+    figure, on top of what it already spans; d a (down, up) pair
+    (placement_spread's) reaches both ways."""
+    if isinstance(d, (tuple, list)):
+        return spread(spread(band, d[0]), d[1])
     low, high = band
     if d > 0:
         return [low, _add(high, d)]

@@ -72,14 +72,23 @@ def band_line(a: dict) -> str:
     names = {"peak_allocated": "peak allocated", "peak_reserved": "peak reserved",
              "min_memory": "the need"}
     for name, d in sorted((b.get("placement") or {}).items()):
-        moved = ", ".join(f"{names[q]} {_signed(v)}" for q, v in d.items() if v)
-        text += (f"; {name}: segments placed first fit instead of top down give {moved} (the "
-                 "band reaches them: the driver's placement is not modelled)")
+        moved = ", ".join(_moved(names[q], v) for q, v in d.items() if _moved(names[q], v))
+        text += (f"; {name}: segments placed otherwise than top down (first fit, random orders) "
+                 f"give {moved} (the band reaches them: the driver's placement is not modelled)")
     for name, lowest in sorted((b.get("reserved_reaches_down_to") or {}).items()):
         text += (f"; {name}: peak reserved's band reaches down to {amount(lowest)} (the missing "
                  "workspaces' bound, never below peak allocated: an unknown workspace moves "
                  "classic's segments either way)")
     return text
+
+
+def _moved(name: str, d) -> str:
+    """"peak reserved -92 MiB / +12 MiB" for a (down, up) spread (an old
+    answer's single signed figure too); "" when neither side moved."""
+    if not isinstance(d, (list, tuple)):
+        return f"{name} {_signed(d)}" if d else ""
+    parts = [_signed(v) for v in d if v]
+    return f"{name} {' / '.join(parts)}" if parts else ""
 
 
 def _signed(n: int) -> str:
