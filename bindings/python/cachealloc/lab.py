@@ -133,11 +133,22 @@ def min_memory(trace_path, confs: Sequence[str], *,
     without OOM, per config: {conf: bytes}. Exact: verified at the limit and
     one byte below (see `cachealloc min-memory --help`). policy, placement:
     as for compare()."""
+    return {row["conf"]: row["min_memory"]
+            for row in min_memory_rows(trace_path, confs, recorded_limit=recorded_limit,
+                                       policy=policy, placement=placement)}
+
+
+def min_memory_rows(trace_path, confs: Sequence[str], *,
+                    recorded_limit: Optional[int] = None, policy: Optional[str] = None,
+                    placement: Optional[str] = None) -> list:
+    """min_memory()'s search, one dict per config as `cachealloc min-memory
+    --json` gives it: conf, label, policy, min_memory and
+    peak_reserved_unlimited (bytes), probes, byte_refined, seconds. One
+    process for both figures where compare() would take a second."""
     args = ["min-memory", os.fspath(trace_path), *_conf_args(confs)]
     if recorded_limit is not None:
         args += ["--recorded-limit", str(int(recorded_limit))]
-    return {row["conf"]: row["min_memory"]
-            for row in _run(args + _policy_args(policy, placement))["configs"]}
+    return _run(args + _policy_args(policy, placement))["configs"]
 
 
 def advise(trace_path, memory_limit: Optional[int] = None, *,

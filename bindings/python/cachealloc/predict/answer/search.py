@@ -51,25 +51,26 @@ def shuffled_placements() -> list:
 
 
 def _shuffled_range(trace, confs) -> dict:
-    """{conf: {"peak_allocated" | "peak_reserved" | "min_memory": [lowest,
-    highest]}} over the shuffled orders, for the classic confs among
-    `confs` (bytes). Two replays per order, two at a time (each is a
-    process of its own)."""
+    """{conf: {"peak_reserved" | "min_memory": [lowest, highest]}} over the
+    shuffled orders, for the classic confs among `confs` (bytes). One
+    min-memory search per order (it gives the unlimited peak reserved too),
+    two at a time (each is a process of its own). Peak allocated is left
+    to first fit's figure: an order moves it only where a block too small
+    to split is handed out whole (a few MiB on the zoo)."""
     classic = [c for c in confs if "expandable_segments:true" not in c.replace(" ", "").lower()]
     if not classic:
         return {}
 
     def one(placement):
-        return (lab.compare(trace, classic, placement=placement),
-                lab.min_memory(trace, classic, placement=placement))
+        return {r["conf"]: r for r in lab.min_memory_rows(trace, classic, placement=placement)}
 
     with ThreadPoolExecutor(2) as pool:
         runs = list(pool.map(one, shuffled_placements()))
     out = {}
-    for i, conf in enumerate(classic):
-        figures = {"peak_allocated": [r[i]["peak_allocated"] for r, _ in runs],
-                   "peak_reserved": [r[i]["peak_reserved"] for r, _ in runs],
-                   "min_memory": [m[conf] for _, m in runs if m.get(conf) is not None]}
+    for conf in classic:
+        figures = {"peak_reserved": [r[conf]["peak_reserved_unlimited"] for r in runs],
+                   "min_memory": [r[conf]["min_memory"] for r in runs
+                                  if r[conf].get("min_memory") is not None]}
         out[conf] = {q: [min(v), max(v)] for q, v in figures.items() if v}
     return out
 
@@ -86,7 +87,8 @@ def measure(trace, limit: int, upper=None) -> dict:
     workspace that now succeeds can grow the cache). "placement_alt": the
     peaks and the minimum with segments placed by ALT_PLACEMENT (the band's
     segment-placement spread); "placement_shuffled" (classic only): the
-    lowest and highest of each under SHUFFLED_SEEDS random orders. "workspace_upper" (with `upper`, the trace
+    lowest and highest peak reserved and minimum under SHUFFLED_SEEDS random
+    orders. "workspace_upper" (with `upper`, the trace
     with the missing convolutions' bounded workspaces where they ran,
     device/workspace_upper.py): its peaks and minimum, the band's high side
     for those workspaces."""
