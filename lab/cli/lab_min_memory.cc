@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -11,12 +12,14 @@
 #include "lab/cli/advise_html.h"
 #include "lab/cli/command_line.h"
 #include "lab/cli/json_out.h"
+#include "lab/cli/lab_args.h"
 #include "lab/cli/lab_commands.h"
 #include "lab/cli/lab_input.h"
 #include "lab/cli/lab_options.h"
 #include "lab/cli/output_file.h"
 #include "lab/lab_config.h"
 #include "lab/min_memory.h"
+#include "lab/whatif_device.h"
 
 namespace cachealloc {
 namespace {
@@ -24,7 +27,8 @@ namespace {
 constexpr const char* kMinMemoryUsage =
     "usage: cachealloc min-memory TRACE [--conf TEXT]... [--json] [--html OUT]\n"
     "                             [--recorded-limit BYTES] [--device N]\n"
-    "                             [--no-address-hints] [--placement P] [--policy NAME]\n"
+    "                             [--no-address-hints] [--placement P]\n"
+    "                             [--also-placement P]... [--policy NAME]\n"
     "                             [--quiet | --progress]\n"
     "\n"
     "For each --conf (as in `cachealloc compare`; default: trace), finds the\n"
@@ -40,6 +44,9 @@ constexpr const char* kMinMemoryUsage =
     "  --no-address-hints   place segments first fit only (see compare)\n"
     "  --placement P        first-fit (default), top-down or shuffled:SEED (see\n"
     "                       compare)\n"
+    "  --also-placement P   search each config again under placement P too\n"
+    "                       (repeatable; the trace is read once); rows name\n"
+    "                       their placement\n"
     "  --policy NAME        placement policy (see compare; default native)\n"
     "  --quiet / --progress never / always report progress on stderr\n"
     "\n"
@@ -48,16 +55,22 @@ constexpr const char* kMinMemoryUsage =
     "\n"
     "exit status: 0 done, 2 bad input (usage, unreadable trace, bad config)\n";
 
-int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& html) {
+int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& html,
+                   const std::vector<SegmentPlacement>& also) {
   for (const std::string& text : args.confs) parse_lab_config(text, AllocatorConfig{}, args.policy);  // fail fast
   LabProgress progress(false);
   const LabInput in = load_lab_input(args.trace, args.input, progress);
   std::vector<MinMemoryResult> results;
+  std::vector<SegmentPlacement> placements{args.placement};
+  placements.insert(placements.end(), also.begin(), also.end());
+  std::vector<SegmentPlacement> placed;  // results[i]'s placement
+  for (const SegmentPlacement& placement : placements)
   for (const std::string& text : args.confs) {
     const LabConfig config = parse_lab_config(text, in.stream.recorded_config, args.policy);
     MinMemoryOptions options;
     options.address_hints = args.address_hints;
-    options.placement = args.placement;
+    options.placement = placement;
+    placed.push_back(placement);
     if (progress.enabled())
       options.progress = [&](size_t limit, bool clean) {
         progress.note("'" + config.label() + "': limit " + std::to_string(limit) + " bytes " +
@@ -85,6 +98,7 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
       s += std::string(i ? ", " : "") + "{\"conf\": " + json_string(r.config.text) +
            ", \"label\": " + json_string(r.config.label()) +
            ", \"policy\": " + json_string(r.config.policy) +
+           ", \"placement\": " + json_string(segment_placement_name(placed[i])) +
            ", \"min_memory\": " + n(r.min_limit) +
            ", \"peak_reserved_unlimited\": " + n(r.peak_reserved_unlimited) +
            ", \"probes\": " + n(r.probes) +
@@ -96,16 +110,23 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
   }
   std::printf("trace %s, device %d: %zu events -> %zu requests\n\n", in.path.c_str(),
               in.stream.device, in.stream.recorded_events, in.stream.requests.size());
+  // With --also-placement each row's label names its placement too.
+  auto label = [&](size_t i) {
+    return also.empty() ? results[i].config.label()
+                        : results[i].config.label() + " @ " + segment_placement_name(placed[i]);
+  };
   size_t width = 6;
-  for (const auto& r : results) width = std::max(width, r.config.label().size());  // never cut
+  for (size_t i = 0; i < results.size(); ++i) width = std::max(width, label(i).size());  // never cut
   std::printf("%-*s  %-10s  %16s  %12s  %18s  %6s  %9s\n", static_cast<int>(width), "config",
               "policy", "min memory (B)", "min memory", "unlimited peak", "probes", "time");
-  for (const auto& r : results)
+  for (size_t i = 0; i < results.size(); ++i) {
+    const MinMemoryResult& r = results[i];
     std::printf("%-*s  %-10s  %16zu  %12s  %18s  %6zu  %9s\n", static_cast<int>(width),
-                r.config.label().c_str(), r.config.policy.c_str(),
+                label(i).c_str(), r.config.policy.c_str(),
                 r.min_limit, lab_bytes(r.min_limit).c_str(),
                 lab_bytes(r.peak_reserved_unlimited).c_str(), r.probes,
                 lab_seconds(r.seconds).c_str());
+  }
   return 0;
 }
 
@@ -114,9 +135,23 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
 int min_memory_main(const std::vector<std::string>& args) {
   return run_lab_command("min-memory", kMinMemoryUsage, args, [&args] {
     std::optional<std::string> html;
-    const LabCommonArgs common = parse_lab_args(
-        "min-memory", args, [&html](CLI::App& app) { add_text_option(app, "--html", html); });
-    return run_min_memory(common, html);
+    std::vector<SegmentPlacement> also;
+    const LabCommonArgs common = parse_lab_args("min-memory", args, [&html, &also](CLI::App& app) {
+      add_text_option(app, "--html", html);
+      app.add_option_function<std::vector<std::string>>(
+          "--also-placement", [&also](const std::vector<std::string>& texts) {
+            for (const std::string& text : texts) {
+              try {
+                also.push_back(parse_segment_placement(text));
+              } catch (const std::invalid_argument& e) {
+                throw LabUsageError(std::string("--also-placement: ") + e.what());
+              }
+            }
+          });
+    });
+    if (html && !also.empty())
+      throw LabUsageError("--also-placement: not with --html (the page shows one placement)");
+    return run_min_memory(common, html, also);
   });
 }
 

@@ -429,3 +429,28 @@ def test_python_lab_wraps_the_cli(cli, traces_dir, monkeypatch, tmp_path):
     assert err.value.returncode == 2 and "nope" in str(err.value)
     with pytest.raises(TypeError):
         lab.compare(trace, "trace")
+
+
+def test_min_memory_also_placements_equal_one_run_per_placement(cli):
+    """--also-placement: one process, rows per (placement, conf) in order,
+    each the figures a run under that placement alone gives (the predictor
+    reads its random segment orders so); a bad placement is a usage error."""
+    history = REPO / "tests" / "data" / "predict" / "regnet_y_1_6gf_classic_b64_H100_history.pickle.gz"
+    confs = ["--conf", "", "--conf", "expandable_segments:True"]
+    both = json.loads(run(cli, "min-memory", "--json", history, *confs, "--no-address-hints",
+                          "--placement", "top-down", "--also-placement", "shuffled:2",
+                          "--also-placement", "shuffled:3").stdout)["configs"]
+    assert [(r["placement"], r["conf"]) for r in both] == [
+        (p, c) for p in ("top-down", "shuffled:2", "shuffled:3") for c in ("", "expandable_segments:True")]
+    for p in ("top-down", "shuffled:2", "shuffled:3"):
+        alone = json.loads(run(cli, "min-memory", "--json", history, *confs, "--no-address-hints",
+                               "--placement", p).stdout)["configs"]
+        mine = [r for r in both if r["placement"] == p]
+        for a, b in zip(alone, mine):
+            assert (a["min_memory"], a["peak_reserved_unlimited"]) == \
+                (b["min_memory"], b["peak_reserved_unlimited"])
+    # The H100's order reserved 2,926 MiB; shuffled:2 reaches it, top down does not.
+    assert [r["peak_reserved_unlimited"] >> 20 for r in both if r["conf"] == ""] == [2834, 2926, 2834]
+    bad = subprocess.run([str(cli), "min-memory", str(history), "--also-placement", "sideways"],
+                         capture_output=True, text=True)
+    assert bad.returncode == 2 and "--also-placement: unknown segment placement 'sideways'" in bad.stderr

@@ -140,14 +140,17 @@ def min_memory(trace_path, confs: Sequence[str], *,
 
 def min_memory_rows(trace_path, confs: Sequence[str], *,
                     recorded_limit: Optional[int] = None, policy: Optional[str] = None,
-                    placement: Optional[str] = None) -> list:
-    """min_memory()'s search, one dict per config as `cachealloc min-memory
-    --json` gives it: conf, label, policy, min_memory and
-    peak_reserved_unlimited (bytes), probes, byte_refined, seconds. One
-    process for both figures where compare() would take a second."""
+                    placement: Optional[str] = None, also_placements: Sequence[str] = ()) -> list:
+    """min_memory()'s search, one dict per config (and per placement: first
+    `placement`'s rows, then each of `also_placements`', in order) as
+    `cachealloc min-memory --json` gives it: conf, label, policy, placement,
+    min_memory and peak_reserved_unlimited (bytes), probes, byte_refined,
+    seconds. One process reads the trace once for all of them."""
     args = ["min-memory", os.fspath(trace_path), *_conf_args(confs)]
     if recorded_limit is not None:
         args += ["--recorded-limit", str(int(recorded_limit))]
+    for p in also_placements:
+        args += ["--also-placement", str(p)]
     return _run(args + _policy_args(policy, placement))["configs"]
 
 
