@@ -19,12 +19,16 @@ SegmentPlacement parse_segment_placement(const std::string& text) {
   if (text == "top-down") return SegmentPlacement::kTopDown;
   const std::string prefix = "shuffled:";
   if (text.rfind(prefix, 0) == 0) {
+    // Canonical digits only (no sign, no leading zero), so the name a row
+    // carries (segment_placement_name) is the text the caller gave.
     const std::string digits = text.substr(prefix.size());
     if (!digits.empty() && digits.size() <= 18 &&
-        digits.find_first_not_of("0123456789") == std::string::npos)
+        digits.find_first_not_of("0123456789") == std::string::npos &&
+        (digits.size() == 1 || digits[0] != '0'))
       return SegmentPlacement(SegmentPlacement::kShuffled, std::stoull(digits));
     throw std::invalid_argument("segment placement '" + text +
-                                "': the seed after 'shuffled:' must be a decimal integer");
+                                "': the seed after 'shuffled:' must be a decimal integer of "
+                                "at most 18 digits, without leading zeros");
   }
   throw std::invalid_argument("unknown segment placement '" + text +
                               "' (known: first-fit, top-down, shuffled:SEED)");

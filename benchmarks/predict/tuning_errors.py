@@ -33,6 +33,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bindings", "python"))
+from cachealloc.predict.answer import band  # noqa: E402
 from cachealloc.predict.answer.band import from_zoo, residual_pct  # noqa: E402
 
 FORMAT = "cachealloc-predict-tuning-errors/1"
@@ -79,7 +80,10 @@ def _pct(pred, meas, alt=None, others=(), noise=0):
     figure counts (band.residual_pct)."""
     if pred is None or not meas:
         return None
-    lo, hi = sorted((pred, pred if alt is None else alt))
+    if isinstance(alt, (tuple, list)):  # band.placement_spread's (down, up)
+        lo, hi = pred + alt[0], pred + alt[1]
+    else:
+        lo, hi = sorted((pred, pred if alt is None else alt))
     return round(residual_pct(pred, (lo, hi), [meas, *others], noise), 4)
 
 
@@ -125,13 +129,13 @@ def pair_rows(truth_path: str, pred_path: str, spread=None, noise=None):
                 if not t.get("ok", True):
                     continue
                 others = (spread or {}).get((w, conf, b), [])
-                alt = c.get("placement_alt") or {}
+                alt = band.placement_spread(c)   # first fit, classic's random orders
                 rows.append({"workload": w, "policy": conf, "batch": int(b),
                              "allocated_error_pct": _pct(c["peak_allocated"], t.get("max_memory_allocated"),
-                                                         alt.get("peak_allocated"), [a for a, _ in others],
+                                                         alt["peak_allocated"], [a for a, _ in others],
                                                          (noise or {}).get("allocated_bytes", 0)),
                              "reserved_error_pct": _pct(c["peak_reserved"], t.get("max_memory_reserved"),
-                                                        alt.get("peak_reserved"), [r for _, r in others],
+                                                        alt["peak_reserved"], [r for _, r in others],
                                                         (noise or {}).get("reserved_bytes", 0)),
                              "gpu_runs": 1 + len(others),
                              "gpu": truth.get("device"), "torch_gpu": truth.get("torch"),

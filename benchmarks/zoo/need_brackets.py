@@ -20,8 +20,8 @@ error is smaller than the bracket's width (the need's step from L to F:
 3,158 MiB, 22 %, for a Llama at batch 4 to 5), so rows made from it are
 lower bounds on the need's error, not an estimate of it.
 
-Outside what the answer already widens by: the other segment placement's
-need (band.placement_spread) and the unmodelled items' need bounds, as for
+Outside what the answer already widens by: the other segment placements'
+need (band.placement_spread: first fit, classic's random orders) and the unmodelled items' need bounds, as for
 the peaks (band.residual_pct). Tuning half only by default: the band may be
 made from it; validation rows are read only to report.
 
@@ -117,8 +117,10 @@ def main() -> None:
                 rows.append(row)
                 print(n, conf, "error:", row["error"], flush=True)
                 continue
-            altL = (cL.get("placement_alt") or {}).get("min_memory")
-            altF = (cF.get("placement_alt") or {}).get("min_memory")
+            # The other placements' lowest need at L, highest at F (first
+            # fit's, and classic's random orders': band.placement_spread).
+            altL = cL["min_memory"] + band.placement_spread(cL)["min_memory"][0]
+            altF = cF["min_memory"] + band.placement_spread(cF)["min_memory"][1]
             iL, iF = (band.item_bounds(a.get("band_items"), "need") for a in (aL, aF))
             row.update(need_L=cL["min_memory"], need_F=cF["min_memory"], alt_L=altL, alt_F=altF,
                        items_L=list(iL), items_F=list(iF))

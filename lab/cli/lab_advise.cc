@@ -50,7 +50,7 @@ constexpr const char* kAdviseUsage =
     "  --json               print one JSON object instead of the table\n"
     "  --threads N          replay on N threads (default: every core)\n"
     "  --device N           which device's trace (default: the only one)\n"
-    "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --no-address-hints   place segments by --placement only (see compare)\n"
     "  --placement P        first-fit (default), top-down or shuffled:SEED (see\n"
     "                       compare)\n"
     "  --policy NAME        run every candidate under this placement policy\n"

@@ -67,7 +67,7 @@ constexpr const char* kCompareUsage =
     "                       largest\n"
     "  --snapshot-entries N history kept per snapshot (default 100000)\n"
     "  --check-invariants   check the engine after every request (slow)\n"
-    "  --no-address-hints   place segments first fit only, not where the trace\n"
+    "  --no-address-hints   place segments by --placement only, not where the trace\n"
     "                       recorded them (the engine breaks ties by address)\n"
     "  --placement P        where a segment goes without a hint: first-fit\n"
     "                       (default), top-down, as the CUDA driver mostly does,\n"

@@ -41,7 +41,7 @@ constexpr const char* kMinMemoryUsage =
     "  --html OUT           also write a self-contained page: every minimum, to scale\n"
     "  --recorded-limit B   the limit TRACE was recorded under (see compare)\n"
     "  --device N           which device's trace (default: the only one)\n"
-    "  --no-address-hints   place segments first fit only (see compare)\n"
+    "  --no-address-hints   place segments by --placement only (see compare)\n"
     "  --placement P        first-fit (default), top-down or shuffled:SEED (see\n"
     "                       compare)\n"
     "  --also-placement P   search each config again under placement P too\n"
@@ -135,20 +135,19 @@ int run_min_memory(const LabCommonArgs& args, const std::optional<std::string>& 
 int min_memory_main(const std::vector<std::string>& args) {
   return run_lab_command("min-memory", kMinMemoryUsage, args, [&args] {
     std::optional<std::string> html;
-    std::vector<SegmentPlacement> also;
-    const LabCommonArgs common = parse_lab_args("min-memory", args, [&html, &also](CLI::App& app) {
+    std::vector<std::string> also_texts;  // one value per --also-placement, as --conf
+    const LabCommonArgs common = parse_lab_args("min-memory", args, [&html, &also_texts](CLI::App& app) {
       add_text_option(app, "--html", html);
-      app.add_option_function<std::vector<std::string>>(
-          "--also-placement", [&also](const std::vector<std::string>& texts) {
-            for (const std::string& text : texts) {
-              try {
-                also.push_back(parse_segment_placement(text));
-              } catch (const std::invalid_argument& e) {
-                throw LabUsageError(std::string("--also-placement: ") + e.what());
-              }
-            }
-          });
+      add_list_option(app, "--also-placement", also_texts);
     });
+    std::vector<SegmentPlacement> also;
+    for (const std::string& text : also_texts) {
+      try {
+        also.push_back(parse_segment_placement(text));
+      } catch (const std::invalid_argument& e) {
+        throw LabUsageError(std::string("--also-placement: ") + e.what());
+      }
+    }
     if (html && !also.empty())
       throw LabUsageError("--also-placement: not with --html (the page shows one placement)");
     return run_min_memory(common, html, also);

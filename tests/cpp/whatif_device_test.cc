@@ -131,6 +131,9 @@ TEST(WhatIfDevice, PlacementNamesParseAndUnknownOnesAreRefused) {
   EXPECT_THROW(parse_segment_placement("shuffled:"), std::invalid_argument);
   EXPECT_THROW(parse_segment_placement("shuffled:-1"), std::invalid_argument);
   EXPECT_THROW(parse_segment_placement("shuffled:1x"), std::invalid_argument);
+  EXPECT_THROW(parse_segment_placement("shuffled:007"), std::invalid_argument);
+  EXPECT_THROW(parse_segment_placement("shuffled:1234567890123456789"), std::invalid_argument);
+  EXPECT_EQ(parse_segment_placement("shuffled:0"), SegmentPlacement(SegmentPlacement::kShuffled, 0));
 }
 
 TEST(WhatIfDevice, ShuffledPlacesSegmentsInASeededRandomOrder) {
@@ -171,6 +174,36 @@ TEST(WhatIfDevice, ShuffledPlacesSegmentsInASeededRandomOrder) {
   EXPECT_EQ(rest, (std::vector<uintptr_t>{WhatIfDevice::kBase, WhatIfDevice::kBase + 2 * kAlign,
                                            WhatIfDevice::kBase + 3 * kAlign}));
   EXPECT_EQ(small.allocate(0, kAlign, 0), 0u);  // full
+}
+
+TEST(WhatIfDevice, ShuffledFallsBackToFirstFitWhenEveryRandomTryIsTaken) {
+  // 4,096 slots, all but the top two held by hinted segments: a random try
+  // lands on a free slot with a chance of 2 / 4,096, so all 64 tries miss
+  // with a chance above 0.96 for any seed, and the segment goes first fit:
+  // the lowest free slot. The seeds tried here all fall back. After a
+  // release below, first fit (and so the fallback) finds that gap.
+  constexpr size_t kSlots = 4096;
+  const uintptr_t base = WhatIfDevice::kBase;
+  int fell_back = 0;
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    WhatIfDevice device(kSlots * kAlign, SegmentPlacement(SegmentPlacement::kShuffled, seed));
+    for (size_t i = 0; i + 2 < kSlots; ++i) {
+      device.offer_address(base + i * kAlign, kAlign);
+      ASSERT_EQ(device.allocate(0, kAlign, 0), base + i * kAlign);
+    }
+    const uintptr_t at = device.allocate(0, kAlign, 0);
+    ASSERT_TRUE(at == base + (kSlots - 2) * kAlign || at == base + (kSlots - 1) * kAlign);
+    fell_back += at == base + (kSlots - 2) * kAlign;  // first fit's answer
+    device.release(0, base + 5 * kAlign, kAlign);
+    // The only free slots now: 5 and one at the top; a two-slot segment
+    // fits neither, a one-slot one goes to a free slot whichever way.
+    EXPECT_EQ(device.allocate(0, 2 * kAlign, 0), 0u);
+    const uintptr_t next = device.allocate(0, kAlign, 0);
+    EXPECT_TRUE(next == base + 5 * kAlign || next == base + (kSlots - 1) * kAlign ||
+                next == base + (kSlots - 2) * kAlign);
+    EXPECT_NE(next, at);
+  }
+  EXPECT_GE(fell_back, 7);  // each seed falls back with a chance above 0.96
 }
 
 TEST(WhatIfDevice, PagesAfterAHoleTooSmallForThemAreStillPlacedInLogTime) {

@@ -446,6 +446,7 @@ def test_min_memory_also_placements_equal_one_run_per_placement(cli):
         alone = json.loads(run(cli, "min-memory", "--json", history, *confs, "--no-address-hints",
                                "--placement", p).stdout)["configs"]
         mine = [r for r in both if r["placement"] == p]
+        assert len(alone) == len(mine) == 2
         for a, b in zip(alone, mine):
             assert (a["min_memory"], a["peak_reserved_unlimited"]) == \
                 (b["min_memory"], b["peak_reserved_unlimited"])
@@ -454,3 +455,7 @@ def test_min_memory_also_placements_equal_one_run_per_placement(cli):
     bad = subprocess.run([str(cli), "min-memory", str(history), "--also-placement", "sideways"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and "--also-placement: unknown segment placement 'sideways'" in bad.stderr
+    # One value per option: the trace may follow it.
+    after = run(cli, "min-memory", "--json", "--also-placement", "shuffled:2", history, "--conf", "")
+    assert after.returncode == 0, after.stderr
+    assert [r["placement"] for r in json.loads(after.stdout)["configs"]] == ["first-fit", "shuffled:2"]

@@ -73,7 +73,8 @@ def band_line(a: dict) -> str:
              "min_memory": "the need"}
     for name, d in sorted((b.get("placement") or {}).items()):
         moved = ", ".join(_moved(names[q], v) for q, v in d.items() if _moved(names[q], v))
-        text += (f"; {name}: segments placed otherwise than top down (first fit, random orders) "
+        others = "first fit" if "expandable" in name else "first fit, random orders"
+        text += (f"; {name}: segments placed otherwise than top down ({others}) "
                  f"give {moved} (the band reaches them: the driver's placement is not modelled)")
     for name, lowest in sorted((b.get("reserved_reaches_down_to") or {}).items()):
         text += (f"; {name}: peak reserved's band reaches down to {amount(lowest)} (the missing "
