@@ -72,19 +72,16 @@ def gpu_noise(pairs, spread) -> dict:
                      "on one GPU (tuning_errors.py gpu_noise)"}
 
 
-def _pct(pred, meas, alt=None, others=(), noise=0):
-    """The error in %, of the prediction; with alt (the other segment
-    placement's figure), only what lies outside [pred, alt] (band.py widens
-    by that spread); with others (the same step's figure in other native
-    processes: the GPU's own spread, truth_spread.py), the farthest GPU
-    figure counts (band.residual_pct)."""
+def _pct(pred, meas, spread=(0, 0), others=(), noise=0):
+    """The error in %, of the prediction; with spread (band.placement_spread's
+    (down, up) bytes: the other segment placements' figures), only what lies
+    outside [pred + down, pred + up] (band.py widens by that spread); with
+    others (the same step's figure in other native processes: the GPU's own
+    spread, truth_spread.py), the farthest GPU figure counts
+    (band.residual_pct)."""
     if pred is None or not meas:
         return None
-    if isinstance(alt, (tuple, list)):  # band.placement_spread's (down, up)
-        lo, hi = pred + alt[0], pred + alt[1]
-    else:
-        lo, hi = sorted((pred, pred if alt is None else alt))
-    return round(residual_pct(pred, (lo, hi), [meas, *others], noise), 4)
+    return round(residual_pct(pred, (pred + spread[0], pred + spread[1]), [meas, *others], noise), 4)
 
 
 def spread_runs(paths) -> dict:
@@ -129,13 +126,13 @@ def pair_rows(truth_path: str, pred_path: str, spread=None, noise=None):
                 if not t.get("ok", True):
                     continue
                 others = (spread or {}).get((w, conf, b), [])
-                alt = band.placement_spread(c)   # first fit, classic's random orders
+                moved = band.placement_spread(c)   # first fit, classic's random orders
                 rows.append({"workload": w, "policy": conf, "batch": int(b),
                              "allocated_error_pct": _pct(c["peak_allocated"], t.get("max_memory_allocated"),
-                                                         alt["peak_allocated"], [a for a, _ in others],
+                                                         moved["peak_allocated"], [a for a, _ in others],
                                                          (noise or {}).get("allocated_bytes", 0)),
                              "reserved_error_pct": _pct(c["peak_reserved"], t.get("max_memory_reserved"),
-                                                        alt["peak_reserved"], [r for _, r in others],
+                                                        moved["peak_reserved"], [r for _, r in others],
                                                         (noise or {}).get("reserved_bytes", 0)),
                              "gpu_runs": 1 + len(others),
                              "gpu": truth.get("device"), "torch_gpu": truth.get("torch"),

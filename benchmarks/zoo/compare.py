@@ -36,25 +36,17 @@ def err_pct(pred, meas):
     return 100.0 * (pred - meas) / meas
 
 
-def residual_pct(pred, alt, meas, items=(0, 0), noise=0):
+def residual_pct(pred, spread, meas, items=(0, 0), noise=0):
     """The error left outside what band.py widens every answer by besides
-    the class band: the segment-placement spread (alt: the other placements'
-    figures, one or a list: first fit's, the random orders' lowest and
-    highest) and the known unmodelled items' bounds (items: (low, high)
-    bytes, high None for no bound); band.residual_pct's rule."""
+    the class band: the segment-placement spread (spread: (down, up) bytes,
+    band.placement_spread's: first fit's figure, classic's random orders'
+    lowest and highest) and the known unmodelled items' bounds (items: (low,
+    high) bytes, high None for no bound); band.residual_pct's rule."""
     if pred is None or not meas:
         return err_pct(pred, meas)
-    alts = [a for a in (alt if isinstance(alt, (list, tuple)) else [alt]) if a is not None]
-    lo, hi = min(pred, *alts), max(pred, *alts)
-    covered = (lo - items[0], None if items[1] is None else hi + items[1])
+    down, up = spread
+    covered = (pred + down - items[0], None if items[1] is None else pred + up + items[1])
     return band.residual_pct(pred, covered, [meas], noise)
-
-
-def _other_placements(pc: dict, q: str) -> list:
-    """The figure `q` under the other segment placements the answer was
-    replayed with (first fit; classic's random orders, lowest and highest)."""
-    return [v for v in [(pc.get("placement_alt") or {}).get(q),
-                        *((pc.get("placement_shuffled") or {}).get(q) or [])] if v is not None]
 
 
 def rows(truth: dict, pred: dict):
@@ -72,8 +64,8 @@ def rows(truth: dict, pred: dict):
                        "gpu_reserved": t.get("max_memory_reserved") if ok else None,
                        "pred_allocated": pc.get("peak_allocated"),
                        "pred_reserved": pc.get("peak_reserved"),
-                       "alt_allocated": _other_placements(pc, "peak_allocated"),
-                       "alt_reserved": _other_placements(pc, "peak_reserved"),
+                       "spread_allocated": band.placement_spread(pc)["peak_allocated"],
+                       "spread_reserved": band.placement_spread(pc)["peak_reserved"],
                        "items_allocated": band.item_bounds(p.get("band_items"), "allocated"),
                        "items_reserved": band.item_bounds(p.get("band_items"), "reserved"),
                        "band_allocated": (pc.get("band") or {}).get("peak_allocated"),
@@ -103,9 +95,9 @@ def tuning_errors(truth: dict, pred: dict, gpu_noise=None) -> dict:
             continue
         C = out["classes"].setdefault(r["class"], {"rows": 0, "rows_without_prediction": [],
                                                    "allocated": None, "reserved": None})
-        ea = residual_pct(r["pred_allocated"], r["alt_allocated"], r["gpu_allocated"],
+        ea = residual_pct(r["pred_allocated"], r["spread_allocated"], r["gpu_allocated"],
                           r["items_allocated"], noise["allocated"])
-        er = residual_pct(r["pred_reserved"], r["alt_reserved"], r["gpu_reserved"],
+        er = residual_pct(r["pred_reserved"], r["spread_reserved"], r["gpu_reserved"],
                           r["items_reserved"], noise["reserved"])
         if ea is None or er is None:
             C["rows_without_prediction"].append(f"{r['setup']} {r['conf']} b{r['batch']}")
