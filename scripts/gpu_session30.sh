@@ -14,9 +14,7 @@ cd "$(dirname "$0")/.."
 session_begin s30 300
 carry_env
 HOLDOUT=${HOLDOUT:-timm_dla34_fp32,tv_squeezenet1_1_fp16,timm_ghostnet_cl_bf16ac,electra_base_mlm_bf16ac,bloom_bf16w_eager}
-( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run \
-    --out $R/holdout --setups "$HOLDOUT" --cpus 8 --gpu-gib 48 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
-  stamp "holdout truth rc=$?" ) &
+( holdout_truth "$HOLDOUT" 48 ) &
 HPID=$!
 ( CACHEALLOC_CLI=$PWD/.carry/bin/cachealloc CUDA_VISIBLE_DEVICES= timeout 240 \
     python3 -m pytest -q -p no:cacheprovider tests/python/test_predict_foreach_inplace.py \

@@ -19,9 +19,7 @@ cd "$(dirname "$0")/.."
 session_begin s31 420
 carry_env
 HOLDOUT=${HOLDOUT:-timm_repvgg_a0_fp16,timm_res2net50_cl_bf16ac,timm_hrnet_w18_small_fp32}
-( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run \
-    --out $R/holdout --setups "$HOLDOUT" --cpus 8 --gpu-gib 48 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
-  stamp "holdout truth rc=$?" ) &
+( holdout_truth "$HOLDOUT" 48 ) &
 HPID=$!
 ( run_answers benchmarks/results/session31/probe_answers/plan_holdout30_probed.json answers 4 ) &
 APID=$!

@@ -22,19 +22,11 @@ session_begin s32 420
 carry_env
 ( cpu_pytest 300 tests/python/test_predict_honest.py tests/python/test_predict_page.py ) &
 PIDS=($!)     # no GPU: beside the history runs too
-mkdir -p $R/history
 for bf in 64:0.050519 128:0.101037; do
-  b=${bf%%:*}; f=${bf##*:}
-  spec="{\"workload\": \"tv_regnet_y_1_6gf_cl_bf16w\", \"builder\": \"benchmarks/zoo/setups.py:tv_regnet_y_1_6gf_cl_bf16w\", \"batch\": $b, \"conf\": \"classic\", \"fraction\": $f, \"steps\": 3, \"history\": \"$R/history/regnet_classic_b$b.pickle.gz\"}"
-  PYTORCH_ALLOC_CONF= OMP_NUM_THREADS=2 timeout 120 python3 benchmarks/predict/record_truth.py worker \
-    --spec "$spec" > $R/history/regnet_classic_b$b.out 2> $R/history/regnet_classic_b$b.err
-  stamp "history regnet b$b rc=$?"
+  gpu_history regnet tv_regnet_y_1_6gf_cl_bf16w ${bf%%:*} ${bf##*:}
 done
 grep -ho '"ok": [a-z]*\|"oom": "[^"]*' $R/history/*.out
-( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run --out $R/holdout \
-    --setups timm_rexnet_100_fp32,timm_cspresnet50_cl_fp16,timm_dpn68_bf16ac \
-    --cpus 8 --gpu-gib 44 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
-  stamp "holdout truth rc=$?" ) &
+( holdout_truth timm_rexnet_100_fp32,timm_cspresnet50_cl_fp16,timm_dpn68_bf16ac 44 ) &
 PIDS+=($!)
 ( run_answers benchmarks/results/session31/probe_answers/plan_holdout31_probed.json answers31 3 ) &
 PIDS+=($!)

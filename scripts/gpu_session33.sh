@@ -23,19 +23,9 @@ session_begin s33 420
 carry_env
 ( cpu_pytest 300 tests/python/test_predict_honest.py tests/python/test_predict.py ) &
 PIDS=($!)     # no GPU: beside the history run too
-mkdir -p $R/history
-for bf in 64:0.151556; do
-  b=${bf%%:*}; f=${bf##*:}
-  spec="{\"workload\": \"timm_cspresnet50_cl_fp16\", \"builder\": \"benchmarks/zoo/setups.py:timm_cspresnet50_cl_fp16\", \"batch\": $b, \"conf\": \"classic\", \"fraction\": $f, \"steps\": 3, \"history\": \"$R/history/cspresnet_classic_b$b.pickle.gz\"}"
-  PYTORCH_ALLOC_CONF= OMP_NUM_THREADS=2 timeout 120 python3 benchmarks/predict/record_truth.py worker \
-    --spec "$spec" > $R/history/cspresnet_classic_b$b.out 2> $R/history/cspresnet_classic_b$b.err
-  stamp "history cspresnet b$b rc=$?"
-done
+gpu_history cspresnet timm_cspresnet50_cl_fp16 64 0.151556
 grep -ho '"ok": [a-z]*\|"oom": "[^"]*' $R/history/*.out
-( timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run --out $R/holdout \
-    --setups timm_lcnet_100_fp16,timm_poolformer_s12_ckpt_bf16ac,albert_base_mlm_bf16ac_sdpa \
-    --cpus 8 --gpu-gib 44 --deadline $(( $(left) - 30 )) > $R/holdout.log 2>&1
-  stamp "holdout truth rc=$?" ) &
+( holdout_truth timm_lcnet_100_fp16,timm_poolformer_s12_ckpt_bf16ac,albert_base_mlm_bf16ac_sdpa 44 ) &
 PIDS+=($!)
 ( run_answers benchmarks/results/session32/probe_answers/plan_holdout32.json answers32 3 ) &
 PIDS+=($!)

@@ -47,3 +47,23 @@ run_answers() {
     --out "$R/$2" --jobs "$3" --deadline $(( $(left) - 35 )) > "$R/$2.log" 2>&1
   stamp "$2 rc=$?"
 }
+# `holdout_truth SETUPS GIB`: record.py's truth of the comma-separated zoo SETUPS
+# into R/holdout (log R/holdout.log), GIB of GPU memory for its jobs, ending 30 s
+# before the deadline; a stamp with the exit status. Run it in the background.
+holdout_truth() {
+  timeout $(( $(left) - 20 )) python3 benchmarks/zoo/record.py run --out "$R/holdout" \
+    --setups "$1" --cpus 8 --gpu-gib "$2" --deadline $(( $(left) - 30 )) > "$R/holdout.log" 2>&1
+  stamp "holdout truth rc=$?"
+}
+# `gpu_history NAME SETUP BATCH FRACTION`: one classic step of zoo SETUP at BATCH in
+# a fresh process under the memory FRACTION its truth row ran under, memory history
+# on (record_truth.py worker), into R/history/NAME_classic_bBATCH.{pickle.gz,out,err};
+# a stamp with the exit status. Run it first and alone on the GPU.
+gpu_history() {
+  local base="$R/history/$1_classic_b$3"
+  mkdir -p "$R/history"
+  local spec="{\"workload\": \"$2\", \"builder\": \"benchmarks/zoo/setups.py:$2\", \"batch\": $3, \"conf\": \"classic\", \"fraction\": $4, \"steps\": 3, \"history\": \"$base.pickle.gz\"}"
+  PYTORCH_ALLOC_CONF= OMP_NUM_THREADS=2 timeout 120 python3 benchmarks/predict/record_truth.py worker \
+    --spec "$spec" > "$base.out" 2> "$base.err"
+  stamp "history $1 b$3 rc=$?"
+}
