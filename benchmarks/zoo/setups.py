@@ -327,6 +327,17 @@ _ALL = [
         dict(vocab_size=30000, embedding_size=128, hidden_size=768, num_hidden_layers=12,
              num_attention_heads=12, intermediate_size=3072),
         seq=512, vocab=30000),
+    # --- holdout, session 34 (added before any GPU run or prediction of them): families
+    # nobody has seen, to check the copy rules made this session from holdout 32's
+    # CSPResNet-50 history (a host-to-GPU copy into a channels_last weight goes through a
+    # contiguous GPU temporary; cuDNN convolves a copy of an input that is not contiguous
+    # in its format, such as a channel slice) and session 34's measured-size search ----
+    _image("timm_inception_next_tiny_bf16ac", "inceptionnext", "convnet", "timm",
+           "InceptionNeXt-T (28.1 M, depthwise convolutions on channel slices)",
+           R("bf16_autocast"), 64, 12, timm_m("inception_next_tiny")),
+    _image("timm_mobileone_s1_cl_fp16", "mobileone", "convnet", "timm",
+           "MobileOne-S1 (4.8 M, multi-branch, train-time form)",
+           R("fp16_scaler", channels_last=True), 128, 12, timm_m("mobileone_s1")),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
