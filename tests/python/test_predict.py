@@ -363,3 +363,29 @@ def test_cpu_build_gets_the_cuda_builds_dispatch():
     finally:
         d.remove()
     assert not has("aten::silu_backward", "CUDA")
+
+
+def test_host_copies_and_a_sliced_convolution_match_gpu_recording(tmp_path):
+    """Copies between the host and the GPU that are not one run go through a
+    contiguous GPU temporary (kernels/cuda_copy.py: a channels_last weight
+    moved from contiguous host memory, a non-blocking copy converted on the
+    GPU, a channel slice copied to the host), a dense transposed host tensor
+    is one memcpy, and cuDNN convolves a copy of a channel slice of a
+    channels_last input (kernels/conv_input.py). The H100's requests of the
+    same builder (torch 2.11, benchmarks/predict/record_step_gpu.py,
+    host_copies_H100.pickle.gz), request for request; the fake run then
+    drops the step's tensors (its closing frees)."""
+    from cachealloc import predict
+    want = request_stream(load_device_trace(DATA / "host_copies_H100.pickle.gz"))
+    gpu = predict.resolve_gpu("H100-80GB")
+    rec = predict.record(f"{STEPS / 'steps.py'}:host_copies", gpu, size=1, steps=1,
+                         no_optimizer_step=True, workdir=tmp_path)
+    got = request_stream(load_device_trace(rec.trace))
+    assert got[:len(want)] == want
+    assert all(kind == "free" for kind, _ in got[len(want):])
+    # 15 requests, six of them the rules' temporaries (each freed at once):
+    # the two channels_last twins, the fp32 twin, the slice's copy to the
+    # host, the conv weight's twin and the convolution's input copy.
+    allocs = [size for kind, size in want if kind == "alloc"]
+    assert len(allocs) == 15
+    assert allocs.count(921600) == 2 and 4000000 in allocs and allocs.count(18432) == 2

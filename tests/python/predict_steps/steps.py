@@ -271,3 +271,35 @@ def convolution_without_cudnn(size):
         for p in (conv1.weight, conv1.bias, w2):
             p.grad = None
     return step
+
+
+def host_copies(size):
+    """Copies between the host and the GPU whose GPU side is not one run
+    (kernels/cuda_copy.py), and a cuDNN convolution of a channel slice
+    (kernels/conv_input.py); every request's size tells its case apart.
+    size 1: the H100 recording (host_copies_H100.pickle.gz)."""
+    w = torch.empty(256 * size, 128, 3, 3)
+    # channels_last weight from contiguous host memory: 1,179,648 B, then a
+    # contiguous GPU twin of it, freed
+    a = w.to("cuda", memory_format=torch.channels_last)
+    # the same, converted to bf16 on the host first: 589,824 B twice
+    b = w.to("cuda", dtype=torch.bfloat16, memory_format=torch.channels_last)
+    # non-blocking, another dtype, contiguous: 2,000,000 B (a 4,000,000 B
+    # fp32 twin when the GPU converts)
+    c = torch.empty(1000, 1000).to("cuda", dtype=torch.float16, non_blocking=True)
+    # a transposed (dense) host tensor keeps its strides: one memcpy, 37,884 B
+    d = torch.empty(123, 77).t().to("cuda")
+    src = torch.empty(8, 64, 30, 30, device="cuda")                  # 1,843,200 B
+    # a channel slice to the host: its contiguous copy on the GPU, 921,600 B
+    e = src[:, :32].cpu()
+    conv = torch.nn.Conv2d(32, 16, 3, padding=1, bias=False).to(
+        "cuda", memory_format=torch.channels_last)                   # 18,432 B (+ twin)
+    x = torch.empty(8, 64, 30, 30, device="cuda").to(memory_format=torch.channels_last)
+    keep = (a, b, c, d, e, conv, x)
+
+    def step():
+        # cuDNN convolves a copy of the slice (921,600 B) into 460,800 B
+        with torch.no_grad():
+            conv(x[:, :32])
+        assert keep
+    return step

@@ -94,6 +94,12 @@ class Recording:
             self._insert_workspaces(self._op_allocs)
         return aid
 
+    def alloc_outside_op(self, nbytes: int) -> int:
+        """A request on the current stream that the op's caller makes, not
+        the op's kernel (a convolution's input copy): not counted among the
+        op's own requests, whose count places the cuDNN table's workspaces."""
+        return self._new_alloc(nbytes, self.stream)
+
     def _new_alloc(self, nbytes: int, stream: int) -> int:
         aid = self._next_id
         self._next_id += 1

@@ -90,7 +90,7 @@ import math
 
 import torch
 
-from . import cuda_batch_norm, cuda_embedding, cuda_reduce
+from . import conv_input, cuda_batch_norm, cuda_copy, cuda_embedding, cuda_reduce, cudnn_key
 
 aten = torch.ops.aten
 
@@ -200,11 +200,18 @@ def _suggest_channels_last(t) -> bool:
 
 
 def _convolution_backward(rec, args, kwargs, out):
-    """cuDNN's convolution backward (Convolution.cpp, ConvShared.cpp): grad_output
+    """cuDNN's convolution backward (Convolution.cpp, ConvShared.cpp): the input
+    made contiguous in cuDNN's format when the weight's gradient is wanted
+    (conv_input.py), grad_output
     made contiguous in the input's suggested memory format, grad_input, grad_weight,
     the copy freed, then grad_bias = grad_output.sum(0, 2, ...) (a reduction)."""
     grad_out, inp = args[0], args[1]
     grad_input, grad_weight, grad_bias = out
+    mask = args[10] if len(args) > 10 else kwargs.get("output_mask", (True, True, True))
+    input_copy = None
+    if mask[1] and cudnn_key.uses_cudnn(aten.convolution_backward.default, args, kwargs):
+        # input.contiguous(backend format) for the weight's gradient (conv_input.py)
+        input_copy = conv_input.input_copy(rec, inp, args[2])
     fmt = torch.contiguous_format
     if _suggest_channels_last(inp):
         fmt = torch.channels_last if inp.dim() == 4 else torch.channels_last_3d
@@ -216,6 +223,8 @@ def _convolution_backward(rec, args, kwargs, out):
             rec.track(t)
     if copy is not None:
         rec.free(copy, rec.stream)
+    if input_copy is not None:
+        rec.free(input_copy, rec.stream)
     if isinstance(grad_bias, torch.Tensor):
         rec.track(grad_bias)
         cuda_reduce.stage(rec, grad_out, [0] + list(range(2, grad_out.dim())),
@@ -341,12 +350,15 @@ MODELS = {
     **cuda_reduce.MODELS,
     **cuda_embedding.MODELS,
     **cuda_batch_norm.MODELS,
+    **cuda_copy.MODELS,
+    **conv_input.MODELS,
 }
 
 
 def describe() -> str:
     return ("CUDA kernels whose allocations differ from the fake run's meta functions: "
             "dropout (mask before output), fused attention (Philox seed/offset on the host), "
+            "convolution forward and backward (the input's copy when it is not contiguous in cuDNN's format), "
             "convolution backward (grad_output copy, bias gradient last), layer norm (contiguous copies of a strided input or gradient), "
             "softmax backward (grad * output temporary), _safe_softmax (the all-masked-rows mask, its row reduction and a scalar), cuDNN attention (device Philox seed and offset, "
             "a 256-byte forward workspace, the backward's fp32 scratch), flash attention backward (fp32 softmax_d and dq_accum scratch), "
@@ -356,4 +368,7 @@ def describe() -> str:
             "embedding backward (sorted and original indices, CUB radix-sort, unique-by-key and scan storage, "
             "segment offsets and fp32 partial sums), "
             "native batch norm on channels-last inputs (the statistics' staging buffer and semaphores, "
-            "the backward's fp32 sums, grad_input after grad_weight and grad_bias)")
+            "the backward's fp32 sums, grad_input after grad_weight and grad_bias), "
+            "copies between host and GPU that do not map one run onto the other (the contiguous "
+            "GPU temporary of a strided destination or source, e.g. a channels-last weight moved "
+            "to the GPU)")
