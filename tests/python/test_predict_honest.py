@@ -684,7 +684,8 @@ def test_the_largest_search_answers_below_a_size_that_does_not_fit():
     assert answers == {"classic": 97, "expandable": 96}
 
 
-def _linear_search(missing_below, fails_without_missing=(), raw_fails=(), measured=None):
+def _linear_search(missing_below, fails_without_missing=(), raw_fails=(), measured=None,
+                   refused=()):
     """A _Search over a synthetic step: the need is 10 MiB a sample under a
     1,000 MiB limit (as predicted it fits up to 100); sizes below
     `missing_below` have convolution keys missing, whose workspace bounds
@@ -692,7 +693,9 @@ def _linear_search(missing_below, fails_without_missing=(), raw_fails=(), measur
     69), measured sizes' band is 1 % (fits up to 99). fails_without_missing:
     sizes that fail within their band even without those items;
     raw_fails: sizes whose replay does not fit as predicted. measured: a
-    predicate over sizes, instead (their keys measured, the others missing)."""
+    predicate over sizes, instead (their keys measured, the others missing).
+    refused: sizes whose recording is refused (as when the time runs out)."""
+    from cachealloc.predict.device.failure import PredictionRefused
     from cachealloc.predict.answer import band
     from cachealloc.predict.answer.largest import Progress, _Search
     mib = 1 << 20
@@ -701,6 +704,8 @@ def _linear_search(missing_below, fails_without_missing=(), raw_fails=(), measur
         def probe(self, size, hint=None):
             if size in self.probes:
                 return self.probes[size]
+            if size in refused:
+                raise PredictionRefused(f"size {size} refused")
             missing = size < missing_below if measured is None else not measured(size)
             need = 10 * size * mib
             fits = need <= 1000 * mib and size not in raw_fails
@@ -773,6 +778,11 @@ def test_the_measured_sizes_no_probe_reached_are_searched_before_answering():
     # A failure for certain among the unmeasured sizes still holds the answer.
     held = _linear_search(0, measured=measured, fails_without_missing=range(70, 90))
     assert held["largest_within_band"]["classic"] < 70
+    # The extra probes are optional: a search whose time runs out there keeps
+    # the answer it had (96), and the sizes it did not finish are not shown.
+    cut = _linear_search(0, measured=measured, refused=(97, 98, 99))
+    assert cut["largest_within_band"]["classic"] == 96
+    assert not {"97", "98", "99"} & set(cut["probes"])
 
 
 def test_random_orders_of_segments_reach_the_drivers_order_on_a_gpu_history():

@@ -276,7 +276,7 @@ def convolution_without_cudnn(size):
 def host_copies(size):
     """Copies between the host and the GPU whose GPU side is not one run
     (kernels/cuda_copy.py), and a cuDNN convolution of a channel slice
-    (kernels/conv_input.py); every request's size tells its case apart.
+    (kernels/conv_input.py), in the order of the H100's requests.
     size 1: the H100 recording (host_copies_H100.pickle.gz)."""
     w = torch.empty(256 * size, 128, 3, 3)
     # channels_last weight from contiguous host memory: 1,179,648 B, then a

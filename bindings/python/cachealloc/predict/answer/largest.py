@@ -31,6 +31,7 @@ import sys
 import time
 from typing import Callable, Dict, Optional
 
+from ..device.failure import PredictionRefused
 from ..gpus import Gpu
 from . import band
 from .budget import DEFAULT_TIMEOUT, Budget
@@ -401,9 +402,26 @@ class _Search:
         # A measured size fitting within its band answers above sizes that
         # fail there only by their missing keys (_measured_answer); the
         # sizes it passed over are said beside the answer.
+        # The measured sizes no probe reached are probed first (_measured_between);
+        # those probes may show a size failing below an answer settled above,
+        # so the answers are settled again. They are extra: a search whose
+        # time runs out there, or whose new size records the same step as
+        # another, keeps the answers it had before them.
+        settled, n = (dict(found), dict(within)), len(self.probes)
+        try:
+            for name, (ok, _) in banded.items():
+                self._measured_between(name, ok, *raw[name], within[name])
+            if len(self.probes) != n:
+                self._resettle((found, raw), (within, banded), hi_bad=hi_bad)
+        except (PredictionRefused, SizeNotReaching):
+            found, within = dict(settled[0]), dict(settled[1])
+            kept = list(self.probes)[:n]
+            for d in (self.probes, self.summaries, self.bands, self.traces):
+                for s in [s for s in d if s not in kept]:
+                    del d[s]
         passed_over = {}
         for name, (ok, _) in banded.items():
-            size, passed = self._measured_between(name, ok, *raw[name], within[name])
+            size, passed = self._measured_answer(name, ok, raw[name][0])[:2]
             if size > within[name]:
                 within[name], passed_over[name] = size, passed
         self.progress.close()

@@ -38,7 +38,7 @@ _FORWARD = (aten.convolution.default, aten._convolution.default)
 _BACKWARD = (aten.convolution_backward.default,)
 
 
-def _suggests(t, fmt) -> bool:
+def suggests(t, fmt) -> bool:
     """Tensor::suggest_memory_format() == fmt: torch's own stride rule
     (torch._prims_common.suggest_memory_format: a channel slice of a
     channels_last tensor, or an N x C x 1 x 1 one with channels_last
@@ -68,7 +68,7 @@ def cudnn_format(inp, weight) -> Optional[torch.memory_format]:
         fmt = torch.channels_last_3d
     else:
         return None
-    return fmt if _suggests(inp, fmt) or _suggests(weight, fmt) else None
+    return fmt if suggests(inp, fmt) or suggests(weight, fmt) else None
 
 
 def _to(t, fmt):

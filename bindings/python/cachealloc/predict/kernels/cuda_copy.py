@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import torch
 
+from . import conv_format
+
 aten = torch.ops.aten
 
 
@@ -83,18 +85,28 @@ def gpu_temporaries(dst, src, non_blocking: bool) -> list:
             return [n * src.element_size()]
         return [] if dst.is_contiguous() else [n * dst.element_size()]
     # src.expand_as(dst).contiguous() copies unless src already is dst's
-    # contiguous run (a broadcast source never is; a dtype conversion keeps
-    # a dense source's strides).
-    copies = not (src.numel() == n and src.is_contiguous())
+    # contiguous run (a broadcast source never is).
     if non_blocking and not same_dtype:
-        # converted on the GPU first: src.to(dst.dtype), then that copy
+        # Converted on the GPU first, src.to(dst.dtype): a dense source keeps
+        # its strides, another takes its suggested format (contiguous, or
+        # channels_last), then that is made contiguous.
+        if dense(src):
+            contiguous = src.is_contiguous()
+        else:
+            cl = torch.channels_last if src.dim() == 4 else torch.channels_last_3d
+            contiguous = not conv_format.suggests(src, cl)
+        copies = not (src.numel() == n and contiguous)
         return [src.numel() * dst.element_size()] + ([n * dst.element_size()] if copies else [])
+    copies = not (src.numel() == n and src.is_contiguous())
     return [n * src.element_size()] if copies else []
 
 
 def _temporaries(rec, sizes) -> None:
+    """Each size allocated in turn, then freed in the same order (the
+    converted source of a non-blocking copy dies at the end of the
+    expression that made its contiguous copy, before the copy)."""
     ids = [rec.alloc(size, rec.stream) for size in sizes if size]
-    for aid in reversed(ids):
+    for aid in ids:
         rec.free(aid, rec.stream)
 
 

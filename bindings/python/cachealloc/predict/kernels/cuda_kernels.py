@@ -209,11 +209,13 @@ def _convolution_backward(rec, args, kwargs, out):
     grad_input, grad_weight, grad_bias = out
     mask = args[10] if len(args) > 10 else kwargs.get("output_mask", (True, True, True))
     input_copy = None
-    if mask[1] and cudnn_key.uses_cudnn(aten.convolution_backward.default, args, kwargs):
-        # input.contiguous(backend format) for the weight's gradient (conv_input.py)
-        input_copy = conv_input.input_copy(rec, inp, args[2])
     fmt = torch.contiguous_format
-    if _suggest_channels_last(inp):
+    if mask[1] and cudnn_key.uses_cudnn(aten.convolution_backward.default, args, kwargs):
+        # input.contiguous(backend format) for the weight's gradient (conv_input.py);
+        # grad_output then goes to that copy's format, the backend's
+        input_copy = conv_input.input_copy(rec, inp, args[2])
+        fmt = conv_input.backend_format(inp, args[2])
+    elif _suggest_channels_last(inp):
         fmt = torch.channels_last if inp.dim() == 4 else torch.channels_last_3d
     copy = None
     if isinstance(grad_out, torch.Tensor) and not grad_out.is_contiguous(memory_format=fmt):
