@@ -267,3 +267,27 @@ def test_a_key_that_does_not_rebuild_is_not_measured(monkeypatch):
     e = key_probe.probe_keys([key])[key]
     assert e["unstable"] is True and e["workspaces"] == []
     assert e["not_rebuilt"] != key and "fmt=contiguous" in e["not_rebuilt"]
+
+
+def test_the_key_names_the_format_cudnn_runs_in():
+    """A convolution's key says the memory format cuDNN runs it in, which is
+    torch's choice (cudnn_conv_suggest_memory_format): channels_last when
+    the weight is a 1 x 1 kernel with channels_last strides (those strides
+    are contiguous ones too) and the input has spatial extent, and for a
+    channel slice of a channels_last tensor; its input is then copied to
+    channels_last (conv_input.py). Holdout 32's CSPResNet-50 had NCHW keys
+    there, whose probed workspaces (36.75 MiB at b64) the H100 never took."""
+    conv = torch.ops.aten.convolution.default
+    cl = torch.channels_last
+
+    def fmt(x, w):
+        return cudnn_key.conv_key(conv, (x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+                                  ).split("|fmt=")[1].split("|")[0]
+    w1 = torch.empty(16, 32, 1, 1).to(memory_format=cl)
+    assert w1.is_contiguous() and w1.is_contiguous(memory_format=cl)
+    assert fmt(torch.empty(4, 32, 14, 14), w1) == "channels_last"
+    assert fmt(torch.empty(4, 32, 1, 1), w1) == "contiguous"      # one layout either way
+    assert fmt(torch.empty(4, 32, 14, 14), torch.empty(16, 32, 1, 1)) == "contiguous"
+    sliced = torch.empty(4, 64, 14, 14).to(memory_format=cl)[:, :32]
+    assert fmt(sliced, torch.empty(16, 32, 3, 3)) == "channels_last"
+    assert fmt(torch.empty(4, 64, 14, 14)[:, :32], torch.empty(16, 32, 3, 3)) == "strided"

@@ -26,32 +26,12 @@ from typing import Optional
 
 import torch
 
-try:
-    from torch._prims_common import suggest_memory_format
-except ImportError:         # a torch without it: the plain stride test below
-    suggest_memory_format = None
-
 from . import cudnn_key
+from .cudnn_key import suggests
 
 aten = torch.ops.aten
 _FORWARD = (aten.convolution.default, aten._convolution.default)
 _BACKWARD = (aten.convolution_backward.default,)
-
-
-def suggests(t, fmt) -> bool:
-    """Tensor::suggest_memory_format() == fmt: torch's own stride rule
-    (torch._prims_common.suggest_memory_format: a channel slice of a
-    channels_last tensor, or an N x C x 1 x 1 one with channels_last
-    strides, suggests channels_last; plain contiguous strides suggest
-    contiguous)."""
-    if not isinstance(t, torch.Tensor) or t.dim() not in (4, 5):
-        return False
-    if suggest_memory_format is not None:
-        try:
-            return suggest_memory_format(t) == fmt
-        except (RuntimeError, TypeError):
-            pass
-    return not t.is_contiguous() and t.is_contiguous(memory_format=fmt)
 
 
 def cudnn_format(inp, weight) -> Optional[torch.memory_format]:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from . import conv_format
+from .cudnn_key import dense, suggests
 
 aten = torch.ops.aten
 
@@ -55,18 +55,6 @@ def one_run(dst, src) -> bool:
     if any(a != b for n, a, b in zip(dst.shape, dst.stride(), src.stride()) if n > 1):
         return False
     return dense(dst)
-
-
-def dense(t) -> bool:
-    """Whether t's elements fill its storage run exactly once: its
-    dimensions longer than 1, by increasing stride, step 1, then each the
-    product of the sizes before (any permutation of a contiguous layout)."""
-    expected = 1
-    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def gpu_temporaries(dst, src, non_blocking: bool) -> list:
@@ -94,7 +82,7 @@ def gpu_temporaries(dst, src, non_blocking: bool) -> list:
             contiguous = src.is_contiguous()
         else:
             cl = torch.channels_last if src.dim() == 4 else torch.channels_last_3d
-            contiguous = not conv_format.suggests(src, cl)
+            contiguous = not suggests(src, cl)
         copies = not (src.numel() == n and contiguous)
         return [src.numel() * dst.element_size()] + ([n * dst.element_size()] if copies else [])
     copies = not (src.numel() == n and src.is_contiguous())

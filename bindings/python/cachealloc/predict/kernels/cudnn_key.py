@@ -31,6 +31,46 @@ from __future__ import annotations
 
 import torch
 
+try:
+    from torch._prims_common import suggest_memory_format
+except ImportError:         # a torch without it: the plain stride test below
+    suggest_memory_format = None
+
+
+# Two questions torch's kernels ask of a tensor's strides, answered as the
+# C++ answers them (the fake tensors carry a GPU run's strides). This file
+# keeps to the standard library and torch (key_probe.py loads it by path on
+# the GPU), so conv_format.py and cuda_copy.py take them from here.
+
+def dense(t) -> bool:
+    """Whether its elements fill one run of storage exactly once (any
+    permutation of a contiguous layout): what TensorIterator needs to see
+    one run, and what `.to(dtype)` keeps: its dimensions longer than 1, by
+    increasing stride, step 1, then each the product of the sizes before."""
+    expected = 1
+    for stride, size in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def suggests(t, fmt) -> bool:
+    """Tensor::suggest_memory_format() == fmt, torch's own rule
+    (torch._prims_common.suggest_memory_format): a channel slice of a
+    channels_last tensor, or an N x C x 1 x 1 tensor with channels_last
+    strides, suggests channels_last; plain contiguous strides suggest
+    contiguous. torch asks it to choose cuDNN's format and a copy's layout."""
+    if not isinstance(t, torch.Tensor) or t.dim() not in (4, 5):
+        return False
+    if suggest_memory_format is not None:
+        try:
+            return suggest_memory_format(t) == fmt
+        except (RuntimeError, TypeError):
+            pass
+    return not t.is_contiguous() and t.is_contiguous(memory_format=fmt)
+
+
 aten = torch.ops.aten
 
 FORWARD_OPS = (aten.convolution.default, aten._convolution.default)
@@ -64,13 +104,31 @@ def memory_format(inp, weight) -> str:
     NHWC), 'contiguous' when both are contiguous, else 'strided' (torch
     copies to contiguous first)."""
     def cl(t):
-        if t.dim() == 4:
-            return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
-        if t.dim() == 5:
-            return not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last_3d)
-        return False
+        if t.dim() not in (4, 5):
+            return False
+        fmt = torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+        if not t.is_contiguous() and t.is_contiguous(memory_format=fmt):
+            return True
+        # A tensor with gaps that torch's rule calls channels_last (a channel
+        # slice of a channels_last tensor: CSPNet's cross-stage split) is
+        # copied to channels_last, and cuDNN runs it so (conv_input.py): its
+        # key is channels_last, not "strided" (holdout 32's CSPResNet-50,
+        # whose "strided" keys carried NCHW plans' workspaces the H100 never
+        # took). Dense tensors keep the plain test here (N x C x 1 x 1 ones
+        # are both layouts at once; the weight's case is below).
+        return not dense(t) and suggests(t, fmt)
     if cl(inp) or cl(weight):
         return "channels_last"
+    # A plain NCHW input with spatial extent, and a 1 x 1 weight whose
+    # channels_last strides are also contiguous ones: torch's rule calls the
+    # weight channels_last, so cuDNN runs channels_last on a copy of the
+    # input (conv_input.py), not NCHW (CSPResNet-50's transition after a
+    # torch.cat of two formats: its NCHW key carried a 36.75 MiB workspace
+    # the H100 never took). Over N x C x 1 x 1 inputs both layouts are one.
+    if inp.dim() in (4, 5) and any(n > 1 for n in inp.shape[2:]):
+        fmt = torch.channels_last if inp.dim() == 4 else torch.channels_last_3d
+        if weight.dim() == inp.dim() and suggests(weight, fmt):
+            return "channels_last"
     if inp.is_contiguous() and weight.is_contiguous():
         return "contiguous"
     return "strided"
