@@ -30,5 +30,4 @@ for spec in timm_dla34_fp32:70 tv_squeezenet1_1_fp16:70 timm_ghostnet_cl_bf16ac:
   key_probe $K $s $budget
 done
 wait $CPID; wait $APID
-gzip -f $R/keys/*.table.json
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log

@@ -23,5 +23,4 @@ for s in $SETUPS; do
   PIDS+=($!)
 done
 [ ${#PIDS[@]} -gt 0 ] && wait "${PIDS[@]}"; wait $APID
-ls $R/keys/*.table.json >/dev/null 2>&1 && gzip -f $R/keys/*.table.json
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log

@@ -35,5 +35,4 @@ for s in timm_rexnet_100_fp32 timm_cspresnet50_cl_fp16 timm_dpn68_bf16ac; do
   PIDS+=($!)
 done
 wait "${PIDS[@]}"
-ls $R/keys/*.table.json >/dev/null 2>&1 && gzip -f $R/keys/*.table.json
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log; tail -c 400 $R/history/*.out

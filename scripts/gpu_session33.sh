@@ -38,5 +38,4 @@ for s in timm_lcnet_100_fp16 timm_poolformer_s12_ckpt_bf16ac; do
   PIDS+=($!)
 done
 wait "${PIDS[@]}"
-ls $R/keys/*.table.json >/dev/null 2>&1 && gzip -f $R/keys/*.table.json
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log; tail -c 400 $R/history/*.out

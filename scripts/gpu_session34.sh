@@ -22,21 +22,9 @@ carry_env
 python3 benchmarks/predict/record_step_gpu.py tests/python/predict_steps/steps.py:host_copies 1 \
   "$R/host_copies_H100.pickle.gz" > "$R/copies.log" 2>&1
 stamp "copies rc=$?"
-mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/
 PIDS=()
 for k in 0 1 2; do
-  ( CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= \
-      timeout 380 python3 -m pytest -q -p no:cacheprovider tests/python/test_predict_honest.py \
-      tests/python/test_predict.py -k "$(python3 - "$k" <<'PY'
-import subprocess, sys
-k = int(sys.argv[1])
-ids = subprocess.run([sys.executable, "-m", "pytest", "-q", "--co", "-p", "no:cacheprovider",
-                      "tests/python/test_predict_honest.py", "tests/python/test_predict.py"],
-                     capture_output=True, text=True).stdout.split()
-names = sorted({i.split("::")[-1].split("[")[0] for i in ids if "::" in i})
-print(" or ".join(n for j, n in enumerate(names) if j % 3 == k) or "nothing")
-PY
-)" > "$R/cpu211_$k.log" 2>&1; stamp "torch 2.11 CPU tests shard $k rc=$?" ) &
+  ( SHARD=$k/3 cpu_pytest 380 tests/python/test_predict_honest.py tests/python/test_predict.py ) &
   PIDS+=($!)
 done
 ( holdout_truth timm_inception_next_tiny_bf16ac,timm_mobileone_s1_cl_fp16 40 ) &
@@ -48,5 +36,4 @@ for s in timm_inception_next_tiny_bf16ac timm_mobileone_s1_cl_fp16; do
   PIDS+=($!)
 done
 wait "${PIDS[@]}"
-ls $R/keys/*.table.json >/dev/null 2>&1 && gzip -f $R/keys/*.table.json
 cat $R/timeline.txt; tail -n 3 $R/*.log $R/keys/*.log

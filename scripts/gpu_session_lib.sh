@@ -15,29 +15,48 @@ left() { echo $(( DEADLINE - (SECONDS - t0) )); }
 stamp() { echo "[$((SECONDS - t0)) s] $*" | tee -a "$R/timeline.txt"; }
 # `carry_env` (from the repository root): the environment a device script's
 # Python needs to use the carried build (.carry, scripts/carry_build.sh).
+# Also puts the carried CLI where the tests' conftest looks for a build
+# (/tmp/cbuild, for cpu_pytest), once, before any job runs in the background.
 carry_env() {
   export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/bindings/python:$PWD/benchmarks
   export CACHEALLOC_LIBRARY=$PWD/.carry/lib/libcachealloc.so LD_LIBRARY_PATH=$PWD/.carry/lib:${LD_LIBRARY_PATH:-}
+  mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/
 }
 # `cpu_pytest SECONDS TEST...`: the tests under this host's own torch (2.11 CPU on
 # the GPU machine; no GPU visible), with the carried CLI where conftest looks for
-# it. Log in R/cpu211.log; a stamp with the exit status. Run it in the background
-# beside GPU work: it takes no GPU.
+# it (carry_env put it there). Log in R/cpu211.log; a stamp with the exit status.
+# Run it in the background beside GPU work: it takes no GPU. With SHARD=K/N set, only the K-th of N
+# shares of the tests' names (sorted, every N-th from the K-th; a name's
+# parameterizations together), logged in R/cpu211_K.log: N such calls in the
+# background run them all in about 1/N of the time.
 cpu_pytest() {
   local seconds=$1; shift
-  mkdir -p /tmp/cbuild/tools && cp .carry/bin/cachealloc /tmp/cbuild/tools/ &&
-    CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= \
-    timeout "$seconds" python3 -m pytest -q -p no:cacheprovider "$@" > "$R/cpu211.log" 2>&1
-  stamp "torch 2.11 CPU tests rc=$?"
+  local log="$R/cpu211.log" select=()
+  if [ -n "${SHARD:-}" ]; then
+    log="$R/cpu211_${SHARD%/*}.log"
+    select=(-k "$(python3 - "${SHARD%/*}" "${SHARD#*/}" "$@" <<'PY'
+import subprocess, sys
+k, n, tests = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+ids = subprocess.run([sys.executable, "-m", "pytest", "-q", "--co", "-p", "no:cacheprovider", *tests],
+                     capture_output=True, text=True).stdout.split()
+names = sorted({i.split("::")[-1].split("[")[0] for i in ids if "::" in i})
+print(" or ".join(name for j, name in enumerate(names) if j % n == k) or "nothing")
+PY
+)")
+  fi
+  CACHEALLOC_BUILD=/tmp/cbuild CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc CUDA_VISIBLE_DEVICES= \
+    timeout "$seconds" python3 -m pytest -q -p no:cacheprovider "${select[@]}" "$@" > "$log" 2>&1
+  stamp "torch 2.11 CPU tests ${SHARD:+shard $SHARD }rc=$?"
 }
 # `key_probe KEYDIR SETUP SECONDS`: the key-level cuDNN probe
 # (cachealloc.predict.kernels.key_probe) of KEYDIR/SETUP.keys.json (cudnn_keys.py
-# writes them on a CPU) into R/keys/SETUP.table.json, cut at SECONDS.
+# writes them on a CPU) into R/keys/SETUP.table.json.gz, cut at SECONDS.
 key_probe() {
   mkdir -p "$R/keys"
   timeout "$3" python3 -m cachealloc.predict.kernels.key_probe "$1/$2.keys.json" \
     --out "$R/keys/$2.table.json" > "$R/keys/$2.log" 2>&1
   stamp "key probe $2 rc=$?"
+  [ -f "$R/keys/$2.table.json" ] && gzip -f "$R/keys/$2.table.json"
 }
 # `run_answers PLAN DIR JOBS`: each size of a probe_answers.py plan in a fresh
 # process under the truth's limit in bytes, into R/DIR (log R/DIR.log), ending
