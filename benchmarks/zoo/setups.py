@@ -338,6 +338,16 @@ _ALL = [
     _image("timm_mobileone_s1_cl_fp16", "mobileone", "convnet", "timm",
            "MobileOne-S1 (4.8 M, multi-branch, train-time form)",
            R("fp16_scaler", channels_last=True), 128, 12, timm_m("mobileone_s1")),
+    # --- holdout, session 35 (added before any GPU run, key listing or prediction of
+    # them): families nobody has seen, to check session 34's key-format rule (a channel
+    # slice of a channels_last tensor is keyed channels_last, the format cuDNN runs it in)
+    # on a setup nobody has seen, and the copy rules a second time ----
+    _image("timm_edgenext_small_cl_fp16", "edgenext", "convnet", "timm",
+           "EdgeNeXt-S (5.6 M, depthwise convolutions on channel splits, channel attention)",
+           R("fp16_scaler", channels_last=True), 128, 12, timm_m("edgenext_small")),
+    _image("timm_pvt_v2_b1_bf16ac", "pvt_v2", "transformer", "timm",
+           "PVT-v2-B1 (14.0 M, spatial-reduction attention, depthwise convolutions on "
+           "token maps)", R("bf16_autocast"), 64, 12, timm_m("pvt_v2_b1")),
 ]
 
 SETUPS: Dict[str, Setup] = {s.name: s for s in _ALL}
