@@ -354,6 +354,34 @@ def test_workspace_bound_levels(tmp_path, monkeypatch):
     monkeypatch.setenv(cudnn_workspace.ENV, "none")
     assert wb.ratio(probe) == (r0, level0)
 
+def test_workspace_bound_scratch_sets_no_ratio(tmp_path, monkeypatch):
+    """A class whose keys took only scratch (< SCRATCH bytes: cuDNN's fixed
+    131-byte buffers) bounds nothing, like one measured at 0: its keys take
+    the next level's ratio, not ~0 x their bytes (forward spatial bfloat16
+    channels_last: 77 of 316 unseen probe keys took more than that bound)."""
+    import json
+    from cachealloc.predict.kernels import workspace_bound as wb
+    from cachealloc.predict.kernels import cudnn_workspace
+    key = ("fwd|in={b},{c},28,28|w={c},{c},3,3|s=1,1|p=1,1|d=1,1|op=0,0|g=1|t=0|float64"
+           "|fmt=channels_last|bias=0|flags=0,0,1")
+    probe = key.format(b=32, c=64)
+    monkeypatch.setenv(cudnn_workspace.ENV, "none")
+    r0, level0 = wb.ratio(probe)
+    for ws, own in ((131, False), (wb.SCRATCH - 1, False), (wb.SCRATCH, True)):
+        entries = {key.format(b=8, c=c): {"workspaces": [[1, ws]]} for c in (16, 24, 32)}
+        path = tmp_path / f"probe{ws}.json"
+        path.write_text(json.dumps({"format": cudnn_workspace.FORMAT,
+                                    "gpu": {"name": "X", "capability": [9, 0]},
+                                    "entries": entries}))
+        monkeypatch.setenv(cudnn_workspace.ENV, str(path))
+        r, level = wb.ratio(probe)
+        if own:
+            assert level.startswith("fwd spatial float64 channels_last (3 keys")
+            assert r == pytest.approx(wb.MARGIN * max(ws / wb.op_bytes(k) for k in entries))
+        else:
+            assert "float64" not in level and r >= r0 > 0
+
+
 def test_unmodelled_items_widen_the_band(tmp_path):
     """A convolution the table lacks gets a bounded workspace on the high
     side of the need; cuDNN attention's backward at a grouped-query head ratio

@@ -22,6 +22,24 @@ bytes, by shape class:
 3. else its direction's largest ratio in all tables (no margin: the
    largest measured anywhere; RATIO_FLOOR when no table can be read).
 
+Session 35, from the bundled (tuning) tables, checked on every other probe table:
+
+- Scratch: a workspace under SCRATCH (seen: 131 and 272 bytes) is cuDNN's
+  fixed scratch, not a size that grows with the tensors, so it sets no
+  ratio. A class whose keys took only scratch bounds nothing, like one
+  measured at 0 (next level). Before, such a class (forward spatial
+  bfloat16 channels_last: 131 bytes for every key) bounded its keys at
+  4e-6 x their bytes, and 77 of 316 such keys of the validation and
+  holdout probes took more, up to 2e5 times the bound.
+- Not a rule: the batch x weight bytes as the scale where a class's
+  workspaces follow it. Every bfloat16 channels_last depthwise backward in
+  the bundled tables takes 32 bytes per batch x weight element whatever
+  its spatial size (on the tensors' scale they range 0.125-7.9, so holdout
+  35's PVT-v2-B1 56 x 56 maps were bounded at 3 GiB where the H100 took
+  9 MiB), but the same class in holdout 30's GhostNet probe takes up to
+  128 bytes per element: bounded on that scale, 247 of its 644 keys
+  would have been missed (up to 3.2 x). The tensors' scale stays.
+
 A class bound never exceeds level 3's. Not used: the same convolution's
 ratio at other batch sizes. cuDNN's heuristics switch plans with the batch
 (a 1x1 backward with no workspace at batch 64 takes 8 MiB at 128), so on
@@ -49,6 +67,7 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 RATIO_FLOOR = {"fwd": 1.9, "bwd": 4.3}
 MARGIN = 1.25      # a class's bound: its largest measured ratio x this (the band's margin)
 MIN_KEYS = 3       # keys a class needs measured before its own ratio is used
+SCRATCH = 64 << 10  # bytes: a workspace below this is fixed scratch and sets no ratio
 
 
 def parse_key(key: str) -> Optional[dict]:
@@ -147,7 +166,9 @@ def _measured(extra: str) -> Dict[tuple, tuple]:
                 continue
             nbytes = op_bytes(key)
             if nbytes and shape_class(key):
-                per_key[key] = max(per_key.get(key, 0.0), largest_workspace(e) / nbytes)
+                ws = largest_workspace(e)
+                ws = ws if ws >= SCRATCH else 0     # scratch sets no ratio
+                per_key[key] = max(per_key.get(key, 0.0), ws / nbytes)
     out: Dict[tuple, tuple] = {}
     for key, r in per_key.items():
         c = shape_class(key)
@@ -173,8 +194,9 @@ def ratio(key: str) -> tuple:
     top = widest.get(c[0], max(widest.values()))
     for level in (c, c[:2]):
         r, n = measured().get(level, (0.0, 0))
-        # A class measured with no workspace at all bounds nothing (its
-        # plans took none at those shapes; another shape's may): next level.
+        # A class measured with no workspace at all, or with scratch only,
+        # bounds nothing (its plans took none at those shapes; another
+        # shape's may): next level.
         if n >= MIN_KEYS and r > 0:
             return min(top, MARGIN * r), " ".join(level) + f" ({n} keys measured)"
     return top, f"{c[0]}, all tables"
