@@ -7,17 +7,25 @@
 #            (benchmarks/results/session35/keys_b64_128/): each missing key's real
 #            workspace beside its bound;
 #   answers  holdout 35's answers and the sizes just above them (plan_holdout35.json)
-#            at their size under the truth's limit in bytes, one fresh process each.
-# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 330).
+#            at their size under the truth's limit in bytes, one fresh process each;
+#   val211   the validation half predicted by this host's torch 2.11 CPU with this
+#            session's code (benchmarks/zoo/predict.py, no GPU), to set beside the
+#            same prediction by torch 2.13 on the development CPU.
+# Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 360).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/gpu_session_lib.sh
-session_begin s35b 330
+session_begin s35b 360
 carry_env
 PIDS=()
 ( holdout_truth timm_repvit_m1_1_cl_bf16ac,timm_efficientvit_b1_fp16 40 ) &
 PIDS+=($!)
 ( run_answers benchmarks/results/session35/plan_holdout35.json answers35 3 ) &
+PIDS+=($!)
+( CUDA_VISIBLE_DEVICES= CACHEALLOC_CLI=/tmp/cbuild/tools/cachealloc timeout $(( $(left) - 20 )) \
+    python3 benchmarks/zoo/predict.py --truth tests/data/predict/zoo_truth.json --half validation \
+    --out "$R/val_unprobed_torch211.json" --jobs 6 > "$R/val211.log" 2>&1
+  stamp "validation predicted by torch 2.11 CPU rc=$?" ) &
 PIDS+=($!)
 for s in timm_repvit_m1_1_cl_bf16ac timm_efficientvit_b1_fp16; do
   ( key_probe benchmarks/results/session35/keys_b64_128 $s $(( $(left) - 25 )) ) &
