@@ -8,9 +8,11 @@
 #            workspace beside its bound;
 #   answers  holdout 35's answers and the sizes just above them (plan_holdout35.json)
 #            at their size under the truth's limit in bytes, one fresh process each;
-#   val211   the validation half predicted by this host's torch 2.11 CPU with this
-#            session's code (benchmarks/zoo/predict.py, no GPU), to set beside the
-#            same prediction by torch 2.13 on the development CPU.
+#   val211   the validation half predicted by this host's torch 2.11 with this
+#            session's code (benchmarks/zoo/predict.py, the fake device), to set
+#            beside the same prediction by torch 2.13 on the development CPU. The
+#            predictor's worker drops CUDA_VISIBLE_DEVICES (answer/record.py
+#            _worker_env), so the empty value below does not hide the GPU from it.
 # Needs .carry (scripts/carry_build.sh). Knobs: DEADLINE (s, default 360).
 set -uo pipefail
 cd "$(dirname "$0")/.."

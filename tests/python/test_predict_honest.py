@@ -355,10 +355,11 @@ def test_workspace_bound_levels(tmp_path, monkeypatch):
     assert wb.ratio(probe) == (r0, level0)
 
 def test_workspace_bound_scratch_sets_no_ratio(tmp_path, monkeypatch):
-    """A class whose keys took only scratch (< SCRATCH bytes: cuDNN's fixed
-    131-byte buffers) bounds nothing, like one measured at 0: its keys take
-    the next level's ratio, not ~0 x their bytes (forward spatial bfloat16
-    channels_last: 77 of 316 unseen probe keys took more than that bound)."""
+    """A class whose largest workspace is under SCRATCH (cuDNN's 131-byte
+    buffers) bounds nothing, like one measured at 0: its keys take the next
+    level's ratio, not ~0 x their bytes (forward spatial bfloat16
+    channels_last: 77 of 316 unseen probe keys took more than that bound);
+    from SCRATCH on, the class's own ratio."""
     import json
     from cachealloc.predict.kernels import workspace_bound as wb
     from cachealloc.predict.kernels import cudnn_workspace
@@ -379,7 +380,10 @@ def test_workspace_bound_scratch_sets_no_ratio(tmp_path, monkeypatch):
             assert level.startswith("fwd spatial float64 channels_last (3 keys")
             assert r == pytest.approx(wb.MARGIN * max(ws / wb.op_bytes(k) for k in entries))
         else:
-            assert "float64" not in level and r >= r0 > 0
+            # The next level's ratio, the three keys counted there (at 0).
+            n0 = int(level0.split("(")[1].split()[0])
+            assert level == level0.replace(f"({n0} keys", f"({n0 + 3} keys")
+            assert r == pytest.approx(r0) and r0 > 0
 
 
 def test_unmodelled_items_widen_the_band(tmp_path):

@@ -15,22 +15,26 @@ bytes, by shape class:
    so the widest ratio of both directions),
    dtype and memory format: the class's largest ratio x MARGIN, when at
    least MIN_KEYS keys of the class were measured and one of them took a
-   workspace (a class measured at 0 bounds nothing: forward depthwise
-   convolutions took none in the tuning probes, and up to 58 KB in the
-   validation ones);
+   workspace of at least SCRATCH (a class measured at 0 bounds nothing:
+   forward depthwise convolutions took none in the tuning probes, and up
+   to 58 KB in the validation ones);
 2. else its direction and kind of convolution, the same way;
 3. else its direction's largest ratio in all tables (no margin: the
    largest measured anywhere; RATIO_FLOOR when no table can be read).
 
 Session 35, from the bundled (tuning) tables, checked on every other probe table:
 
-- Scratch: a workspace under SCRATCH (seen: 131 and 272 bytes) is cuDNN's
-  fixed scratch, not a size that grows with the tensors, so it sets no
-  ratio. A class whose keys took only scratch bounds nothing, like one
-  measured at 0 (next level). Before, such a class (forward spatial
-  bfloat16 channels_last: 131 bytes for every key) bounded its keys at
-  4e-6 x their bytes, and 77 of 316 such keys of the validation and
-  holdout probes took more, up to 2e5 times the bound.
+- Scratch: a class whose largest measured workspace is under SCRATCH
+  bounds nothing, like one measured at 0 (next level): a few hundred bytes
+  measured over large tensors give a ratio near 0 that says nothing of a
+  larger plan's workspace. Before, forward spatial bfloat16 channels_last
+  (8 keys: one took 131 bytes, seven none) bounded its keys at 4e-6 x
+  their bytes, and forward pointwise float16 channels_last (30 keys, the
+  largest 272 bytes) at 1.5e-5 x; over the validation and holdout probes
+  77 of 316 and 36 of 2,633 such keys took more, up to 2e5 times the
+  bound. Small workspaces still count in a class that also took a larger
+  one (some grow with the batch: a 1 x 1 backward's 32 KiB at batch 2 is
+  48 KiB at 3), so no class's ratio is lowered.
 - Not a rule: the batch x weight bytes as the scale where a class's
   workspaces follow it. Every bfloat16 channels_last depthwise backward in
   the bundled tables takes 32 bytes per batch x weight element whatever
@@ -67,7 +71,7 @@ _DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 RATIO_FLOOR = {"fwd": 1.9, "bwd": 4.3}
 MARGIN = 1.25      # a class's bound: its largest measured ratio x this (the band's margin)
 MIN_KEYS = 3       # keys a class needs measured before its own ratio is used
-SCRATCH = 64 << 10  # bytes: a workspace below this is fixed scratch and sets no ratio
+SCRATCH = 64 << 10  # bytes: a class whose largest workspace is below this sets no ratio
 
 
 def parse_key(key: str) -> Optional[dict]:
@@ -167,15 +171,18 @@ def _measured(extra: str) -> Dict[tuple, tuple]:
             nbytes = op_bytes(key)
             if nbytes and shape_class(key):
                 ws = largest_workspace(e)
-                ws = ws if ws >= SCRATCH else 0     # scratch sets no ratio
-                per_key[key] = max(per_key.get(key, 0.0), ws / nbytes)
+                r, w = per_key.get(key, (0.0, 0))
+                per_key[key] = (max(r, ws / nbytes), max(w, ws))
     out: Dict[tuple, tuple] = {}
-    for key, r in per_key.items():
+    top_ws: Dict[tuple, int] = {}
+    for key, (r, w) in per_key.items():
         c = shape_class(key)
         for level in (c, c[:2], c[:1]):
             best, n = out.get(level, (0.0, 0))
             out[level] = (max(best, r), n + 1)
-    return out
+            top_ws[level] = max(top_ws.get(level, 0), w)
+    # A level that took only scratch sets no ratio (the module note).
+    return {level: (r if top_ws[level] >= SCRATCH else 0.0, n) for level, (r, n) in out.items()}
 
 
 def ratios() -> Dict[str, float]:
