@@ -30,9 +30,6 @@ grep -ho '"ok": [a-z]*\|"oom": "[^"]*' $R/history/*.out
 PIDS+=($!)
 ( run_answers benchmarks/results/session31/probe_answers/plan_holdout31_probed.json answers31 3 ) &
 PIDS+=($!)
-for s in timm_rexnet_100_fp32 timm_cspresnet50_cl_fp16 timm_dpn68_bf16ac; do
-  ( key_probe benchmarks/results/session32/keys $s $(( $(left) - 25 )) ) &
-  PIDS+=($!)
-done
+key_probes benchmarks/results/session32/keys timm_rexnet_100_fp32 timm_cspresnet50_cl_fp16 timm_dpn68_bf16ac
 wait "${PIDS[@]}"
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log; tail -c 400 $R/history/*.out

@@ -33,9 +33,6 @@ grep -ho '"ok": [a-z]*\|"oom": "[^"]*' $R/history/*.out
 PIDS+=($!)
 ( run_answers benchmarks/results/session32/probe_answers/plan_holdout32.json answers32 3 ) &
 PIDS+=($!)
-for s in timm_lcnet_100_fp16 timm_poolformer_s12_ckpt_bf16ac; do
-  ( key_probe benchmarks/results/session33/keys $s $(( $(left) - 25 )) ) &
-  PIDS+=($!)
-done
+key_probes benchmarks/results/session33/keys timm_lcnet_100_fp16 timm_poolformer_s12_ckpt_bf16ac
 wait "${PIDS[@]}"
 cat $R/timeline.txt; tail -n 4 $R/*.log $R/keys/*.log; tail -c 400 $R/history/*.out

@@ -23,17 +23,11 @@ python3 benchmarks/predict/record_step_gpu.py tests/python/predict_steps/steps.p
   "$R/host_copies_H100.pickle.gz" > "$R/copies.log" 2>&1
 stamp "copies rc=$?"
 PIDS=()
-for k in 0 1 2; do
-  ( SHARD=$k/3 cpu_pytest 380 tests/python/test_predict_honest.py tests/python/test_predict.py ) &
-  PIDS+=($!)
-done
+cpu_pytest_shards 3 380 tests/python/test_predict_honest.py tests/python/test_predict.py
 ( holdout_truth timm_inception_next_tiny_bf16ac,timm_mobileone_s1_cl_fp16 40 ) &
 PIDS+=($!)
 ( run_answers benchmarks/results/session34/plan_holdout33.json answers33 3 ) &
 PIDS+=($!)
-for s in timm_inception_next_tiny_bf16ac timm_mobileone_s1_cl_fp16; do
-  ( key_probe benchmarks/results/session34/keys $s $(( $(left) - 25 )) ) &
-  PIDS+=($!)
-done
+key_probes benchmarks/results/session34/keys timm_inception_next_tiny_bf16ac timm_mobileone_s1_cl_fp16
 wait "${PIDS[@]}"
 cat $R/timeline.txt; tail -n 3 $R/*.log $R/keys/*.log

@@ -18,18 +18,12 @@ cd "$(dirname "$0")/.."
 session_begin s35 430
 carry_env
 PIDS=()
-for k in 0 1 2; do
-  ( SHARD=$k/3 cpu_pytest 380 tests/python/test_predict_honest.py tests/python/test_predict.py \
-      tests/python/test_predict_key_probe.py ) &
-  PIDS+=($!)
-done
+cpu_pytest_shards 3 380 tests/python/test_predict_honest.py tests/python/test_predict.py \
+  tests/python/test_predict_key_probe.py
 ( holdout_truth timm_edgenext_small_cl_fp16,timm_pvt_v2_b1_bf16ac 40 ) &
 PIDS+=($!)
 ( run_answers benchmarks/results/session34/plan_holdout34.json answers34 2 ) &
 PIDS+=($!)
-for s in timm_edgenext_small_cl_fp16 timm_pvt_v2_b1_bf16ac; do
-  ( key_probe benchmarks/results/session35/keys $s $(( $(left) - 25 )) ) &
-  PIDS+=($!)
-done
+key_probes benchmarks/results/session35/keys timm_edgenext_small_cl_fp16 timm_pvt_v2_b1_bf16ac
 wait "${PIDS[@]}"
 cat $R/timeline.txt; tail -n 3 $R/*.log $R/keys/*.log

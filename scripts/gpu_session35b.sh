@@ -29,9 +29,6 @@ PIDS+=($!)
     --out "$R/val_unprobed_torch211.json" --jobs 6 > "$R/val211.log" 2>&1
   stamp "validation predicted by torch 2.11 CPU rc=$?" ) &
 PIDS+=($!)
-for s in timm_repvit_m1_1_cl_bf16ac timm_efficientvit_b1_fp16; do
-  ( key_probe benchmarks/results/session35/keys_b64_128 $s $(( $(left) - 25 )) ) &
-  PIDS+=($!)
-done
+key_probes benchmarks/results/session35/keys_b64_128 timm_repvit_m1_1_cl_bf16ac timm_efficientvit_b1_fp16
 wait "${PIDS[@]}"
 cat $R/timeline.txt; tail -n 3 $R/*.log $R/keys/*.log

@@ -58,6 +58,26 @@ key_probe() {
   stamp "key probe $2 rc=$?"
   [ -f "$R/keys/$2.table.json" ] && gzip -f "$R/keys/$2.table.json"
 }
+# `key_probes KEYDIR SETUP...`: key_probe of each SETUP in the background, each cut
+# 25 s before the deadline; their PIDs are appended to the caller's PIDS (its wait).
+key_probes() {
+  local dir=$1 s
+  shift
+  for s in "$@"; do
+    ( key_probe "$dir" "$s" $(( $(left) - 25 )) ) &
+    PIDS+=($!)
+  done
+}
+# `cpu_pytest_shards N SECONDS TEST...`: cpu_pytest in N shards (SHARD=K/N) in the
+# background; their PIDs are appended to the caller's PIDS.
+cpu_pytest_shards() {
+  local n=$1 k
+  shift
+  for ((k = 0; k < n; k++)); do
+    ( SHARD=$k/$n cpu_pytest "$@" ) &
+    PIDS+=($!)
+  done
+}
 # `run_answers PLAN DIR JOBS`: each size of a probe_answers.py plan in a fresh
 # process under the truth's limit in bytes, into R/DIR (log R/DIR.log), ending
 # 35 s before the deadline.
